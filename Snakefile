@@ -1,0 +1,31 @@
+# InTAct experiment pipeline. Default target: `snakemake --cores 2` (or `make run`).
+# Rules are thin; all logic lives in the `intact` package (src/intact).
+
+import os
+import sys
+
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+# The `intact` package is imported from this checkout's src/, here and in every job (also when a
+# job runs in a conda env or on a cluster node), so the code that runs is the code you see.
+_SRC = os.path.join(workflow.basedir, "src")
+sys.path.insert(0, _SRC)
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")])))
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/backbone.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

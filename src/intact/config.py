@@ -1,0 +1,331 @@
+"""Typed, frozen run configuration, built from config.yaml after schema validation.
+
+``config.yaml`` holds defaults per section; a *run* is (benchmark, method name, seed). The resolved
+:class:`RunConfig` merges, in order: section defaults -> the benchmark's ``overrides`` -> the overrides
+encoded in the method name (see :mod:`intact.naming`). Its hash identifies the run's settings.
+
+This module imports no torch: the Snakefile calls :func:`validate_config` at start-up.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+from intact.hashing import stable_hash
+from intact.naming import MethodNameError, parse_method_name
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+SECTIONS = ("prompt", "head", "intact", "optim")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: the message names the key or file and what was expected."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Typed sections
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Self-pretraining of a small backbone on a benchmark's clean split."""
+
+    benchmark: str = "digits"
+    epochs: int = 40
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    label_smoothing: float = 0.1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class BackboneConfig:
+    """A frozen timm ViT and where its weights come from."""
+
+    name: str
+    model: str
+    weights: str = "pretrain"
+    sha256: str | None = None
+    input_mean: tuple[float, ...] = (0.5,)
+    input_std: tuple[float, ...] = (0.5,)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+
+    @property
+    def pretrained_here(self) -> bool:
+        return self.weights == "pretrain"
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """A domain-incremental task sequence."""
+
+    name: str
+    type: str
+    backbone: str
+    domains: tuple[str, ...] = ()
+    image_size: int = 32
+    pretrain_fraction: float = 0.4
+    test_fraction: float = 0.4
+    val_fraction: float = 0.2
+    split_seed: int = 0
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.domains)
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """The shared classifier: Linear, or Linear -> LeakyReLU -> ... -> Linear."""
+
+    hidden: tuple[int, ...] = ()
+    negative_slope: float = 0.01
+
+
+@dataclass(frozen=True)
+class IntactConfig:
+    """Weights of the four InTAct terms (0 switches a term off) and the hypercube percentile."""
+
+    lambda_intdrift: float = 1e-3
+    lambda_feat: float = 1e-1
+    lambda_var: float = 1e-1
+    lambda_align: float = 1.0
+    percentile: float = 5.0
+    align_eps: float = 1e-8
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    epochs: int = 5
+    batch_size: int = 64
+    eval_batch_size: int = 512
+    lr_head: float = 1e-2
+    lr_prompt: float = 5e-2
+    weight_decay: float = 0.0
+    schedule: str = "cosine_step"
+    amp: bool = True
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one run's results (benchmark x method x seed)."""
+
+    benchmark: BenchmarkConfig
+    backbone: BackboneConfig
+    method: str
+    base: str
+    intact: IntactConfig | None
+    prompt: dict[str, Any]
+    head: HeadConfig
+    optim: OptimConfig
+    seed: int
+    eval_split: str = "test"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        return build_dataclass(cls, data, "run")
+
+    def hash(self) -> str:
+        """A short hash of every setting (seed included)."""
+        return stable_hash(self.to_dict())
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file (safe loader) and validate it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    cfg = yaml.safe_load(path.read_text()) or {}
+    validate_config(cfg)
+    return cfg
+
+
+def _schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _key(path: typing.Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def _schema_error(err: jsonschema.ValidationError, where: str = "config") -> ConfigError:
+    key = _key(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        keys = ", ".join(f"'{_key([*err.absolute_path, e])}'" for e in extra)
+        hint = f"expected one of: {', '.join(allowed)}" if allowed else "expected no other keys"
+        return ConfigError(f"{where}: unknown key {keys} ({hint})")
+    if err.validator == "required":
+        return ConfigError(f"{where}: key '{key}' is missing a required entry: {err.message}")
+    if err.validator == "enum":
+        return ConfigError(f"{where}: key '{key}' = {err.instance!r} is not allowed; expected one of {err.validator_value}")
+    return ConfigError(f"{where}: key '{key}' = {err.instance!r}: {err.message}")
+
+
+def _check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise _schema_error(jsonschema.exceptions.best_match(errors), where)
+
+
+def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
+    """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem."""
+    if not isinstance(cfg, Mapping):
+        raise ConfigError("config: expected a mapping at the top level")
+    _check_schema(cfg)
+    benchmarks = cfg["benchmarks"]
+    for b in cfg["run"]["benchmarks"]:
+        if b not in benchmarks:
+            raise ConfigError(f"config: run.benchmarks names unknown benchmark {b!r}; defined under 'benchmarks': {', '.join(benchmarks)}")
+    for name, bench in benchmarks.items():
+        if bench["backbone"] not in cfg["backbones"]:
+            raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under 'backbones' (defined: {', '.join(cfg['backbones'])})")
+    used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]}
+    for name in used_backbones:
+        _check_backbone(cfg, name, check_files)
+    for b in cfg["run"]["benchmarks"]:
+        for method in cfg["run"]["methods"]:
+            resolve_run(cfg, b, method, cfg["run"]["seeds"][0])
+
+
+def _check_backbone(cfg: Mapping[str, Any], name: str, check_files: bool) -> None:
+    bb = cfg["backbones"][name]
+    if bb["weights"] == "pretrain":
+        src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
+        if src not in cfg["benchmarks"]:
+            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
+        return
+    if check_files and not Path(bb["weights"]).expanduser().is_file():
+        raise ConfigError(
+            f"config: key 'backbones.{name}.weights': weights file {bb['weights']!r} does not exist "
+            "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)"
+        )
+
+
+def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:
+    from intact.methods import METHODS
+
+    try:
+        name = parse_method_name(method)
+    except MethodNameError as e:
+        raise ConfigError(f"config: {e}") from None
+    if name.base not in METHODS:
+        raise ConfigError(f"config: method {method!r}: unknown method {name.base!r} (expected one of: {', '.join(sorted(METHODS))})")
+    if name.intact and not METHODS[name.base].prompt_based:
+        raise ConfigError(f"config: method {method!r}: '+intact' integrates with prompt-based methods only; {name.base!r} is not one")
+    sections = {s: copy.deepcopy(cfg.get(s, {})) for s in SECTIONS}
+    _deep_merge(sections, cfg["benchmarks"][benchmark].get("overrides", {}) or {})
+    for section, values in name.section_overrides().items():
+        node = sections
+        for part in section.split("."):
+            if part not in SECTIONS and node is sections:
+                raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of {', '.join(SECTIONS)}")
+            node = node.setdefault(part, {})
+        node.update(values)
+    probe = {k: v for k, v in cfg.items()}
+    probe.update(sections)
+    _check_schema(probe, where=f"method {method!r} on benchmark {benchmark!r}")
+    return name, sections
+
+
+def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, eval_split: str | None = None) -> RunConfig:
+    """Build the typed :class:`RunConfig` of one run."""
+    if benchmark not in cfg["benchmarks"]:
+        raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
+    name, sections = _method_sections(cfg, benchmark, method)
+    bench_raw = {k: v for k, v in cfg["benchmarks"][benchmark].items() if k != "overrides"}
+    bench = build_dataclass(BenchmarkConfig, {"name": benchmark, **bench_raw}, f"benchmarks.{benchmark}")
+    bb_raw = cfg["backbones"][bench.backbone]
+    backbone = build_dataclass(BackboneConfig, {"name": bench.backbone, **bb_raw}, f"backbones.{bench.backbone}")
+    return RunConfig(
+        benchmark=bench,
+        backbone=backbone,
+        method=method,
+        base=name.base,
+        intact=build_dataclass(IntactConfig, sections["intact"], "intact") if name.intact else None,
+        prompt=dict(sections["prompt"].get(name.base, {})),
+        head=build_dataclass(HeadConfig, sections["head"], "head"),
+        optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
+        seed=int(seed),
+        eval_split=eval_split or cfg["run"].get("eval_split", "test"),
+    )
+
+
+def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
+    return build_dataclass(BackboneConfig, {"name": name, **cfg["backbones"][name]}, f"backbones.{name}")
+
+
+def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkConfig:
+    raw = {k: v for k, v in cfg["benchmarks"][name].items() if k != "overrides"}
+    return build_dataclass(BenchmarkConfig, {"name": name, **raw}, f"benchmarks.{name}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    for k, v in update.items():
+        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
+            _deep_merge(base[k], v)
+        else:
+            base[k] = copy.deepcopy(v)
+    return base
+
+
+def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str) -> Any:
+    """Construct dataclass ``cls`` from a mapping: unknown keys are errors, lists become tuples."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"config: unknown key '{where}.{unknown[0]}' (expected one of: {', '.join(sorted(names))})")
+    kwargs = {}
+    for key, value in data.items():
+        hint = _unwrap_optional(hints[key])
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+            value = build_dataclass(hint, value, f"{where}.{key}")
+        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+            value = tuple(value)
+        elif hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _unwrap_optional(hint: Any) -> Any:
+    """``X | None`` -> ``X``; anything else unchanged."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    return args[0] if is_union and len(args) == 1 else hint
+
+
+def _to_plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(v) for v in obj]
+    return obj

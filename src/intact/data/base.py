@@ -1,0 +1,47 @@
+"""The benchmark contract every task sequence implements (digits now; split-list benchmarks later)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from torch.utils.data import Dataset
+
+from intact.io import read_json
+
+
+class Benchmark(ABC):
+    """A domain-incremental sequence: every task has the full label space and one input domain.
+
+    Built once by ``prepare`` (writes ``manifest.json`` plus data files), then opened read-only by
+    every job through :meth:`open`.
+    """
+
+    def __init__(self, manifest_path: str | Path):
+        self.manifest_path = Path(manifest_path)
+        self.root = self.manifest_path.parent
+        self.manifest = read_json(self.manifest_path)
+
+    @property
+    def name(self) -> str:
+        return self.manifest["benchmark"]
+
+    @property
+    def task_names(self) -> list[str]:
+        return [t["name"] for t in self.manifest["tasks"]]
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.manifest["tasks"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.manifest["num_classes"])
+
+    @abstractmethod
+    def train_set(self, task: int, eval_split: str = "test") -> Dataset:
+        """Training data of ``task``: the whole train split, or train minus val when ``eval_split='val'``."""
+
+    @abstractmethod
+    def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
+        """The test split of ``task`` (or its validation part when ``eval_split='val'``)."""

@@ -1,0 +1,134 @@
+"""The embedded benchmark: scikit-learn's bundled digits under a sequence of image domains.
+
+No download: ``load_digits`` ships with scikit-learn. The 8x8 images (0-16) are scaled to [0, 1] and
+bilinearly upsampled. A stratified ``pretrain_fraction`` of the images is kept clean for pretraining
+the backbone; the rest is split once into train / test, and every task applies its domain to the
+*same* images, so no test image is ever trained on under any domain. A stratified ``val_fraction`` of
+the training images is the validation part used for hyperparameter search.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset, TensorDataset
+
+from intact.config import BenchmarkConfig
+from intact.data.base import Benchmark
+from intact.data.domains import apply_domain
+from intact.hashing import sha256_file
+from intact.io import load_tensors, save_tensors, write_json
+
+DATA_FILE = "data.safetensors"
+
+
+def _stratified_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (rest, taken) with ``fraction`` of each class taken, deterministically."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(labels))
+    rest, taken = train_test_split(idx, test_size=fraction, stratify=labels, random_state=seed)
+    return np.sort(rest), np.sort(taken)
+
+
+def _domain_seed(split_seed: int, domain: str) -> int:
+    # A fixed per-domain seed: the same domain gets the same randomness wherever it sits in the order.
+    return zlib.crc32(f"{split_seed}:{domain}".encode())
+
+
+def load_digit_images(image_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """All 1,797 digits as (N, 1, S, S) floats in [0, 1] and int64 labels."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.from_numpy(d.images.astype(np.float32) / 16.0).unsqueeze(1)
+    x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False).clamp_(0, 1)
+    return x.contiguous(), torch.from_numpy(d.target.astype(np.int64))
+
+
+def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
+    """Build the benchmark under ``out_dir``; return the manifest path (written last, atomically)."""
+    out_dir = Path(out_dir)
+    x, y = load_digit_images(cfg.image_size)
+    labels = y.numpy()
+    continual, pretrain = _stratified_split(labels, cfg.pretrain_fraction, cfg.split_seed)
+    train_rel, test_rel = _stratified_split(labels[continual], cfg.test_fraction, cfg.split_seed + 1)
+    train, test = continual[train_rel], continual[test_rel]
+    _, val_rel = _stratified_split(labels[train], cfg.val_fraction, cfg.split_seed + 2)
+    val_mask = torch.zeros(len(train), dtype=torch.bool)
+    val_mask[torch.from_numpy(val_rel)] = True
+
+    tensors = {
+        "pretrain_x": x[pretrain], "pretrain_y": y[pretrain],
+        "train_index": torch.from_numpy(train), "test_index": torch.from_numpy(test),
+        "train_y": y[train], "test_y": y[test], "val_mask": val_mask,
+        "clean_test_x": x[test],
+    }
+    for domain in cfg.domains:
+        seed = _domain_seed(cfg.split_seed, domain)
+        tensors[f"{domain}/train_x"] = apply_domain(domain, x[train], seed)
+        tensors[f"{domain}/test_x"] = apply_domain(domain, x[test], seed + 1)
+    data_path = out_dir / DATA_FILE
+    save_tensors(data_path, tensors)
+
+    manifest = {
+        "benchmark": cfg.name,
+        "type": cfg.type,
+        "config": {k: v for k, v in cfg.__dict__.items()},
+        "num_classes": 10,
+        "class_names": [str(c) for c in range(10)],
+        "image_shape": [1, cfg.image_size, cfg.image_size],
+        "tasks": [
+            {"name": d, "train": len(train), "val": int(val_mask.sum()), "test": len(test)} for d in cfg.domains
+        ],
+        "pretrain_images": len(pretrain),
+        "files": {DATA_FILE: sha256_file(data_path)},
+    }
+    manifest_path = out_dir / "manifest.json"
+    write_json(manifest_path, manifest)
+    return manifest_path
+
+
+class DigitsBenchmark(Benchmark):
+    """Opens a prepared digits benchmark (see :func:`prepare`)."""
+
+    prepare = staticmethod(prepare)
+
+    def __init__(self, manifest_path: str | Path):
+        super().__init__(manifest_path)
+        self._t = load_tensors(self.root / DATA_FILE)
+
+    def _x(self, task: int, split: str) -> torch.Tensor:
+        return self._t[f"{self.task_names[task]}/{split}_x"]
+
+    def train_set(self, task: int, eval_split: str = "test") -> Dataset:
+        x, y = self._x(task, "train"), self._t["train_y"]
+        if eval_split == "val":
+            keep = ~self._t["val_mask"]
+            x, y = x[keep], y[keep]
+        return TensorDataset(x, y)
+
+    def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
+        if eval_split == "val":
+            m = self._t["val_mask"]
+            return TensorDataset(self._x(task, "train")[m], self._t["train_y"][m])
+        return TensorDataset(self._x(task, "test"), self._t["test_y"])
+
+    def pretrain_set(self) -> Dataset:
+        """Clean images reserved for pretraining the backbone."""
+        return TensorDataset(self._t["pretrain_x"], self._t["pretrain_y"])
+
+    def clean_test_set(self) -> Dataset:
+        """The continual test images without any domain (to report the backbone's clean accuracy)."""
+        return TensorDataset(self._t["clean_test_x"], self._t["test_y"])
+
+    def preview(self, n: int = 10) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """One test image per class (up to ``n``): clean and under every domain."""
+        y = self._t["test_y"]
+        idx = torch.stack([torch.nonzero(y == c)[0, 0] for c in range(min(n, self.num_classes))])
+        domains = {d: self._t[f"{d}/test_x"][idx].numpy() for d in self.task_names}
+        return self._t["clean_test_x"][idx].numpy(), domains, y[idx].numpy()

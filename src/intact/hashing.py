@@ -1,0 +1,37 @@
+"""Checksums and stable hashes (no torch import: the Snakefile uses this at start-up)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def stable_hash(obj: Any, length: int = 12) -> str:
+    """A short hash of a JSON-serialisable object that does not depend on dict order."""
+    blob = json.dumps(obj, sort_keys=True, default=json_default).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def json_default(o: Any) -> Any:
+    """JSON fallback for paths, tensors and numpy scalars."""
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -1,0 +1,33 @@
+"""Send a job's stdout/stderr (Python and C level) to its log file, as Snakemake's ``log:`` expects."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def log_to(path: str | os.PathLike | None) -> Iterator[None]:
+    """Redirect file descriptors 1 and 2 to ``path`` (appending) for the duration of the block."""
+    if not path:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "a") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])

@@ -1,0 +1,34 @@
+"""The method registry: name -> implementation, resolved lazily.
+
+The table is plain strings so that validating a config (at Snakefile start-up, on every cluster job)
+does not import torch; :func:`method_class` imports the implementation when a job needs it. Adding a
+method = one file in this package + one line here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from intact.registry import load_target, resolve
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    target: str            #: "module:Class"
+    prompt_based: bool     #: InTAct ("+intact") integrates with prompt-based methods
+    description: str
+
+
+METHODS: dict[str, MethodEntry] = {
+    "coda_p": MethodEntry("intact.methods.coda_p:CodaPrompt", True, "CODA-Prompt (Smith et al., CVPR 2023)"),
+}
+
+
+def method_class(base: str) -> type:
+    """Import and return the class registered as ``base``."""
+    return load_target(resolve(METHODS, base, "method").target)
+
+
+def create_method(run, backbone, num_classes: int, num_tasks: int):
+    """Instantiate the method of ``run`` (a :class:`~intact.config.RunConfig`) on ``backbone``."""
+    return method_class(run.base)(run, backbone, num_classes, num_tasks)

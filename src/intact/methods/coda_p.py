@@ -1,0 +1,31 @@
+"""CODA-Prompt: attention-weighted sums of prompt components (prefix tuning at the first blocks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from intact.config import build_dataclass
+from intact.methods.prompt import PromptMethod
+from intact.models.coda import CodaPromptPool
+
+
+@dataclass(frozen=True)
+class CodaConfig:
+    """``prompt.coda_p`` in config.yaml."""
+
+    pool_size: int = 100
+    length: int = 8
+    layers: tuple[int, ...] = (0, 1, 2, 3, 4)
+    ortho_mu: float = 0.0
+
+
+class CodaPrompt(PromptMethod):
+    """CODA-Prompt (Smith et al., CVPR 2023) as described in the paper's Preliminaries."""
+
+    def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
+        cfg = build_dataclass(CodaConfig, self.run.prompt, "prompt.coda_p")
+        if max(cfg.layers) >= self.backbone.depth:
+            raise ValueError(f"prompt.coda_p.layers = {list(cfg.layers)}: the backbone has only {self.backbone.depth} blocks")
+        return CodaPromptPool(embed_dim, cfg.pool_size, cfg.length, cfg.layers, num_tasks, cfg.ortho_mu)

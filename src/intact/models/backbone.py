@@ -1,0 +1,118 @@
+"""The frozen ViT: creation by timm name, weights from a local file, prompted [CLS] features."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import timm
+import torch
+from torch import nn
+
+import intact.models.vit_digits  # noqa: F401  (registers vit_digits_* in timm)
+from intact.config import BackboneConfig
+from intact.hashing import sha256_file
+from intact.models.prefix import Prefix, block_with_prefix, check_prefixable
+
+WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".npz")
+
+
+class WeightsError(ValueError):
+    """A weights file that is missing, has the wrong checksum, or does not fit the model."""
+
+
+def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """Load a state dict from .safetensors, or .pth/.pt/.bin with ``weights_only=True`` (no pickle code)."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    for key in ("state_dict", "model", "module"):
+        if isinstance(state, dict) and key in state and isinstance(state[key], dict):
+            state = state[key]
+    return state
+
+
+def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str] = None) -> str:
+    """Load local weights into ``vit`` (classifier heads ignored); return the file's sha256."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WeightsError(f"backbone weights file {str(path)!r} does not exist")
+    if path.suffix not in WEIGHT_SUFFIXES:
+        raise WeightsError(f"backbone weights file {str(path)!r}: expected one of {', '.join(WEIGHT_SUFFIXES)}")
+    digest = sha256_file(path)
+    if sha256 is not None and digest != sha256:
+        raise WeightsError(f"backbone weights file {str(path)!r} has sha256 {digest}, expected {sha256}")
+    if path.suffix == ".npz":  # original JAX/big_vision checkpoints
+        from timm.models.vision_transformer import _load_weights
+
+        _load_weights(vit, str(path))
+        return digest
+    state = {k: v for k, v in read_state_dict(path).items() if not k.startswith(("head.", "fc_norm.")) or k in vit.state_dict()}
+    missing, unexpected = vit.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith("head.")]
+    if missing or unexpected:
+        raise WeightsError(
+            f"backbone weights file {str(path)!r} does not fit the model: "
+            f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
+        )
+    return digest
+
+
+class FrozenViT(nn.Module):
+    """A frozen timm ViT returning the final-LayerNorm [CLS] token, optionally with prefix prompts."""
+
+    def __init__(self, vit: nn.Module, mean: tuple[float, ...], std: tuple[float, ...]):
+        super().__init__()
+        check_prefixable(vit.blocks)
+        self.vit = vit.eval().requires_grad_(False)
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
+
+    @property
+    def embed_dim(self) -> int:
+        return self.vit.embed_dim
+
+    @property
+    def depth(self) -> int:
+        return len(self.vit.blocks)
+
+    def train(self, mode: bool = True) -> "FrozenViT":
+        # Frozen means frozen: no dropout / drop-path even while prompts train.
+        super().train(False)
+        return self
+
+    def _tokens(self, x: torch.Tensor) -> torch.Tensor:
+        v = self.vit
+        x = v.patch_embed((x - self.mean) / self.std)
+        return v.norm_pre(v.patch_drop(v._pos_embed(x)))
+
+    def forward(self, x: torch.Tensor, prefix: Optional[Prefix] = None) -> torch.Tensor:
+        """[CLS] after the final LayerNorm, with ``prefix[l]`` prepended in block ``l``'s attention."""
+        if not prefix:
+            return self.query(x)
+        h = self._tokens(x)
+        for i, blk in enumerate(self.vit.blocks):
+            h = block_with_prefix(blk, h, prefix.get(i))
+        return self.vit.norm(h)[:, 0]
+
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature."""
+        return self.vit.norm(self.vit.blocks(self._tokens(x)))[:, 0]
+
+
+def create_vit(model: str, num_classes: int = 0) -> nn.Module:
+    """A randomly initialised timm model by name (ours or timm's), never downloading weights."""
+    try:
+        return timm.create_model(model, pretrained=False, num_classes=num_classes)
+    except RuntimeError as e:
+        raise ValueError(f"backbone model {model!r}: {e}") from None
+
+
+def create_backbone(cfg: BackboneConfig, weights_path: str | Path) -> tuple[FrozenViT, str]:
+    """Build the frozen backbone of ``cfg`` with weights from ``weights_path``; also return their sha256."""
+    vit = create_vit(cfg.model)
+    digest = load_backbone_weights(vit, weights_path, cfg.sha256 if not cfg.pretrained_here else None)
+    return FrozenViT(vit, cfg.input_mean, cfg.input_std), digest

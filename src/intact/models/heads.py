@@ -1,0 +1,41 @@
+"""The shared classifier head: Linear, or Linear -> LeakyReLU -> ... -> Linear.
+
+InTAct protects every Linear of the head against the hypercube of *its own input*; so the head
+reports those inputs ("tracked layers") alongside the logits.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from intact.config import HeadConfig
+
+
+class Head(nn.Sequential):
+    """A classifier whose Linear layers are named ``fc0, fc1, ...``; tracked inputs share the names."""
+
+    def __init__(self, in_dim: int, num_classes: int, cfg: HeadConfig):
+        layers: list[tuple[str, nn.Module]] = []
+        dims = [in_dim, *cfg.hidden, num_classes]
+        for i in range(len(dims) - 1):
+            layers.append((f"fc{i}", nn.Linear(dims[i], dims[i + 1])))
+            if i < len(dims) - 2:
+                layers.append((f"act{i}", nn.LeakyReLU(cfg.negative_slope)))
+        super().__init__(OrderedDict(layers))
+        self.negative_slope = cfg.negative_slope
+
+    def linears(self) -> list[tuple[str, nn.Linear]]:
+        return [(n, m) for n, m in self.named_children() if isinstance(m, nn.Linear)]
+
+    def forward_tracked(self, z: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits and the input of every Linear layer, keyed by the layer's name."""
+        inputs: dict[str, torch.Tensor] = {}
+        h = z
+        for name, module in self.named_children():
+            if isinstance(module, nn.Linear):
+                inputs[name] = h
+            h = module(h)
+        return h, inputs

@@ -1,0 +1,36 @@
+"""Small timm ViTs for the embedded 32x32 grey-scale benchmark, registered in timm's model registry.
+
+After ``import intact.models.vit_digits``, ``timm.create_model("vit_digits_p8")`` works like any
+timm name; the pipeline pretrains these on the benchmark's clean split instead of downloading.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from timm.models import register_model
+from timm.models.vision_transformer import VisionTransformer
+
+
+def _vit_digits(patch_size: int, **kwargs: Any) -> VisionTransformer:
+    args: dict[str, Any] = dict(
+        img_size=32, patch_size=patch_size, in_chans=1, num_classes=10,
+        embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0, qkv_bias=True,
+    )
+    # timm's factory passes bookkeeping kwargs meant for build_model_with_cfg; they are not model args
+    for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
+        kwargs.pop(key, None)
+    args.update(kwargs)
+    return VisionTransformer(**args)
+
+
+@register_model
+def vit_digits_p8(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    """ViT with 8x8 patches (16 patches + [CLS]), width 64, depth 4, 4 heads: ~140k parameters."""
+    return _vit_digits(8, **kwargs)
+
+
+@register_model
+def vit_digits_p4(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    """ViT with 4x4 patches (64 patches + [CLS]), width 64, depth 4, 4 heads."""
+    return _vit_digits(4, **kwargs)

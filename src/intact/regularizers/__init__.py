@@ -1,0 +1,1 @@
+"""Regularizers: hypercubes, interval-arithmetic drift bounds and the InTAct terms."""

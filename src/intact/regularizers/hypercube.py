@@ -1,0 +1,108 @@
+"""Per-neuron activation hypercubes (the paper's Eq. hypercube and the union rule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from intact.io import load_tensors, save_tensors
+
+
+def percentile(x: torch.Tensor, q: float) -> torch.Tensor:
+    """Per-column ``q``-th percentile of ``x`` (N, d) with linear interpolation (numpy's default).
+
+    Sort-based, so it has no size limit (``torch.quantile`` refuses large inputs) and is
+    differentiable with respect to ``x`` (L_Align uses batch percentiles).
+    """
+    n = x.shape[0]
+    if n == 0:
+        raise ValueError("percentile of an empty set")
+    s = x.sort(dim=0).values
+    pos = (q / 100.0) * (n - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return s[lo] + frac * (s[hi] - s[lo])
+
+
+@dataclass
+class Hypercube:
+    """A box ``[lower, upper]`` in a layer's activation space."""
+
+    lower: torch.Tensor
+    upper: torch.Tensor
+
+    @classmethod
+    def from_activations(cls, acts: torch.Tensor, alpha: float) -> "Hypercube":
+        """Bounds at the ``alpha``-th and ``(100 - alpha)``-th percentile of each neuron."""
+        acts = acts.detach().float()
+        return cls(percentile(acts, alpha), percentile(acts, 100.0 - alpha))
+
+    def union(self, other: "Hypercube | None") -> "Hypercube":
+        """The smallest box containing both (the cumulative update rule)."""
+        if other is None:
+            return Hypercube(self.lower.clone(), self.upper.clone())
+        return Hypercube(torch.minimum(self.lower, other.lower), torch.maximum(self.upper, other.upper))
+
+    @property
+    def dim(self) -> int:
+        return self.lower.numel()
+
+    @property
+    def width(self) -> torch.Tensor:
+        return self.upper - self.lower
+
+    @property
+    def center(self) -> torch.Tensor:
+        return (self.lower + self.upper) / 2
+
+    @property
+    def radius(self) -> torch.Tensor:
+        """The paper's r: the mean half-width over neurons."""
+        return (self.width / 2).mean()
+
+    def log_volume(self) -> float:
+        """Natural log of the volume (a product of d widths under/overflows in float)."""
+        return float(torch.log(self.width.clamp_min(1e-30)).sum())
+
+    def contains(self, x: torch.Tensor) -> torch.Tensor:
+        """Per sample: is every coordinate inside the box?"""
+        return ((x >= self.lower) & (x <= self.upper)).all(dim=-1)
+
+    def inside_fraction(self, x: torch.Tensor) -> float:
+        """Fraction of (sample, neuron) coordinates inside their interval."""
+        return float(((x >= self.lower) & (x <= self.upper)).float().mean())
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``n`` points drawn uniformly from the box."""
+        u = torch.rand(n, self.dim, generator=generator, dtype=self.lower.dtype)
+        return self.lower + u * self.width
+
+    def to(self, device: torch.device | str) -> "Hypercube":
+        return Hypercube(self.lower.to(device), self.upper.to(device))
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "dim": self.dim,
+            "log_volume": self.log_volume(),
+            "mean_width": float(self.width.mean()),
+            "radius": float(self.radius),
+        }
+
+
+def save_hypercubes(path: str | Path, cubes: dict[str, Hypercube], metadata: dict[str, str] | None = None) -> None:
+    """Store ``{layer: cube}`` as ``<layer>.lower`` / ``<layer>.upper`` tensors (an empty file if none)."""
+    tensors = {}
+    for name, cube in cubes.items():
+        tensors[f"{name}.lower"] = cube.lower
+        tensors[f"{name}.upper"] = cube.upper
+    save_tensors(path, tensors, metadata)
+
+
+def load_hypercubes(path: str | Path) -> dict[str, Hypercube]:
+    t = load_tensors(path)
+    names = sorted({k.rsplit(".", 1)[0] for k in t})
+    return {n: Hypercube(t[f"{n}.lower"], t[f"{n}.upper"]) for n in names}

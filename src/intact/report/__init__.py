@@ -1,0 +1,1 @@
+"""Tables and figures, built only from stored results (R.csv, metrics.json, train.json)."""

@@ -1,0 +1,212 @@
+"""Train one task from the previous task's state: the body of a ``train_task`` job.
+
+Resumable at step granularity: after every epoch (and when SLURM signals the end of the time limit)
+the job atomically writes ``checkpoint.pt`` with the trainable state, optimizer, scheduler and RNG
+state plus the position in the epoch; a restarted job continues from there. Batch order is a pure
+function of (seed, task, epoch), so a resumed run is bit-identical to an uninterrupted one on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Subset
+from tqdm import tqdm
+
+from intact.config import OptimConfig, RunConfig
+from intact.data import open_benchmark
+from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
+from intact.methods import create_method
+from intact.methods.base import ContinualMethod
+from intact.models.backbone import create_backbone
+from intact.provenance import provenance
+from intact.regularizers.hypercube import load_hypercubes, save_hypercubes
+from intact.seeding import configure_torch, derive_seed, seed_everything, task_generator
+
+CHECKPOINT = "checkpoint.pt"
+
+
+class Preempted(SystemExit):
+    """Raised after the checkpoint is saved when the scheduler asks the job to stop."""
+
+
+def lr_factor(schedule: str, epochs: int, steps_per_epoch: int):
+    """Multiplier of the base learning rate as a function of the global step."""
+    total = epochs * steps_per_epoch
+    if schedule == "cosine_step":
+        return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / total))
+    if schedule == "cosine_epoch":
+        # the reference code: lr_e = lr0 * cos(99 pi e / (200 (K - 1))), constant within an epoch
+        return lambda step: math.cos(99 * math.pi * (step // steps_per_epoch) / (200 * max(epochs - 1, 1)))
+    if schedule == "constant":
+        return lambda step: 1.0
+    raise ValueError(f"optim.schedule = {schedule!r}: expected cosine_step, cosine_epoch or constant")
+
+
+def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: int):
+    opt = torch.optim.Adam(method.param_groups(), weight_decay=o.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(o.schedule, o.epochs, steps_per_epoch))
+    return opt, sched
+
+
+def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
+                state: Path | None = None, hypercubes: Path | None = None):
+    """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given."""
+    bench = open_benchmark(manifest)
+    backbone, digest = create_backbone(run.backbone, backbone_weights)
+    method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
+    if state is not None:
+        method.load_trainable_state(load_tensors(state))
+    if hypercubes is not None:
+        method.hypercubes = load_hypercubes(hypercubes)
+    return bench, method.to(device), digest
+
+
+class _StopFlag:
+    """Turns SIGTERM / SIGUSR1 (SLURM's time-limit warnings) into a checkpoint-and-exit request."""
+
+    def __init__(self) -> None:
+        self.raised: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopFlag":
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.raised = signum
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _batches(data: Dataset, order: torch.Tensor, batch_size: int, first: int) -> DataLoader:
+    return DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False)
+
+
+def train_task(
+    run: RunConfig,
+    task: int,
+    *,
+    manifest: Path,
+    backbone_weights: Path,
+    out_dir: Path,
+    prev_dir: Path | None = None,
+    threads: int | None = None,
+    progress: bool = True,
+    max_steps: int | None = None,
+) -> dict[str, Any]:
+    """Train ``task`` and write ``state.safetensors``, ``hypercube.safetensors``, ``train.json`` to ``out_dir``.
+
+    ``max_steps`` stops (after checkpointing) once that many optimizer steps ran in this call: a test
+    hook that simulates a job killed mid-task.
+    """
+    out_dir = Path(out_dir)
+    device = configure_torch(threads)
+    seed_everything(derive_seed(run.seed, task, "init"))
+    if task > 0 and prev_dir is None:
+        raise ValueError(f"task {task} needs the previous task's folder")
+    prev = Path(prev_dir) if prev_dir is not None else None
+    bench, method, backbone_sha = load_method(
+        run, manifest, backbone_weights, device,
+        state=prev / "state.safetensors" if prev else None,
+        hypercubes=prev / "hypercube.safetensors" if prev else None,
+    )
+    train_set = bench.train_set(task, run.eval_split)
+    method.begin_task(task, train_set)
+    o = run.optim
+    n = len(train_set)
+    steps_per_epoch = math.ceil(n / o.batch_size)
+    opt, sched = build_optimizer(method, o, steps_per_epoch)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
+
+    ckpt_path = out_dir / CHECKPOINT
+    run_hash = run.hash()
+    epoch, step, history, running, elapsed, resumed_from = 0, 0, [], {}, 0.0, None
+    if ckpt_path.exists():
+        ck = load_checkpoint(ckpt_path)
+        if ck["run_hash"] == run_hash and ck["task"] == task:
+            method.load_trainable_state(ck["method"])
+            opt.load_state_dict(ck["optimizer"])
+            sched.load_state_dict(ck["scheduler"])
+            torch.set_rng_state(ck["rng_cpu"])
+            epoch, step, history, running, elapsed = ck["epoch"], ck["step"], ck["history"], ck["running"], ck["elapsed"]
+            resumed_from = {"epoch": epoch, "step": step}
+            print(f"resuming task {task} from epoch {epoch} step {step}", file=sys.stderr)
+
+    def checkpoint() -> None:
+        save_checkpoint(ckpt_path, {
+            "run_hash": run_hash, "task": task, "epoch": epoch, "step": step,
+            "method": method.trainable_state(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+            "rng_cpu": torch.get_rng_state(), "history": history, "running": running,
+            "elapsed": elapsed + time.perf_counter() - t0,
+        })
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    steps_done = 0
+    method.train()
+    with _StopFlag() as stop:
+        while epoch < o.epochs:
+            order = torch.randperm(n, generator=task_generator(run.seed, task, f"epoch{epoch}"))
+            bar = tqdm(_batches(train_set, order, o.batch_size, step), total=steps_per_epoch, initial=step,
+                       desc=f"{run.method} task {task} epoch {epoch + 1}/{o.epochs}", disable=not progress,
+                       file=sys.stderr, mininterval=1.0, leave=False)
+            epoch_start = time.perf_counter()
+            for x, y in bar:
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                with amp:
+                    loss, terms = method.loss(x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                step += 1
+                steps_done += 1
+                for k, v in terms.items():
+                    running[k] = running.get(k, 0.0) + float(v) * len(y)
+                running["_n"] = running.get("_n", 0.0) + len(y)
+                bar.set_postfix(loss=f"{float(loss):.3f}", refresh=False)
+                if stop.raised is not None or (max_steps is not None and steps_done >= max_steps):
+                    checkpoint()
+                    raise Preempted(f"stopped at epoch {epoch} step {step} (signal {stop.raised}); checkpoint saved")
+            seconds = time.perf_counter() - epoch_start
+            count = running.pop("_n", 0.0)
+            history.append({"epoch": epoch + 1, **{k: v / max(count, 1) for k, v in running.items()},
+                            "seconds": seconds, "images_per_s": count / max(seconds, 1e-9)})
+            epoch, step, running = epoch + 1, 0, {}
+            checkpoint()
+
+    train_seconds = elapsed + time.perf_counter() - t0
+    method.eval()
+    end = method.end_task(task, train_set)
+    save_tensors(out_dir / "state.safetensors", method.trainable_state(), {"method": run.method, "task": str(task)})
+    save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, {"method": run.method, "task": str(task)})
+    peak = (torch.cuda.max_memory_allocated() if device.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    record = {
+        "benchmark": run.benchmark.name, "method": run.method, "seed": run.seed, "task": task,
+        "task_name": bench.task_names[task], "config_hash": run_hash,
+        "train_images": n, "epochs": history, "seconds": train_seconds,
+        "images_per_s": n * o.epochs / max(train_seconds, 1e-9), "peak_memory_mb": peak / 2**20,
+        "trainable_parameters": method.num_trainable_parameters(),
+        "certificate": end.pop("certificate", None), **end,
+        "resumed_from": resumed_from, "backbone_sha256": backbone_sha,
+        "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),
+    }
+    write_json(out_dir / "train.json", record)
+    ckpt_path.unlink(missing_ok=True)
+    return record

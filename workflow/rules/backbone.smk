@@ -1,0 +1,37 @@
+rule pretrain_backbone:
+    """Pretrain a small backbone on a benchmark's clean split (backbones with `weights: pretrain`)."""
+    input:
+        manifest=lambda w: f"results/data/{config['backbones'][w.backbone]['pretrain']['benchmark']}/manifest.json",
+    output:
+        weights="results/backbones/{backbone}.safetensors",
+        info="results/backbones/{backbone}.json",
+    log:
+        "results/logs/pretrain_backbone/{backbone}.log",
+    benchmark:
+        "results/timings/pretrain_backbone/{backbone}.tsv"
+    wildcard_constraints:
+        backbone=one_of(PRETRAINED_BACKBONES),
+    params:
+        backbone=lambda w: as_dict(backbone_config(config, w.backbone)),
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/pretrain_backbone.py"
+
+
+rule describe_backbone:
+    """Check a user's local weights file (exists, sha256, fits the model) and record its provenance."""
+    input:
+        weights=lambda w: os.path.expanduser(config["backbones"][w.backbone]["weights"]),
+    output:
+        info="results/backbones/{backbone}.json",
+    log:
+        "results/logs/describe_backbone/{backbone}.log",
+    wildcard_constraints:
+        backbone=one_of(EXTERNAL_BACKBONES),
+    params:
+        backbone=lambda w: as_dict(backbone_config(config, w.backbone)),
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/describe_backbone.py"

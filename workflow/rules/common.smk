@@ -1,0 +1,94 @@
+# Helpers shared by the rules: config validation at start-up, run resolution, path builders.
+import dataclasses
+import os
+import re
+
+from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
+from intact.naming import NAME_PATTERN
+
+try:
+    validate_config(config)
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+
+
+
+def one_of(names):
+    """A regex matching exactly these names (nothing if empty): restricts a rule to some config entries."""
+    return "|".join(map(re.escape, names)) or "(?!)"
+
+
+PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
+EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
+
+
+wildcard_constraints:
+    benchmark=r"[A-Za-z0-9_\-]+",
+    backbone=r"[A-Za-z0-9_\-]+",
+    method=NAME_PATTERN,
+    seed=r"\d+",
+    task=r"\d+",
+
+
+def num_tasks(benchmark):
+    return len(config["benchmarks"][benchmark]["domains"])
+
+
+def run_config(wildcards):
+    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run."""
+    return resolve_run(config, wildcards.benchmark, wildcards.method, int(wildcards.seed)).to_dict()
+
+
+def as_dict(obj):
+    return dataclasses.asdict(obj)
+
+
+def manifest(wildcards):
+    return f"results/data/{wildcards.benchmark}/manifest.json"
+
+
+def backbone_name(benchmark):
+    return config["benchmarks"][benchmark]["backbone"]
+
+
+def backbone_weights(wildcards):
+    """The frozen backbone of the run's benchmark: pretrained by the pipeline or a user's local file."""
+    name = backbone_name(wildcards.benchmark)
+    weights = config["backbones"][name]["weights"]
+    if weights == "pretrain":
+        return f"results/backbones/{name}.safetensors"
+    return os.path.expanduser(weights)
+
+
+def backbone_info(wildcards):
+    return f"results/backbones/{backbone_name(wildcards.benchmark)}.json"
+
+
+def previous_task(wildcards):
+    """Everything task t needs from task t-1: its trainable state and cumulative hypercube."""
+    t = int(wildcards.task)
+    if t == 0:
+        return {}
+    w = wildcards
+    prev = f"results/runs/{w.benchmark}/{w.method}/seed{w.seed}/task{t - 1}"
+    return {"state": f"{prev}/state.safetensors", "hypercube": f"{prev}/hypercube.safetensors"}
+
+
+def run_tasks(wildcards, name):
+    """``name`` in every task folder of the run."""
+    w = wildcards
+    return [f"results/runs/{w.benchmark}/{w.method}/seed{w.seed}/task{t}/{name}" for t in range(num_tasks(w.benchmark))]
+
+
+def run_outputs(benchmark, methods, seeds):
+    return expand("results/runs/{benchmark}/{method}/seed{seed}/{file}", benchmark=benchmark, method=methods, seed=seeds, file=["R.csv", "metrics.json"])
+
+
+def all_targets():
+    r = config["run"]
+    targets = []
+    for b in r["benchmarks"]:
+        targets += run_outputs(b, r["methods"], r["seeds"])
+        targets += expand("results/tables/{benchmark}/main.{ext}", benchmark=b, ext=["csv", "md"])
+        targets += [f"results/figures/{b}/aa_evolution.png", f"results/figures/{b}/domains.png"]
+    return targets

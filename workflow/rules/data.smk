@@ -1,0 +1,15 @@
+rule prepare_data:
+    output:
+        manifest="results/data/{benchmark}/manifest.json",
+        data="results/data/{benchmark}/data.safetensors",
+        preview="results/figures/{benchmark}/domains.png",
+    log:
+        "results/logs/prepare_data/{benchmark}.log",
+    benchmark:
+        "results/timings/prepare_data/{benchmark}.tsv"
+    params:
+        benchmark=lambda w: as_dict(benchmark_config(config, w.benchmark)),
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/prepare_data.py"

@@ -1,0 +1,17 @@
+rule report_main:
+    """Mean +- std over seeds of AA / forgetting / BWT per method, and the AA-evolution plot."""
+    input:
+        metrics=lambda w: expand("results/runs/{benchmark}/{method}/seed{seed}/metrics.json", benchmark=w.benchmark, method=config["run"]["methods"], seed=config["run"]["seeds"]),
+    output:
+        csv="results/tables/{benchmark}/main.csv",
+        md="results/tables/{benchmark}/main.md",
+        plot="results/figures/{benchmark}/aa_evolution.png",
+    log:
+        "results/logs/report_main/{benchmark}.log",
+    params:
+        methods=config["run"]["methods"],
+    localrule: True
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/report_main.py"

@@ -1,0 +1,61 @@
+rule train_task:
+    """Train task t from task t-1's state + hypercube; one job per task."""
+    input:
+        unpack(previous_task),
+        manifest=manifest,
+        backbone=backbone_weights,
+        backbone_info=backbone_info,
+    output:
+        state="results/runs/{benchmark}/{method}/seed{seed}/task{task}/state.safetensors",
+        hypercube="results/runs/{benchmark}/{method}/seed{seed}/task{task}/hypercube.safetensors",
+        record="results/runs/{benchmark}/{method}/seed{seed}/task{task}/train.json",
+    log:
+        "results/logs/train_task/{benchmark}/{method}/seed{seed}/task{task}.log",
+    benchmark:
+        "results/timings/train_task/{benchmark}/{method}/seed{seed}/task{task}.tsv"
+    params:
+        run=run_config,
+    threads: 1
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/train_task.py"
+
+
+rule evaluate_task:
+    """Accuracy of task t's state on every task's test set: column t of R."""
+    input:
+        state="results/runs/{benchmark}/{method}/seed{seed}/task{task}/state.safetensors",
+        manifest=manifest,
+        backbone=backbone_weights,
+    output:
+        record="results/runs/{benchmark}/{method}/seed{seed}/task{task}/eval.json",
+    log:
+        "results/logs/evaluate_task/{benchmark}/{method}/seed{seed}/task{task}.log",
+    benchmark:
+        "results/timings/evaluate_task/{benchmark}/{method}/seed{seed}/task{task}.tsv"
+    params:
+        run=run_config,
+    threads: 1
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/evaluate_task.py"
+
+
+rule collect_run:
+    """The accuracy matrix R and the metrics of one (benchmark, method, seed) run."""
+    input:
+        evals=lambda w: run_tasks(w, "eval.json"),
+        trains=lambda w: run_tasks(w, "train.json"),
+        manifest=manifest,
+    output:
+        R="results/runs/{benchmark}/{method}/seed{seed}/R.csv",
+        metrics="results/runs/{benchmark}/{method}/seed{seed}/metrics.json",
+    log:
+        "results/logs/collect_run/{benchmark}/{method}/seed{seed}.log",
+    localrule: True
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/collect_run.py"

@@ -1,0 +1,8 @@
+"""Snakemake adapter: check and record a user-supplied backbone weights file."""
+from intact.config import BackboneConfig, build_dataclass
+from intact.joblog import log_to
+from intact.pretrain import describe_weights
+
+with log_to(snakemake.log[0]):
+    cfg = build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone")
+    describe_weights(cfg, snakemake.input.weights, snakemake.output.info)

@@ -1,0 +1,9 @@
+"""Snakemake adapter: pretrain a small backbone on a benchmark's clean split."""
+from intact.config import BackboneConfig, build_dataclass
+from intact.joblog import log_to
+from intact.pretrain import pretrain_backbone
+
+with log_to(snakemake.log[0]):
+    cfg = build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone")
+    info = pretrain_backbone(cfg, snakemake.input.manifest, snakemake.output.weights, snakemake.output.info, threads=snakemake.threads)
+    print(f"clean test accuracy {info['clean_test_accuracy']:.2f}%")

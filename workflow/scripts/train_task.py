@@ -1,0 +1,14 @@
+"""Snakemake adapter: train one task from the previous task's state."""
+from pathlib import Path
+
+from intact.config import RunConfig
+from intact.joblog import log_to
+from intact.train import train_task
+
+with log_to(snakemake.log[0]):
+    prev = Path(snakemake.input.state).parent if "state" in snakemake.input.keys() else None
+    train_task(
+        RunConfig.from_dict(snakemake.params.run), int(snakemake.wildcards.task),
+        manifest=Path(snakemake.input.manifest), backbone_weights=Path(snakemake.input.backbone),
+        out_dir=Path(snakemake.output.state).parent, prev_dir=prev, threads=snakemake.threads,
+    )
