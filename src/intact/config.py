@@ -24,7 +24,7 @@ from intact.hashing import stable_hash
 from intact.naming import MethodNameError, parse_method_name
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
-SECTIONS = ("prompt", "head", "intact", "optim")
+SECTIONS = ("methods", "head", "intact", "optim")
 
 
 class ConfigError(ValueError):
@@ -125,7 +125,7 @@ class RunConfig:
     method: str
     base: str
     intact: IntactConfig | None
-    prompt: dict[str, Any]
+    settings: dict[str, Any]  #: the base method's own section, ``methods.<base>``
     head: HeadConfig
     optim: OptimConfig
     seed: int
@@ -265,7 +265,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         method=method,
         base=name.base,
         intact=build_dataclass(IntactConfig, sections["intact"], "intact") if name.intact else None,
-        prompt=dict(sections["prompt"].get(name.base, {})),
+        settings=dict(sections["methods"].get(name.base, {})),
         head=build_dataclass(HeadConfig, sections["head"], "head"),
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),

@@ -10,8 +10,13 @@ from typing import Iterator
 
 
 @contextlib.contextmanager
-def log_to(path: str | os.PathLike | None) -> Iterator[None]:
-    """Redirect file descriptors 1 and 2 to ``path`` (appending) for the duration of the block."""
+def log_to(path: str | os.PathLike | None, rule: str | None = None) -> Iterator[None]:
+    """Redirect file descriptors 1 and 2 to ``path`` (appending) for the duration of the block.
+
+    ``rule`` (the Snakemake rule name) is exported as ``INTACT_RULE`` for provenance records.
+    """
+    if rule:
+        os.environ["INTACT_RULE"] = rule
     if not path:
         yield
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from functools import lru_cache
@@ -45,4 +46,6 @@ def provenance() -> dict[str, object]:
         "host": platform.node(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.machine()})",
         "torch_threads": torch.get_num_threads(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "snakemake_rule": os.environ.get("INTACT_RULE"),
     }

@@ -180,7 +180,7 @@ def train_task(
                 for k, v in terms.items():
                     running[k] = running.get(k, 0.0) + float(v) * len(y)
                 running["_n"] = running.get("_n", 0.0) + len(y)
-                bar.set_postfix(loss=f"{float(loss):.3f}", refresh=False)
+                bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
                 if stop.raised is not None or (max_steps is not None and steps_done >= max_steps):
                     checkpoint()
                     raise Preempted(f"stopped at epoch {epoch} step {step} (signal {stop.raised}); checkpoint saved")

@@ -80,8 +80,17 @@ def run_tasks(wildcards, name):
     return [f"results/runs/{w.benchmark}/{w.method}/seed{w.seed}/task{t}/{name}" for t in range(num_tasks(w.benchmark))]
 
 
+TASK_FILES = ["state.safetensors", "hypercube.safetensors", "train.json", "eval.json"]
+
+
 def run_outputs(benchmark, methods, seeds):
-    return expand("results/runs/{benchmark}/{method}/seed{seed}/{file}", benchmark=benchmark, method=methods, seed=seeds, file=["R.csv", "metrics.json"])
+    """Every artifact of the runs. Task files are listed too (not only R.csv), so that a deleted task
+    folder is redone - Snakemake would otherwise treat it as a disposable intermediate."""
+    runs = expand("results/runs/{benchmark}/{method}/seed{seed}", benchmark=benchmark, method=methods, seed=seeds)
+    tasks = range(num_tasks(benchmark))
+    return [f"{r}/{f}" for r in runs for f in ("R.csv", "metrics.json")] + [
+        f"{r}/task{t}/{f}" for r in runs for t in tasks for f in TASK_FILES
+    ]
 
 
 def all_targets():

@@ -3,6 +3,6 @@ from intact.config import BackboneConfig, build_dataclass
 from intact.joblog import log_to
 from intact.pretrain import describe_weights
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], snakemake.rule):
     cfg = build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone")
     describe_weights(cfg, snakemake.input.weights, snakemake.output.info)

@@ -5,7 +5,7 @@ from intact.config import RunConfig
 from intact.evaluate import evaluate_task
 from intact.joblog import log_to
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], snakemake.rule):
     evaluate_task(
         RunConfig.from_dict(snakemake.params.run), int(snakemake.wildcards.task),
         manifest=Path(snakemake.input.manifest), backbone_weights=Path(snakemake.input.backbone),

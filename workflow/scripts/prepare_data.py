@@ -4,7 +4,7 @@ from intact.data import benchmark_class, open_benchmark
 from intact.joblog import log_to
 from intact.report.plots import domain_preview
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], snakemake.rule):
     cfg = build_dataclass(BenchmarkConfig, snakemake.params.benchmark, "benchmark")
     manifest = benchmark_class(cfg.type).prepare(cfg, snakemake.output.manifest.rsplit("/", 1)[0])
     domain_preview(*open_benchmark(manifest).preview(), snakemake.output.preview)

@@ -3,7 +3,7 @@ from intact.config import BackboneConfig, build_dataclass
 from intact.joblog import log_to
 from intact.pretrain import pretrain_backbone
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], snakemake.rule):
     cfg = build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone")
     info = pretrain_backbone(cfg, snakemake.input.manifest, snakemake.output.weights, snakemake.output.info, threads=snakemake.threads)
     print(f"clean test accuracy {info['clean_test_accuracy']:.2f}%")

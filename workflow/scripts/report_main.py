@@ -9,7 +9,7 @@ NOTE = ("AA: mean accuracy over all tasks after the last task. Forgetting (max-f
         "mean drop per new task. Certificate: worst-case |logit drift| of the head over the previous hypercube "
         "after the last task. Mean ± std over seeds.")
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], snakemake.rule):
     runs = load_metrics(snakemake.input.metrics)
     summary = summarize_runs(runs, snakemake.params.methods)
     title = f"{snakemake.wildcards.benchmark}: {runs['eval_split'].iloc[0]} split"

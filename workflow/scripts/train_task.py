@@ -5,7 +5,7 @@ from intact.config import RunConfig
 from intact.joblog import log_to
 from intact.train import train_task
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], snakemake.rule):
     prev = Path(snakemake.input.state).parent if "state" in snakemake.input.keys() else None
     train_task(
         RunConfig.from_dict(snakemake.params.run), int(snakemake.wildcards.task),

@@ -13,7 +13,7 @@ from intact.models.coda import CodaPromptPool
 
 @dataclass(frozen=True)
 class CodaConfig:
-    """``prompt.coda_p`` in config.yaml."""
+    """``methods.coda_p`` in config.yaml."""
 
     pool_size: int = 100
     length: int = 8
@@ -25,7 +25,7 @@ class CodaPrompt(PromptMethod):
     """CODA-Prompt (Smith et al., CVPR 2023) as described in the paper's Preliminaries."""
 
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
-        cfg = build_dataclass(CodaConfig, self.run.prompt, "prompt.coda_p")
+        cfg = build_dataclass(CodaConfig, self.run.settings, "methods.coda_p")
         if max(cfg.layers) >= self.backbone.depth:
-            raise ValueError(f"prompt.coda_p.layers = {list(cfg.layers)}: the backbone has only {self.backbone.depth} blocks")
+            raise ValueError(f"methods.coda_p.layers = {list(cfg.layers)}: the backbone has only {self.backbone.depth} blocks")
         return CodaPromptPool(embed_dim, cfg.pool_size, cfg.length, cfg.layers, num_tasks, cfg.ortho_mu)

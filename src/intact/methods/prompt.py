@@ -78,7 +78,7 @@ class PromptMethod(ContinualMethod):
         ce = F.cross_entropy(logits, y)
         terms: dict[str, torch.Tensor] = {"ce": ce}
         total = ce
-        if aux.requires_grad or float(aux) != 0.0:
+        if aux.requires_grad or aux.item() != 0.0:
             terms["aux"] = aux
             total = total + aux
         if self.intact is not None:

@@ -48,7 +48,7 @@ class CodaPromptPool(nn.Module):
     def __init__(self, embed_dim: int, pool_size: int, length: int, layers: tuple[int, ...], num_tasks: int, ortho_mu: float = 0.0):
         super().__init__()
         if pool_size < num_tasks:
-            raise ValueError(f"prompt.coda_p.pool_size = {pool_size} gives no component per task for {num_tasks} tasks (expected >= {num_tasks})")
+            raise ValueError(f"methods.coda_p.pool_size = {pool_size} gives no component per task for {num_tasks} tasks (expected >= {num_tasks})")
         self.per_task = pool_size // num_tasks
         self.length = length
         self.layers = tuple(layers)

@@ -1,0 +1,59 @@
+"""Shared fixtures: a tiny config, a prepared tiny benchmark + backbone, and a Snakemake runner."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_config(**run: object) -> dict:
+    """The default config shrunk to seconds: 3 domains, 1 epoch, tiny pretraining, one seed."""
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = copy.deepcopy(cfg)
+    cfg["run"].update({"seeds": [0], "methods": ["coda_p", "coda_p+intact"], **run})
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
+    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 3
+    cfg["optim"]["epochs"] = 1
+    cfg["methods"]["coda_p"]["pool_size"] = 6
+    return cfg
+
+
+def write_config(workdir: Path, cfg: dict) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the repository's Snakefile in ``workdir`` (which holds its own config.yaml)."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A prepared 3-domain digits benchmark and a briefly pretrained backbone (built once per session)."""
+    from intact.config import backbone_config, benchmark_config, validate_config
+    from intact.data import benchmark_class
+    from intact.pretrain import pretrain_backbone
+
+    root = tmp_path_factory.mktemp("tiny_bench")
+    cfg = tiny_config()
+    validate_config(cfg)
+    bench_cfg = benchmark_config(cfg, "digits")
+    manifest = benchmark_class(bench_cfg.type).prepare(bench_cfg, root / "data")
+    weights = root / "backbone.safetensors"
+    pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1, progress=False)
+    return {"config": cfg, "manifest": manifest, "weights": weights, "root": root}

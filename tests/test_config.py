@@ -1,0 +1,66 @@
+"""Config validation: bad input stops with a message naming the key / file and what was expected."""
+
+import copy
+
+import pytest
+
+from conftest import tiny_config
+from intact.config import ConfigError, RunConfig, resolve_run, validate_config
+from intact.naming import MethodNameError, parse_method_name
+
+
+def test_default_and_tiny_config_are_valid():
+    from conftest import REPO
+    from intact.config import load_config
+
+    load_config(REPO / "config.yaml")
+    validate_config(tiny_config())
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda c: c["optim"].update(lr_hed=1.0), ["optim.lr_hed", "lr_head"]),
+    (lambda c: c.update(optimm={}), ["optimm", "optim"]),
+    (lambda c: c["optim"].update(epochs="five"), ["optim.epochs", "five", "integer"]),
+    (lambda c: c["intact"].update(lambda_var=-1), ["intact.lambda_var", "minimum"]),
+    (lambda c: c["run"].update(methods=["coda_q"]), ["coda_q", "coda_p"]),
+    (lambda c: c["run"].update(methods=["coda_p-no_var"]), ["+intact"]),
+    (lambda c: c["run"].update(methods=["coda_p+intact-no_drift"]), ["no_drift", "no_intdrift"]),
+    (lambda c: c["run"].update(methods=["coda_p+intact@lambda_vr=1"]), ["lambda_vr"]),
+    (lambda c: c["run"].update(methods=["coda_p+intact@lambda_var=abc"]), ["intact.lambda_var", "abc"]),
+    (lambda c: c["run"].update(benchmarks=["imagenet_r"]), ["imagenet_r", "digits"]),
+    (lambda c: c["benchmarks"]["digits"].update(type="mnist"), ["benchmarks.digits.type", "mnist", "digits"]),
+    (lambda c: c["benchmarks"]["digits"].update(domains=["blur", "fogg"]), ["domains[1]", "fogg"]),
+    (lambda c: c["backbones"]["vit_digits"].update(weights="/nonexistent/vit.safetensors"), ["backbones.vit_digits.weights", "/nonexistent/vit.safetensors", "does not exist"]),
+])
+def test_bad_input_names_key_and_expectation(mutate, expected):
+    cfg = tiny_config()
+    mutate(cfg)
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    for fragment in expected:
+        assert fragment in str(err.value), str(err.value)
+
+
+def test_method_name_grammar():
+    n = parse_method_name("coda_p+intact-no_var-no_align@lambda_feat=1e-3,optim.epochs=2")
+    assert (n.base, n.intact, n.disabled) == ("coda_p", True, ("var", "align"))
+    assert n.section_overrides() == {"intact": {"lambda_var": 0.0, "lambda_align": 0.0, "lambda_feat": 1e-3}, "optim": {"epochs": 2}}
+    assert parse_method_name("coda_p").section_overrides() == {}
+    for bad in ["Coda", "coda_p+intact@", "coda_p+intact@x", "coda_p+intact-no_"]:
+        with pytest.raises(MethodNameError):
+            parse_method_name(bad)
+
+
+def test_resolved_run_merges_overrides_and_round_trips():
+    cfg = tiny_config()
+    cfg["benchmarks"]["digits"]["overrides"] = {"intact": {"lambda_feat": 0.5}, "optim": {"epochs": 3}}
+    run = resolve_run(cfg, "digits", "coda_p+intact-no_var@lambda_intdrift=1e-4", 2)
+    assert run.intact.lambda_feat == 0.5 and run.intact.lambda_var == 0.0 and run.intact.lambda_intdrift == 1e-4
+    assert run.optim.epochs == 3 and run.seed == 2 and run.base == "coda_p"
+    assert RunConfig.from_dict(run.to_dict()) == run
+    assert resolve_run(cfg, "digits", "coda_p", 2).intact is None
+    other = copy.deepcopy(cfg)
+    other["intact"]["lambda_align"] = 0.5
+    # a change in the intact section changes +intact runs' hashes, not plain runs'
+    assert resolve_run(other, "digits", "coda_p+intact", 0).hash() != resolve_run(cfg, "digits", "coda_p+intact", 0).hash()
+    assert resolve_run(other, "digits", "coda_p", 0).hash() == resolve_run(cfg, "digits", "coda_p", 0).hash()

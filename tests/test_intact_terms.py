@@ -1,0 +1,89 @@
+"""The four InTAct terms follow the paper's equations."""
+
+import pytest
+import torch
+from torch import nn
+
+from intact.config import IntactConfig
+from intact.regularizers.hypercube import Hypercube
+from intact.regularizers.intact import (
+    align_loss, feat_loss, head_drift_certificate, intact_terms, intdrift_loss, snapshot_linears, var_loss,
+)
+
+
+def _layer(seed=0):
+    torch.manual_seed(seed)
+    return nn.Linear(4, 3)
+
+
+def test_intdrift_zero_for_unchanged_head_and_matches_formula():
+    lin = _layer()
+    cube = Hypercube(torch.tensor([-1.0, 0.0, 0.5, -2.0]), torch.tensor([1.0, 0.5, 1.5, 0.0]))
+    anchor = snapshot_linears([("fc0", lin)])
+    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 1.0)) == 0.0
+    with torch.no_grad():
+        lin.weight.add_(torch.tensor([[0.1, -0.2, 0.0, 0.3]] * 3))
+        lin.bias.add_(torch.tensor([0.5, 0.0, -0.5]))
+    dW = lin.weight - anchor["fc0"][0]
+    db = lin.bias - anchor["fc0"][1]
+    lo = dW.clamp_min(0) @ cube.lower - (-dW).clamp_min(0) @ cube.upper + db
+    hi = dW.clamp_min(0) @ cube.upper - (-dW).clamp_min(0) @ cube.lower + db
+    expected = 0.7 / 3 * (lo.pow(2) + hi.pow(2)).sum()
+    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 0.7)) == pytest.approx(float(expected))
+
+
+def test_feat_loss_gates_per_sample_on_teacher_feature():
+    cube = Hypercube(torch.zeros(2), torch.ones(2))
+    teacher = torch.tensor([[0.5, 0.5], [2.0, 0.5], [0.2, 0.9]])   # in, out, in
+    student = teacher + torch.tensor([[1.0, 0.0], [5.0, 5.0], [0.0, 2.0]])
+    loss, gate = feat_loss(student, teacher, cube, 2.0)
+    assert float(gate) == pytest.approx(2 / 3)
+    assert float(loss) == pytest.approx(2.0 * (1.0 + 0.0 + 4.0) / 3)
+
+
+def test_var_loss_is_mean_squared_distance_to_centroid():
+    z = torch.tensor([[0.0, 0.0], [2.0, 0.0], [1.0, 3.0]])
+    c = z.mean(0)
+    expected = ((z - c) ** 2).sum(1).mean()
+    assert float(var_loss(z, 0.5)) == pytest.approx(0.5 * float(expected))
+    assert float(var_loss(torch.ones(5, 3), 1.0)) == 0.0
+
+
+def test_align_loss_zero_when_batch_box_centred_on_previous_box():
+    prev = Hypercube(torch.tensor([-1.0, -1.0]), torch.tensor([1.0, 1.0]))
+    h = torch.tensor([[-0.5, 0.2], [0.5, -0.2], [0.0, 0.0]])
+    assert float(align_loss(h, prev, 1.0, 0.0, 1e-8)) == pytest.approx(0.0, abs=1e-7)
+    shifted = h + torch.tensor([3.0, 4.0])
+    # ||c_t - c_prev||^2 / (r_prev + eps) = 25 / 1
+    assert float(align_loss(shifted, prev, 1.0, 0.0, 1e-8)) == pytest.approx(25.0, rel=1e-6)
+
+
+def test_intact_terms_respect_task_zero_and_switches():
+    lin = _layer()
+    z = torch.randn(8, 4, requires_grad=True)
+    cubes = {"fc0": Hypercube(-torch.ones(4), torch.ones(4))}
+    cfg = IntactConfig(lambda_intdrift=1.0, lambda_feat=1.0, lambda_var=1.0, lambda_align=1.0)
+    first = intact_terms(cfg, 0, [("fc0", lin)], {"fc0": z}, None, {}, z, None)
+    assert set(first) == {"var"}                      # only L_Var on the first task
+    later = intact_terms(cfg, 1, [("fc0", lin)], {"fc0": z}, snapshot_linears([("fc0", lin)]), cubes, z, z.detach())
+    assert {"var", "intdrift", "feat", "align", "feat_gate"} <= set(later)
+    off = IntactConfig(lambda_intdrift=0.0, lambda_feat=1.0, lambda_var=0.0, lambda_align=0.0)
+    only_feat = intact_terms(off, 1, [("fc0", lin)], {"fc0": z}, snapshot_linears([("fc0", lin)]), cubes, z, z.detach())
+    assert set(only_feat) == {"feat", "feat_gate"}
+    # gradients reach the features through every loss term
+    sum(v for k, v in later.items() if k != "feat_gate").backward()
+    assert z.grad is not None and z.grad.abs().sum() > 0
+
+
+def test_certificate_is_attained_at_a_corner_for_a_linear_head():
+    lin = _layer(3)
+    anchor = snapshot_linears([("fc0", lin)])
+    with torch.no_grad():
+        lin.weight.add_(0.1 * torch.randn(3, 4))
+    cube = Hypercube(torch.tensor([-1.0, 0.0, 0.5, -2.0]), torch.tensor([1.0, 0.5, 1.5, 0.0]))
+    cert = head_drift_certificate([("fc0", lin)], anchor, cube, 0.01)["certificate"]
+    import itertools
+    pts = torch.tensor(list(itertools.product([0.0, 1.0], repeat=4))) * cube.width + cube.lower
+    W0, b0 = anchor["fc0"]
+    worst = float((lin(pts) - (pts @ W0.T + b0)).abs().max())
+    assert cert == pytest.approx(worst, rel=1e-5)

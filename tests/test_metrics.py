@@ -1,0 +1,51 @@
+"""Metrics on hand-built accuracy matrices (R[i, j]: task i after training task j)."""
+
+import numpy as np
+import pytest
+
+from intact import metrics as M
+
+R = np.array([
+    [90.0, 80.0, 70.0],
+    [20.0, 85.0, 60.0],
+    [10.0, 30.0, 75.0],
+])
+
+
+def test_average_accuracy_and_evolution():
+    assert M.average_accuracy(R) == pytest.approx((70 + 60 + 75) / 3)
+    np.testing.assert_allclose(M.aa_evolution(R), [90.0, (80 + 85) / 2, (70 + 60 + 75) / 3])
+    assert M.caa(R) == pytest.approx(np.mean([90.0, 82.5, 205 / 3]))
+    assert M.weighted_average_accuracy(R, [1, 1, 2]) == pytest.approx((70 + 60 + 150) / 4)
+
+
+def test_forgetting_definitions_differ_and_are_named():
+    # max-minus-final: task0 max(90, 80) - 70 = 20; task1 max(85) - 60 = 25 -> 22.5
+    assert M.forgetting_max(R) == pytest.approx(22.5)
+    # one-step: step1 mean(90-80) = 10; step2 mean(80-70, 85-60) = 17.5 -> 13.75
+    assert M.forgetting_one_step(R) == pytest.approx(13.75)
+
+
+def test_forgetting_max_uses_best_state_after_learning():
+    R2 = np.array([[50.0, 90.0, 40.0], [95.0, 60.0, 60.0], [0.0, 0.0, 50.0]])
+    # task0: max over j in [0, 1] = 90 -> 50; task1: max over j in [1] = 60 -> 0 (95 before learning it is ignored)
+    assert M.forgetting_max(R2) == pytest.approx(25.0)
+
+
+def test_bwt_and_fwt():
+    assert M.bwt(R) == pytest.approx(((70 - 90) + (60 - 85)) / 2)
+    assert M.fwt(R, np.array([10.0, 10.0, 10.0])) == pytest.approx(((20 - 10) + (30 - 10)) / 2)
+
+
+def test_no_forgetting_matrix():
+    P = np.full((4, 4), 80.0)
+    assert M.forgetting_max(P) == 0 and M.forgetting_one_step(P) == 0 and M.bwt(P) == 0
+    s = M.summarize(P, sizes=np.ones(4), num_classes=10)
+    assert s["aa"] == 80 and s["fwt_vs_chance"] == pytest.approx(70.0)
+
+
+def test_single_task_and_bad_shapes():
+    one = np.array([[42.0]])
+    assert M.average_accuracy(one) == 42 and M.forgetting_max(one) == 0 and M.bwt(one) == 0
+    with pytest.raises(ValueError):
+        M.average_accuracy(np.zeros((2, 3)))

@@ -1,0 +1,93 @@
+"""Training behaviour on the tiny benchmark: the InTAct guarantee, determinism, resume."""
+
+import torch
+
+from intact.config import resolve_run
+from intact.evaluate import evaluate_task
+from intact.io import load_tensors
+from intact.regularizers.hypercube import load_hypercubes
+from intact.results import collect_run, read_accuracy_matrix
+from intact.train import train_task
+
+
+def _train_run(bench, method, out, tasks, **train_kwargs):
+    run = resolve_run(bench["config"], "digits", method, 0)
+    for t in range(tasks):
+        train_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out / f"task{t}",
+                   prev_dir=out / f"task{t - 1}" if t else None, threads=1, progress=False, **train_kwargs)
+    return run
+
+
+def _head_logits(state_path, z):
+    s = load_tensors(state_path)
+    return z @ s["head.fc0.weight"].T + s["head.fc0.bias"]
+
+
+def test_huge_intdrift_keeps_predictions_inside_the_hypercube(tiny_bench, tmp_path):
+    """With a very large lambda_IntDrift, the head's predictions anywhere in the hypercube survive a new task.
+
+    The guarantee is exact where it is a theorem: a point whose old logit margin exceeds twice the
+    certificate cannot change class. With Adam the residual drift is set by the learning rate, not by
+    lambda (Adam normalises the gradient scale), so points right at a decision boundary may still flip.
+    """
+    import json
+
+    overrides = "lambda_feat=0,lambda_var=0,lambda_align=0,optim.epochs=5"
+    _train_run(tiny_bench, f"coda_p+intact@lambda_intdrift=1e4,{overrides}", tmp_path, 2)
+    cube = load_hypercubes(tmp_path / "task0/hypercube.safetensors")["fc0"]
+    z = cube.sample(5000, torch.Generator().manual_seed(0))
+    before = _head_logits(tmp_path / "task0/state.safetensors", z)
+    after = _head_logits(tmp_path / "task1/state.safetensors", z)
+    cert = json.loads((tmp_path / "task1/train.json").read_text())["certificate"]
+    assert (after - before).abs().max() <= cert + 1e-5          # the certificate bounds every sampled drift
+    top2 = before.topk(2, dim=1).values
+    safe = (top2[:, 0] - top2[:, 1]) > 2 * cert
+    assert safe.float().mean() > 0.5
+    assert torch.equal(before[safe].argmax(1), after[safe].argmax(1))   # no safe point changes class
+    assert (before.argmax(1) == after.argmax(1)).float().mean() > 0.95
+
+    # the same training without the term: a far larger drift bound, and many more changed predictions
+    _train_run(tiny_bench, f"coda_p+intact@lambda_intdrift=0,{overrides}", tmp_path / "plain", 2)
+    plain_cert = json.loads((tmp_path / "plain/task1/train.json").read_text())["certificate"]
+    plain_after = _head_logits(tmp_path / "plain/task1/state.safetensors", z)
+    assert plain_cert > 10 * cert
+    assert (before.argmax(1) != plain_after.argmax(1)).float().mean() > 0.2
+
+
+def test_same_config_and_seed_give_identical_R(tiny_bench, tmp_path):
+    Rs = []
+    for rep in ("a", "b"):
+        out = tmp_path / rep
+        run = _train_run(tiny_bench, "coda_p+intact", out, 3)
+        for t in range(3):
+            evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                          state=out / f"task{t}/state.safetensors", out_path=out / f"task{t}/eval.json", threads=1)
+        collect_run([out / f"task{t}/eval.json" for t in range(3)], [out / f"task{t}/train.json" for t in range(3)],
+                    out / "R.csv", out / "metrics.json", 10)
+        Rs.append(read_accuracy_matrix(out / "R.csv"))
+        assert (out / "R.csv").read_bytes() == (tmp_path / "a/R.csv").read_bytes()
+    assert Rs[0].equals(Rs[1])
+    for t in range(3):
+        a, b = load_tensors(tmp_path / f"a/task{t}/state.safetensors"), load_tensors(tmp_path / f"b/task{t}/state.safetensors")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
+    import pytest
+    from intact.train import Preempted
+
+    method = "coda_p+intact"
+    _train_run(tiny_bench, method, tmp_path / "full", 2)
+    run = resolve_run(tiny_bench["config"], "digits", method, 0)
+    out = tmp_path / "cut"
+    train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task0", threads=1, progress=False)
+    with pytest.raises(Preempted):
+        train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task1",
+                   prev_dir=out / "task0", threads=1, progress=False, max_steps=3)
+    assert (out / "task1/checkpoint.pt").exists() and not (out / "task1/state.safetensors").exists()
+    record = train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task1",
+                        prev_dir=out / "task0", threads=1, progress=False)
+    assert record["resumed_from"] == {"epoch": 0, "step": 3}
+    assert not (out / "task1/checkpoint.pt").exists()
+    a, b = load_tensors(tmp_path / "full/task1/state.safetensors"), load_tensors(out / "task1/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
