@@ -23,6 +23,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/backbone.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/studies.smk"
 
 
 rule all:

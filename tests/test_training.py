@@ -91,3 +91,40 @@ def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
     assert not (out / "task1/checkpoint.pt").exists()
     a, b = load_tensors(tmp_path / "full/task1/state.safetensors"), load_tensors(out / "task1/state.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_multilayer_head_protects_every_linear_against_its_own_input_box(tiny_bench, tmp_path):
+    import json
+
+    import itertools
+
+    from intact.config import HeadConfig
+    from intact.models.heads import Head
+    from intact.regularizers.interval import affine_drift_bounds
+
+    cfg = dict(tiny_bench["config"], head={"hidden": [16], "negative_slope": 0.1})
+    run = resolve_run(cfg, "digits", "coda_p+intact", 0)
+    for t in range(2):
+        train_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=tmp_path / f"task{t}",
+                   prev_dir=tmp_path / f"task{t - 1}" if t else None, threads=1, progress=False)
+    cubes = load_hypercubes(tmp_path / "task1/hypercube.safetensors")
+    assert set(cubes) == {"fc0", "fc1"} and cubes["fc0"].dim == 64 and cubes["fc1"].dim == 16
+    record = json.loads((tmp_path / "task1/train.json").read_text())
+    assert record["epochs"][-1]["intdrift"] > 0 and record["certificate"] is not None
+    assert set(record["hypercube"]) == {"fc0", "fc1"}
+
+    # each layer's bound is exact over the corners of its own input box (a small slice of it)
+    head = Head(4, 3, HeadConfig(hidden=(5,), negative_slope=0.1))
+    old = {n: (m.weight.detach().clone(), m.bias.detach().clone()) for n, m in head.linears()}
+    with torch.no_grad():
+        for _, m in head.linears():
+            m.weight.add_(0.2 * torch.randn(m.weight.shape))
+    for name, layer in head.linears():
+        d = layer.in_features
+        lo, hi = -torch.rand(d), torch.rand(d)
+        dW, db = layer.weight.detach() - old[name][0], layer.bias.detach() - old[name][1]
+        blo, bhi = affine_drift_bounds(dW, db, lo, hi)
+        pts = lo + torch.tensor(list(itertools.product([0.0, 1.0], repeat=d))) * (hi - lo)
+        vals = pts @ dW.T + db
+        torch.testing.assert_close(blo, vals.min(0).values)
+        torch.testing.assert_close(bhi, vals.max(0).values)

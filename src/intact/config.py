@@ -102,6 +102,24 @@ class IntactConfig:
     lambda_align: float = 1.0
     percentile: float = 5.0
     align_eps: float = 1e-8
+    # Switches for the authors' code's deviations (protocols.md section 4); the defaults are the paper.
+    preset: str = "paper"
+    feat_gate: str = "teacher_sample"
+    align_form: str = "paper"
+    protected_layers: str = "all"
+    percentile_method: str = "linear"
+    double_ce: bool = False
+    hypercube_source: str = "train"
+
+
+#: ``intact.preset`` expands into these switches where it is set (later keys may still refine them).
+#: The test-set hypercube is deliberately not part of any preset: it must be asked for by name.
+INTACT_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"feat_gate": "teacher_sample", "align_form": "paper", "protected_layers": "all",
+              "percentile_method": "linear", "double_ce": False},
+    "reference": {"feat_gate": "student_element", "align_form": "reference", "protected_layers": "cls",
+                  "percentile_method": "index", "double_ce": True},
+}
 
 
 @dataclass(frozen=True)
@@ -205,8 +223,13 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]}
     for name in used_backbones:
         _check_backbone(cfg, name, check_files)
+    from intact.studies import expand_studies
+
+    methods = list(cfg["run"]["methods"])
+    for study in expand_studies(cfg).values():
+        methods += study.methods
     for b in cfg["run"]["benchmarks"]:
-        for method in cfg["run"]["methods"]:
+        for method in dict.fromkeys(methods):
             resolve_run(cfg, b, method, cfg["run"]["seeds"][0])
 
 
@@ -235,15 +258,17 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         raise ConfigError(f"config: method {method!r}: unknown method {name.base!r} (expected one of: {', '.join(sorted(METHODS))})")
     if name.intact and not METHODS[name.base].prompt_based:
         raise ConfigError(f"config: method {method!r}: '+intact' integrates with prompt-based methods only; {name.base!r} is not one")
-    sections = {s: copy.deepcopy(cfg.get(s, {})) for s in SECTIONS}
-    _deep_merge(sections, cfg["benchmarks"][benchmark].get("overrides", {}) or {})
+    sections = {s: {} for s in SECTIONS}
+    _merge_sections(sections, {s: cfg.get(s, {}) for s in SECTIONS})
+    _merge_sections(sections, cfg["benchmarks"][benchmark].get("overrides", {}) or {})
     for section, values in name.section_overrides().items():
-        node = sections
-        for part in section.split("."):
-            if part not in SECTIONS and node is sections:
-                raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of {', '.join(SECTIONS)}")
-            node = node.setdefault(part, {})
-        node.update(values)
+        top, _, rest = section.partition(".")
+        if top not in SECTIONS:
+            raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of {', '.join(SECTIONS)}")
+        nested: dict[str, Any] = dict(values)
+        for part in reversed(rest.split(".") if rest else []):
+            nested = {part: nested}
+        _merge_sections(sections, {top: nested})
     probe = {k: v for k, v in cfg.items()}
     probe.update(sections)
     _check_schema(probe, where=f"method {method!r} on benchmark {benchmark!r}")
@@ -284,6 +309,18 @@ def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkConfig:
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
+
+
+def _merge_sections(sections: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """Deep-merge ``update`` into ``sections``; an ``intact.preset`` expands into its switches in place."""
+    for name, values in update.items():
+        values = dict(values or {})
+        if name == "intact" and "preset" in values:
+            preset = values["preset"]
+            if preset not in INTACT_PRESETS:
+                raise ConfigError(f"config: key 'intact.preset' = {preset!r} is not allowed; expected one of {list(INTACT_PRESETS)}")
+            values = {**INTACT_PRESETS[preset], **values}
+        _deep_merge(sections.setdefault(name, {}), values)
 
 
 def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

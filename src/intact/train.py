@@ -13,18 +13,19 @@ import resource
 import signal
 import sys
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset
 from tqdm import tqdm
 
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
-from intact.methods import create_method
+from intact.methods import create_method, method_class
 from intact.methods.base import ContinualMethod
 from intact.models.backbone import create_backbone
 from intact.provenance import provenance
@@ -93,6 +94,17 @@ class _StopFlag:
             signal.signal(sig, old)
 
 
+def hypercube_data(run: RunConfig, bench, task: int, train_set: Dataset) -> Dataset:
+    """The data whose features define the task's hypercube: its training data (the paper), or - only when
+    asked for by name - the test sets of all tasks seen so far (the reference code; leaks test data)."""
+    if run.intact is None or run.intact.hypercube_source == "train":
+        return train_set
+    warnings.warn(
+        "intact.hypercube_source=test_seen builds the hypercube from the TEST sets of all tasks seen so far "
+        "(the reference code's behaviour): reported test accuracy is no longer a clean estimate", stacklevel=2)
+    return ConcatDataset([bench.eval_set(i, run.eval_split) for i in range(task + 1)])
+
+
 def _batches(data: Dataset, order: torch.Tensor, batch_size: int, first: int) -> DataLoader:
     return DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False)
 
@@ -117,15 +129,17 @@ def train_task(
     out_dir = Path(out_dir)
     device = configure_torch(threads)
     seed_everything(derive_seed(run.seed, task, "init"))
-    if task > 0 and prev_dir is None:
+    # a method that starts every task afresh (joint) neither needs nor loads the previous task's folder
+    continues = method_class(run.base).loads_previous_state
+    if task > 0 and prev_dir is None and continues:
         raise ValueError(f"task {task} needs the previous task's folder")
-    prev = Path(prev_dir) if prev_dir is not None else None
+    prev = Path(prev_dir) if (prev_dir is not None and continues) else None
     bench, method, backbone_sha = load_method(
         run, manifest, backbone_weights, device,
         state=prev / "state.safetensors" if prev else None,
         hypercubes=prev / "hypercube.safetensors" if prev else None,
     )
-    train_set = bench.train_set(task, run.eval_split)
+    train_set = method.training_data(bench, task)
     method.begin_task(task, train_set)
     o = run.optim
     n = len(train_set)
@@ -193,7 +207,7 @@ def train_task(
 
     train_seconds = elapsed + time.perf_counter() - t0
     method.eval()
-    end = method.end_task(task, train_set)
+    end = method.end_task(task, hypercube_data(run, bench, task, train_set))
     save_tensors(out_dir / "state.safetensors", method.trainable_state(), {"method": run.method, "task": str(task)})
     save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, {"method": run.method, "task": str(task)})
     peak = (torch.cuda.max_memory_allocated() if device.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)

@@ -5,12 +5,26 @@ import re
 
 from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
 from intact.naming import NAME_PATTERN
+from intact.studies import expand_studies, sensitivity_grid
 
 try:
     validate_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
+
+
+STUDIES = expand_studies(config)
+
+
+def package_code(*modules):
+    """Source files of the package as inputs of the aggregation rules: when that code changes, tables and
+    figures are rebuilt (mtime) without retraining anything (training rules do not list code)."""
+    return [os.path.join(workflow.basedir, "src", "intact", m) for m in modules]
+
+
+AGGREGATION_CODE = package_code("metrics.py", "results.py")
+REPORT_CODE = package_code("report/tables.py", "report/plots.py", "report/studies.py", "studies.py")
 
 
 def one_of(names):
@@ -101,3 +115,29 @@ def all_targets():
         targets += expand("results/tables/{benchmark}/main.{ext}", benchmark=b, ext=["csv", "md"])
         targets += [f"results/figures/{b}/aa_evolution.png", f"results/figures/{b}/domains.png"]
     return targets
+
+
+def metrics_files(benchmark, methods, seeds):
+    return expand("results/runs/{benchmark}/{method}/seed{seed}/metrics.json", benchmark=benchmark, method=methods, seed=seeds)
+
+
+def study_outputs(study, benchmark):
+    """The report files of one study (see workflow/rules/studies.smk)."""
+    if study == "main":
+        return [f"results/tables/{benchmark}/methods.{e}" for e in ("csv", "md")] + [f"results/figures/{benchmark}/methods_aa_evolution.png"]
+    if study == "sensitivity":
+        keys = sensitivity_grid(STUDIES[study].spec)
+        return [f"results/tables/{benchmark}/sensitivity.{e}" for e in ("csv", "md")] + [f"results/figures/{benchmark}/sensitivity.png"] + [
+            f"results/figures/{benchmark}/sensitivity_{k}.png" for k in keys
+        ]
+    return [f"results/tables/{benchmark}/{study}.{e}" for e in ("csv", "md")]
+
+
+def study_targets(study):
+    """Everything a study produces, for every benchmark of `run.benchmarks` (task files included)."""
+    s = STUDIES[study]
+    targets = []
+    for b in config["run"]["benchmarks"]:
+        targets += run_outputs(b, s.methods, s.seeds) + study_outputs(study, b)
+    return targets
+

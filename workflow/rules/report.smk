@@ -1,7 +1,8 @@
 rule report_main:
     """Mean +- std over seeds of AA / forgetting / BWT per method, and the AA-evolution plot."""
     input:
-        metrics=lambda w: expand("results/runs/{benchmark}/{method}/seed{seed}/metrics.json", benchmark=w.benchmark, method=config["run"]["methods"], seed=config["run"]["seeds"]),
+        metrics=lambda w: metrics_files(w.benchmark, config["run"]["methods"], config["run"]["seeds"]),
+        code=REPORT_CODE,
     output:
         csv="results/tables/{benchmark}/main.csv",
         md="results/tables/{benchmark}/main.md",

@@ -49,6 +49,7 @@ rule collect_run:
         evals=lambda w: run_tasks(w, "eval.json"),
         trains=lambda w: run_tasks(w, "train.json"),
         manifest=manifest,
+        code=AGGREGATION_CODE,
     output:
         R="results/runs/{benchmark}/{method}/seed{seed}/R.csv",
         metrics="results/runs/{benchmark}/{method}/seed{seed}/metrics.json",

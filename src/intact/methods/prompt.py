@@ -37,6 +37,7 @@ class PromptMethod(ContinualMethod):
         self.intact: IntactConfig | None = run.intact
         # hypercubes are kept for every prompt method; plain methods use the default percentile
         self.alpha = (run.intact or IntactConfig()).percentile
+        self.percentile_method = (run.intact or IntactConfig()).percentile_method
         self.anchor: Anchor | None = None
         self.teacher: nn.Module | None = None
 
@@ -77,10 +78,14 @@ class PromptMethod(ContinualMethod):
         logits, tracked = self.head.forward_tracked(z)
         ce = F.cross_entropy(logits, y)
         terms: dict[str, torch.Tensor] = {"ce": ce}
-        total = ce
+        # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
+        total = 2 * ce if (self.intact is not None and self.intact.double_ce) else ce
         if aux.requires_grad or aux.item() != 0.0:
             terms["aux"] = aux
             total = total + aux
+        for name, value in self.extra_terms(x, q, logits).items():
+            terms[name] = value
+            total = total + value
         if self.intact is not None:
             z_teacher = None
             if self.teacher is not None and self.task > 0:
@@ -94,6 +99,10 @@ class PromptMethod(ContinualMethod):
                     total = total + value
         terms["acc"] = (logits.argmax(1) == y).float().mean()
         return total, {k: v.detach() for k, v in terms.items()}
+
+    def extra_terms(self, x: torch.Tensor, q: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A method's own loss terms (EWC, LwF, ...), each added to the total; none by default."""
+        return {}
 
     @torch.no_grad()
     def tracked_activations(self, data: Dataset, batch_size: int = 512) -> dict[str, torch.Tensor]:
@@ -122,7 +131,7 @@ class PromptMethod(ContinualMethod):
             info["sampled_drift"] = self._sampled_drift(cube)
         new_cubes = {}
         for name, h in acts.items():
-            task_cube = Hypercube.from_activations(h, self.alpha)
+            task_cube = Hypercube.from_activations(h, self.alpha, self.percentile_method)
             previous = self.hypercubes.get(name)
             if previous is not None:
                 # how much of this task's data already lay in the protected region

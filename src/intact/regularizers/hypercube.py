@@ -11,16 +11,21 @@ import torch
 from intact.io import load_tensors, save_tensors
 
 
-def percentile(x: torch.Tensor, q: float) -> torch.Tensor:
-    """Per-column ``q``-th percentile of ``x`` (N, d) with linear interpolation (numpy's default).
+def percentile(x: torch.Tensor, q: float, method: str = "linear") -> torch.Tensor:
+    """Per-column ``q``-th percentile of ``x`` (N, d).
 
-    Sort-based, so it has no size limit (``torch.quantile`` refuses large inputs) and is
-    differentiable with respect to ``x`` (L_Align uses batch percentiles).
+    ``linear`` interpolates between order statistics (numpy's default); ``index`` takes the sorted
+    value at ``floor(q/100 * N)`` (the reference code). Sort-based, so it has no size limit
+    (``torch.quantile`` refuses large inputs) and is differentiable with respect to ``x``.
     """
     n = x.shape[0]
     if n == 0:
         raise ValueError("percentile of an empty set")
     s = x.sort(dim=0).values
+    if method == "index":
+        return s[min(int(q / 100.0 * n), n - 1)]
+    if method != "linear":
+        raise ValueError(f"percentile method {method!r}: expected 'linear' or 'index'")
     pos = (q / 100.0) * (n - 1)
     lo = int(math.floor(pos))
     hi = min(lo + 1, n - 1)
@@ -36,10 +41,10 @@ class Hypercube:
     upper: torch.Tensor
 
     @classmethod
-    def from_activations(cls, acts: torch.Tensor, alpha: float) -> "Hypercube":
+    def from_activations(cls, acts: torch.Tensor, alpha: float, method: str = "linear") -> "Hypercube":
         """Bounds at the ``alpha``-th and ``(100 - alpha)``-th percentile of each neuron."""
         acts = acts.detach().float()
-        return cls(percentile(acts, alpha), percentile(acts, 100.0 - alpha))
+        return cls(percentile(acts, alpha, method), percentile(acts, 100.0 - alpha, method))
 
     def union(self, other: "Hypercube | None") -> "Hypercube":
         """The smallest box containing both (the cumulative update rule)."""

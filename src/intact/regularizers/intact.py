@@ -11,6 +11,10 @@
   the task's own box is known only after the task), ``c_(t-1)``, ``r_(t-1)`` come from the cumulative box.
 
 Terms with lambda 0 are not computed (an ablation switches a term off that way).
+
+The authors' code departs from these equations in places (``shared/reference/protocols.md`` section 4);
+each departure is a named switch of :class:`~intact.config.IntactConfig` (``feat_gate``,
+``align_form``, ``protected_layers``, ...), off by default, and ``preset: reference`` sets them all.
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ def feat_loss(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercube, lam: fl
     return lam * (gate * dist).mean(), gate.mean()
 
 
+def feat_loss_reference(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercube, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference code's L_Feat: a gate per (sample, neuron) on the *student* feature, summed squared
+    error over gated elements divided by their number. Returns the gated fraction of elements."""
+    gate = ((z >= cube.lower) & (z <= cube.upper)).to(z.dtype).detach()
+    loss = (gate * (z - z_teacher).pow(2)).sum() / gate.sum().clamp_min(1.0)
+    return lam * loss, gate.mean()
+
+
 def var_loss(h: torch.Tensor, lam: float) -> torch.Tensor:
     """L_Var: mean squared distance of the batch to its centroid."""
     return lam * (h - h.mean(dim=0, keepdim=True)).pow(2).sum(dim=1).mean()
@@ -64,6 +76,16 @@ def align_loss(h: torch.Tensor, previous: Hypercube, lam: float, alpha: float, e
     """L_Align between the batch's percentile-box centre and the cumulative box of earlier tasks."""
     centre = (percentile(h, alpha) + percentile(h, 100.0 - alpha)) / 2
     return lam * (centre - previous.center).pow(2).sum() / (previous.radius + eps)
+
+
+def align_loss_reference(h: torch.Tensor, previous: Hypercube, lam: float, eps: float) -> torch.Tensor:
+    """The reference code's L_Align: batch min/max centres; the (non-squared) L2 distance to the box
+    centre over the neurons whose batch interval does not overlap the box, divided by the mean radius."""
+    lo, hi = h.min(dim=0).values, h.max(dim=0).values
+    disjoint = ((hi < previous.lower) | (lo > previous.upper)).to(h.dtype)
+    diff = ((lo + hi) / 2 - previous.center) * disjoint
+    # sqrt of a zero vector has no gradient: add eps inside, it changes nothing measurable
+    return lam * torch.sqrt(diff.pow(2).sum() + 1e-12) / (previous.radius + eps)
 
 
 def intact_terms(
@@ -83,6 +105,9 @@ def intact_terms(
     Also returns ``feat_gate`` (a diagnostic, not a loss).
     """
     out: dict[str, torch.Tensor] = {}
+    if cfg.protected_layers == "cls":  # the reference code tracks only the [CLS] input of the head
+        tracked = {k: v for k, v in tracked.items() if k == "fc0"}
+        linears = [(n, m) for n, m in linears if n == "fc0"]
     if cfg.lambda_var > 0:
         out["var"] = sum(var_loss(h, cfg.lambda_var) for h in tracked.values())
     if task == 0:
@@ -90,11 +115,13 @@ def intact_terms(
     if cfg.lambda_intdrift > 0 and anchor is not None:
         out["intdrift"] = intdrift_loss(linears, anchor, cubes, cfg.lambda_intdrift)
     if cfg.lambda_feat > 0 and z_teacher is not None:
-        out["feat"], gate = feat_loss(z, z_teacher, cubes["fc0"], cfg.lambda_feat)
+        feat = feat_loss_reference if cfg.feat_gate == "student_element" else feat_loss
+        out["feat"], gate = feat(z, z_teacher, cubes["fc0"], cfg.lambda_feat)
         out["feat_gate"] = gate.detach()
     if cfg.lambda_align > 0:
         out["align"] = sum(
-            align_loss(h, cubes[name], cfg.lambda_align, cfg.percentile, cfg.align_eps)
+            align_loss_reference(h, cubes[name], cfg.lambda_align, cfg.align_eps) if cfg.align_form == "reference"
+            else align_loss(h, cubes[name], cfg.lambda_align, cfg.percentile, cfg.align_eps)
             for name, h in tracked.items() if name in cubes
         )
     return out

@@ -64,3 +64,36 @@ def domain_preview(clean: np.ndarray, domains: dict[str, np.ndarray], labels: np
             if r == 0:
                 ax.set_title(str(labels[c]), fontsize=8)
     _save(fig, path)
+
+
+_LAMBDA_TITLES = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_feat": r"$\lambda_{Feat}$",
+                  "lambda_var": r"$\lambda_{Var}$", "lambda_align": r"$\lambda_{Align}$"}
+
+
+def _sensitivity_panel(ax: "plt.Axes", runs: pd.DataFrame, points: dict[float, str], key: str) -> None:
+    cmap = plt.get_cmap("viridis")
+    for i, (value, name) in enumerate(sorted(points.items())):
+        sub = runs[runs["method"] == name]
+        if sub.empty:
+            continue
+        curves = np.array(sub["aa_evolution"].tolist(), dtype=float)
+        x = np.arange(1, curves.shape[1] + 1)
+        ax.plot(x, curves.mean(0), marker="o", ms=3, color=cmap(i / max(len(points) - 1, 1)),
+                label=f"{value:g} (AA {curves[:, -1].mean():.1f})")
+    ax.set_title(f"Sensitivity to {_LAMBDA_TITLES.get(key, key)}")
+    ax.set_xlabel("after task")
+    ax.set_ylabel("AA over seen tasks (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, title=_LAMBDA_TITLES.get(key, key), title_fontsize=8)
+
+
+def sensitivity_plots(runs: pd.DataFrame, grid: dict[str, dict[float, str]], combined: str | Path, per_family: dict[str, str | Path]) -> None:
+    """AA evolution per lambda value (mean over seeds): one figure per lambda family and all panels side by side."""
+    for key, points in grid.items():
+        fig, ax = plt.subplots(figsize=(5.0, 3.8))
+        _sensitivity_panel(ax, runs, points, key)
+        _save(fig, per_family[key])
+    fig, axes = plt.subplots(1, len(grid), figsize=(5.0 * len(grid), 3.8), squeeze=False)
+    for ax, (key, points) in zip(axes[0], grid.items()):
+        _sensitivity_panel(ax, runs, points, key)
+    _save(fig, combined)

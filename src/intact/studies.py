@@ -1,0 +1,82 @@
+"""Studies declared in config.yaml expand into named runs (no hand-written per-variant rules or paths).
+
+::
+
+    studies:
+      seeds: [0, 1, 2]
+      main:        {methods: [finetune, ewc, ..., coda_p+intact, joint]}
+      integration: {methods: [l2p, dualprompt, coda_p]}          # each with and without +intact
+      ablation:    {method: coda_p+intact, terms: [intdrift, var, align, feat]}
+      sensitivity: {method: coda_p+intact, seeds: [0, 1], grid: {lambda_intdrift: [...], ...}}
+
+Every expanded name follows the method-name grammar (:mod:`intact.naming`), so each variant is an
+ordinary run with its own folder. This module imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+STUDIES = ("main", "integration", "ablation", "sensitivity")
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: its runs (method names) and seeds."""
+
+    name: str
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    spec: Mapping[str, Any]
+
+
+def format_value(value: float) -> str:
+    """A compact, name-safe spelling of a sweep value: 1e-4, 0.5, 1, 2.5e-4."""
+    short = f"{value:.0e}"
+    text = short if value != 0 and abs(value) < 0.01 and float(short) == value else f"{value:g}"
+    return text.replace("e-0", "e-").replace("e+0", "e+")
+
+
+def ablation_name(method: str, term: str) -> str:
+    """``coda_p+intact`` without ``term``: ``coda_p+intact-no_<term>`` (ablations precede overrides)."""
+    base, sep, overrides = method.partition("@")
+    return f"{base}-no_{term}" + (f"@{overrides}" if sep else "")
+
+
+def sweep_name(method: str, key: str, value: float) -> str:
+    sep = "," if "@" in method else "@"
+    return f"{method}{sep}{key}={format_value(value)}"
+
+
+def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, ...]) -> Study:
+    """The runs of study ``name``."""
+    seeds = tuple(spec.get("seeds", default_seeds))
+    if name == "main":
+        methods = list(spec["methods"])
+    elif name == "integration":
+        methods = [m for base in spec["methods"] for m in (base, f"{base}+intact")]
+    elif name == "ablation":
+        methods = [spec["method"]] + [ablation_name(spec["method"], t) for t in spec["terms"]]
+    elif name == "sensitivity":
+        methods = [sweep_name(spec["method"], key, v) for key, values in spec["grid"].items() for v in values]
+    else:
+        raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
+    return Study(name, tuple(dict.fromkeys(methods)), seeds, spec)
+
+
+def expand_studies(cfg: Mapping[str, Any]) -> dict[str, Study]:
+    """All studies declared under ``studies`` in the config (an empty dict if none)."""
+    studies = cfg.get("studies") or {}
+    default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
+    return {n: expand_study(n, studies[n], default_seeds) for n in STUDIES if n in studies}
+
+
+def ablation_variants(spec: Mapping[str, Any]) -> dict[str, str]:
+    """term -> run name of the ablation without that term."""
+    return {t: ablation_name(spec["method"], t) for t in spec["terms"]}
+
+
+def sensitivity_grid(spec: Mapping[str, Any]) -> dict[str, dict[float, str]]:
+    """lambda -> {value: run name} of a sensitivity study."""
+    return {key: {float(v): sweep_name(spec["method"], key, v) for v in values} for key, values in spec["grid"].items()}

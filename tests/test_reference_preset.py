@@ -1,0 +1,74 @@
+"""The reference-code preset: each deviation is a named switch; the paper's form is the default."""
+
+
+import pytest
+import torch
+
+from conftest import tiny_config
+from intact.config import IntactConfig, resolve_run
+from intact.regularizers.hypercube import Hypercube, percentile
+from intact.regularizers.intact import align_loss_reference, feat_loss_reference, intact_terms, snapshot_linears
+
+
+def test_default_is_the_paper_and_preset_sets_every_switch():
+    cfg = tiny_config()
+    paper = resolve_run(cfg, "digits", "coda_p+intact", 0).intact
+    assert paper == IntactConfig(**{**IntactConfig().__dict__, **cfg["intact"]})
+    assert (paper.feat_gate, paper.align_form, paper.protected_layers, paper.percentile_method, paper.double_ce, paper.hypercube_source) == \
+        ("teacher_sample", "paper", "all", "linear", False, "train")
+    ref = resolve_run(cfg, "digits", "coda_p+intact@preset=reference", 0).intact
+    assert (ref.feat_gate, ref.align_form, ref.protected_layers, ref.percentile_method, ref.double_ce) == \
+        ("student_element", "reference", "cls", "index", True)
+    assert ref.hypercube_source == "train"     # test data is never part of a preset
+    mixed = resolve_run(cfg, "digits", "coda_p+intact@preset=reference,double_ce=false", 0).intact
+    assert mixed.double_ce is False and mixed.feat_gate == "student_element"
+    cfg["intact"]["preset"] = "reference"     # a preset in the config section works the same way
+    assert resolve_run(cfg, "digits", "coda_p+intact", 0).intact.align_form == "reference"
+
+
+def test_index_percentile():
+    x = torch.arange(20, dtype=torch.float32).unsqueeze(1)
+    assert float(percentile(x, 5, "index")) == 1.0 and float(percentile(x, 95, "index")) == 19.0
+    assert float(percentile(x, 5, "linear")) == pytest.approx(0.95)
+
+
+def test_reference_feat_gates_student_elements():
+    cube = Hypercube(torch.zeros(2), torch.ones(2))
+    student = torch.tensor([[0.5, 2.0], [0.2, 0.3]])    # 3 of 4 elements inside
+    teacher = torch.tensor([[0.0, 0.0], [0.0, 1.3]])
+    loss, frac = feat_loss_reference(student, teacher, cube, 1.0)
+    assert float(frac) == 0.75
+    assert float(loss) == pytest.approx((0.25 + 0.04 + 1.0) / 3)
+
+
+def test_reference_align_uses_disjoint_neurons_only():
+    box = Hypercube(torch.tensor([0.0, 0.0]), torch.tensor([1.0, 1.0]))   # centre (.5, .5), radius .5
+    inside = torch.tensor([[0.2, 0.4], [0.8, 0.6]])
+    assert float(align_loss_reference(inside, box, 1.0, 1e-8)) == pytest.approx(0.0, abs=1e-5)
+    moved = torch.tensor([[0.2, 3.0], [0.8, 4.0]])                        # neuron 1 interval [3, 4] misses the box
+    assert float(align_loss_reference(moved, box, 1.0, 1e-8)) == pytest.approx(3.0 / 0.5, rel=1e-5)
+
+
+def test_protected_layers_cls_keeps_only_the_cls_layer():
+    fc0, fc1 = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)
+    linears = [("fc0", fc0), ("fc1", fc1)]
+    tracked = {"fc0": torch.randn(6, 3), "fc1": torch.randn(6, 4)}
+    cubes = {"fc0": Hypercube(-torch.ones(3), torch.ones(3)), "fc1": Hypercube(-torch.ones(4), torch.ones(4))}
+    anchor = snapshot_linears(linears)
+    with torch.no_grad():
+        fc1.weight.add_(1.0)                                            # only the second layer moved
+    cfg = IntactConfig(lambda_intdrift=1.0, lambda_feat=0.0, lambda_var=1.0, lambda_align=0.0)
+    paper = intact_terms(cfg, 1, linears, tracked, anchor, cubes, tracked["fc0"], None)
+    ref = intact_terms(IntactConfig(**{**cfg.__dict__, "protected_layers": "cls"}), 1, linears, tracked, anchor, cubes, tracked["fc0"], None)
+    assert float(paper["intdrift"]) > 0 and float(ref["intdrift"]) == 0.0
+    assert float(ref["var"]) < float(paper["var"])                      # L_Var on fc0's input only
+
+
+def test_test_set_hypercube_source_warns(tiny_bench, tmp_path):
+    from intact.train import train_task
+
+    run = resolve_run(tiny_bench["config"], "digits", "coda_p+intact@hypercube_source=test_seen", 0)
+    with pytest.warns(UserWarning, match="TEST sets"):
+        rec = train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                         out_dir=tmp_path / "task0", threads=1, progress=False)
+    assert rec["config"]["intact"]["hypercube_source"] == "test_seen"

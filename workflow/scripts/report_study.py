@@ -1,0 +1,9 @@
+"""Snakemake adapter: the tables and figures of one study (from stored metrics only)."""
+from intact.joblog import log_to
+from intact.report.studies import write_study_report
+from intact.results import load_metrics
+
+with log_to(snakemake.log[0], snakemake.rule):
+    runs = load_metrics(snakemake.input.metrics)
+    outputs = {k: v for k, v in snakemake.output.items()}
+    write_study_report(snakemake.params.study, snakemake.params.spec, runs, outputs, snakemake.wildcards.benchmark)
