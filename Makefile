@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint report clean-results
+.PHONY: run full test setup lint reports clean-results
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,15 @@ setup: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/snakemake
+
+full: $(STAMP)
+	$(BIN)/snakemake full
+
+# Rebuild every table and figure from stored results only (e.g. a results/ tree copied from a cluster):
+# only aggregation rules are allowed, so nothing is ever trained or evaluated.
+REPORT_RULES := reports collect_run report_main report_methods report_integration report_ablation report_sensitivity
+reports: $(STAMP)
+	$(BIN)/snakemake reports --forceall --allowed-rules $(REPORT_RULES)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

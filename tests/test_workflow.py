@@ -58,13 +58,26 @@ def test_external_weights_replace_pretraining_in_the_dag(tmp_path):
     assert counts.get("describe_backbone") == 1 and "pretrain_backbone" not in counts
 
 
-@pytest.mark.slow
-def test_end_to_end_tiny_run_is_resumable_and_exact(tmp_path, tiny_bench):
+def workflow_config():
+    """The tiny config with 4 epochs per task, so a training job lives long enough to be killed mid-task."""
     cfg = tiny_config()
-    write_config(tmp_path, cfg)
-    snakemake(tmp_path)
-    res = tmp_path / "results"
-    for method in cfg["run"]["methods"]:
+    cfg["optim"]["epochs"] = 4
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One uninterrupted pipeline run of the tiny config, shared by the tests below (read-only)."""
+    workdir = tmp_path_factory.mktemp("tiny_run")
+    write_config(workdir, workflow_config())
+    snakemake(workdir)
+    return workdir
+
+
+@pytest.mark.slow
+def test_end_to_end_outputs_and_nothing_left_to_do(tiny_run):
+    res = tiny_run / "results"
+    for method in workflow_config()["run"]["methods"]:
         run = res / "runs/digits" / method / "seed0"
         assert (run / "R.csv").exists() and (run / "metrics.json").exists()
         for t in range(3):
@@ -73,16 +86,95 @@ def test_end_to_end_tiny_run_is_resumable_and_exact(tmp_path, tiny_bench):
         assert (res / f).stat().st_size > 0, f
     table = (res / "tables/digits/main.md").read_text()
     assert "`coda_p+intact`" in table and "Forgetting (max-final)" in table
+    assert "Nothing to be done" in snakemake(tiny_run, "-n").stdout
 
-    # everything up to date: nothing to do
-    assert "Nothing to be done" in snakemake(tmp_path, "-n").stdout
 
-    # deleting the last task of one run redoes that task and what depends on it, nothing else
-    run = res / "runs/digits/coda_p+intact/seed0"
+@pytest.mark.slow
+def test_deleting_a_task_redoes_only_it_and_its_dependents(tiny_run, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    run = work / "results/runs/digits/coda_p+intact/seed0"
     before = (run / "R.csv").read_bytes()
     for f in (run / "task2").iterdir():
         f.unlink()
-    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
+    counts = job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)
+    assert counts.pop("track_run", 1) == 1               # the run's MLflow record depends on it too
     assert counts == {"train_task": 1, "evaluate_task": 1, "collect_run": 1, "report_main": 1, "all": 1}
-    snakemake(tmp_path)
+    snakemake(work)
     assert (run / "R.csv").read_bytes() == before        # same config + seed -> identical R
+
+
+@pytest.mark.slow
+def test_reports_from_copied_results_schedule_no_training(tiny_run, tmp_path):
+    """A machine with only the results/ files (no task states, hypercubes or checkpoints) rebuilds every
+    table and figure with `make reports`' command, and runs nothing but aggregation."""
+    import os
+
+    copy = tmp_path / "copy"
+    shutil.copy(tiny_run / "config.yaml", copy.mkdir() or copy / "config.yaml")
+    for src in (tiny_run / "results").rglob("*"):
+        if src.is_file() and src.suffix in (".csv", ".json", ".md", ".png") and "logs" not in src.parts:
+            dst = copy / src.relative_to(tiny_run)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)        # copy, not copy2: fresh mtimes, as after an rsync without -t
+    assert not list(copy.rglob("*.safetensors"))
+    table = copy / "results/tables/digits/main.md"
+    table.unlink()
+    rules = "reports collect_run report_main report_methods report_integration report_ablation report_sensitivity".split()
+    proc = snakemake(copy, "reports", "--forceall", "--allowed-rules", *rules)
+    out = proc.stdout + proc.stderr
+    ran = {m for m in re.findall(r"^(?:local)?rule (\w+):", out, re.M)}
+    assert ran and ran <= set(rules), ran
+    assert "train_task" not in out and "evaluate_task" not in out and "pretrain_backbone" not in out
+    assert table.read_text() == (tiny_run / "results/tables/digits/main.md").read_text()
+
+
+@pytest.mark.slow
+def test_killed_workflow_resumes_exactly(tiny_run, tmp_path):
+    """SIGKILL the whole workflow while a task is mid-training: the restart keeps finished tasks, resumes the
+    interrupted one from its last epoch checkpoint, and ends with an R bit-identical to an uninterrupted run."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    write_config(tmp_path, workflow_config())
+    runs = tmp_path / "results/runs/digits"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    interrupted = None
+    deadline = time.time() + 600
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            ckpts = [c for c in runs.glob("*/seed0/task*/checkpoint.pt") if not (c.parent / "train.json").exists()]
+            if any(c.parent.name != "task0" for c in ckpts):
+                interrupted = next(c.parent for c in ckpts if c.parent.name != "task0")
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert interrupted is not None, "never caught a task mid-training"
+    # a train job is surely finished (not merely written) when Snakemake has started the next task after it
+    def started(task_dir):
+        return (task_dir / "checkpoint.pt").exists() or (task_dir / "train.json").exists()
+
+    done = {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/task*/train.json")
+            if started(p.parent.with_name(f"task{int(p.parent.name[4:]) + 1}"))}
+    assert done, "no finished task before the kill"
+
+    snakemake(tmp_path, "--unlock")
+    snakemake(tmp_path, "--rerun-incomplete")
+    for path, mtime in done.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was redone"
+    resumed = json.loads((interrupted / "train.json").read_text())["resumed_from"]
+    assert resumed is not None and resumed["epoch"] >= 1, resumed
+    assert not (interrupted / "checkpoint.pt").exists()
+    for method in ("coda_p", "coda_p+intact"):
+        a = (tmp_path / f"results/runs/digits/{method}/seed0/R.csv").read_bytes()
+        b = (tiny_run / f"results/runs/digits/{method}/seed0/R.csv").read_bytes()
+        assert a == b, method

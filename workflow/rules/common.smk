@@ -141,3 +141,15 @@ def study_targets(study):
         targets += run_outputs(b, s.methods, s.seeds) + study_outputs(study, b)
     return targets
 
+def stored_reports(wildcards=None):
+    """Every table and figure whose runs' metrics are present: what `snakemake reports` rebuilds from a
+    results/ tree copied off a cluster (no checkpoints, no task states, nothing to retrain)."""
+    targets = []
+    for b in config["run"]["benchmarks"]:
+        if all(os.path.exists(f) for f in metrics_files(b, config["run"]["methods"], config["run"]["seeds"])):
+            targets += [f"results/tables/{b}/main.csv", f"results/tables/{b}/main.md", f"results/figures/{b}/aa_evolution.png"]
+        for name, s in STUDIES.items():
+            if all(os.path.exists(f) for f in metrics_files(b, s.methods, s.seeds)):
+                targets += study_outputs(name, b)
+    return targets
+

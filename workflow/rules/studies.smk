@@ -117,3 +117,9 @@ rule full:
     input:
         all_targets(),
         [f for s in STUDIES for f in study_targets(s)],
+
+
+rule reports:
+    """Tables and figures from stored results only (R.csv / metrics.json / train.json / eval.json)."""
+    input:
+        stored_reports,
