@@ -64,3 +64,20 @@ def test_resolved_run_merges_overrides_and_round_trips():
     # a change in the intact section changes +intact runs' hashes, not plain runs'
     assert resolve_run(other, "digits", "coda_p+intact", 0).hash() != resolve_run(cfg, "digits", "coda_p+intact", 0).hash()
     assert resolve_run(other, "digits", "coda_p", 0).hash() == resolve_run(cfg, "digits", "coda_p", 0).hash()
+
+
+def test_cli_validates_and_lists_runs(tmp_path, capsys):
+    import yaml
+
+    from intact.cli import main
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(tiny_config()))
+    assert main(["validate", str(path)]) == 0
+    assert main(["runs", str(path)]) == 0
+    assert "digits\tcoda_p+intact\tseeds=0" in capsys.readouterr().out
+    bad = tiny_config()
+    bad["optim"]["epochz"] = 1
+    path.write_text(yaml.safe_dump(bad))
+    assert main(["validate", str(path)]) == 2
+    assert "optim.epochz" in capsys.readouterr().err

@@ -1,0 +1,42 @@
+"""``intact`` command line: check a config and list the runs it declares (no torch import).
+
+    intact validate [config.yaml]     # schema + consistency check, the same one the Snakefile runs
+    intact runs [config.yaml]         # every (benchmark, method, seed) of the default run and the studies
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from intact.config import ConfigError, load_config, resolve_run
+from intact.studies import expand_studies
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="intact", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("config", nargs="?", default="config.yaml")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.command == "validate":
+        print(f"{args.config}: valid")
+        return 0
+    groups = {"run (default target)": (cfg["run"]["methods"], cfg["run"]["seeds"])}
+    groups.update({f"study {n}": (s.methods, s.seeds) for n, s in expand_studies(cfg).items()})
+    for title, (methods, seeds) in groups.items():
+        print(f"# {title}: {len(methods)} methods x {len(seeds)} seeds")
+        for b in cfg["run"]["benchmarks"]:
+            for m in methods:
+                print(f"{b}\t{m}\tseeds={','.join(map(str, seeds))}\thash={resolve_run(cfg, b, m, seeds[0]).hash()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
