@@ -8,13 +8,14 @@ backbone is never saved with it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset
 
 from intact.config import RunConfig
+from intact.data.base import Benchmark
 from intact.models.backbone import FrozenViT
 from intact.regularizers.hypercube import Hypercube
 
@@ -32,7 +33,14 @@ class ContinualMethod(nn.Module, ABC):
         #: cumulative hypercubes after the last finished task, per tracked layer
         self.hypercubes: dict[str, Hypercube] = {}
 
+    #: False: every task starts from a fresh model - the previous task's state and hypercubes are not loaded
+    loads_previous_state: ClassVar[bool] = True
+
     # ---- hooks ----------------------------------------------------------------------------------
+    def training_data(self, bench: Benchmark, task: int) -> Dataset:
+        """The data ``task`` trains on (and ``end_task`` sees): by default the task's own training split."""
+        return bench.train_set(task, self.run.eval_split)
+
     def begin_task(self, task: int, train_set: Dataset) -> None:
         """Prepare for ``task`` (new prompt components, teacher snapshots, ...)."""
         self.task = task

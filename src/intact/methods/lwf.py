@@ -1,0 +1,55 @@
+"""LwF on the shared prompt + head: distil the previous task's logits on the current batch."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from intact.methods.base import ContinualMethod
+from intact.methods.finetune import Finetune, FinetuneConfig
+from intact.regularizers.lwf import distillation_loss
+
+
+@dataclass(frozen=True)
+class LwfConfig(FinetuneConfig):
+    """``methods.lwf`` in config.yaml: ``lambda_lwf * T^2 * KL(old || new)`` at temperature ``T``."""
+
+    lambda_lwf: float = 1.0
+    temperature: float = 2.0
+
+
+class LwF(Finetune):
+    """Learning without Forgetting (Li & Hoiem, 2017) with the frozen ViT and one shared prompt.
+
+    Domain-incremental: old and new tasks share the head, so the distillation covers all its logits.
+    The teacher is the previous task's prompt + head (a snapshot taken at ``begin_task``, rebuilt from
+    the loaded state, never saved).
+    """
+
+    CONFIG = LwfConfig
+    SECTION = "methods.lwf"
+    NOT_SAVED = (*ContinualMethod.NOT_SAVED, "previous.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.cfg.temperature <= 0:
+            raise ValueError(f"methods.lwf.temperature = {self.cfg.temperature}: expected > 0")
+        self.previous: nn.ModuleDict | None = None
+
+    def begin_task(self, task: int, train_set: Dataset) -> None:
+        if task > 0:
+            snapshot = nn.ModuleDict({"pool": copy.deepcopy(self.pool), "head": copy.deepcopy(self.head)})
+            self.previous = snapshot.eval().requires_grad_(False)
+        super().begin_task(task, train_set)
+
+    def extra_terms(self, x: torch.Tensor, q: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.previous is None or self.cfg.lambda_lwf == 0:
+            return {}
+        with torch.no_grad():
+            z_old, _ = self.features(x, q, self.previous["pool"])
+            old_logits = self.previous["head"](z_old)
+        return {"lwf": self.cfg.lambda_lwf * distillation_loss(logits, old_logits, self.cfg.temperature)}
