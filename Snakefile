@@ -24,9 +24,10 @@ include: "workflow/rules/backbone.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
+include: "workflow/rules/tracking.smk"
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        all_targets() + tracking_targets(),

@@ -1,0 +1,37 @@
+# MLflow tracking: one local job per finished run, after its results are written. It never fails the
+# workflow: an unreachable server leaves `status: pending` in the run's tracking.json, and
+# `python -m intact.tracking sync results/` retries later (see src/intact/tracking.py).
+#   tracking_targets()                          markers of every run of `all` ([] if tracking.enabled is false)
+#   tracking_markers(benchmark, methods, seeds) markers of any runs (e.g. a study's)
+from functools import partial
+
+import intact.tracking as _tracking
+
+try:
+    TRACKING = _tracking.tracking_config(config)
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+
+tracking_markers = _tracking.tracking_markers
+tracking_targets = partial(_tracking.tracking_targets, config)
+
+
+rule track_run:
+    """Log one finished run (config, losses, R, metrics, hypercubes, figure) to MLflow."""
+    input:
+        R="results/runs/{benchmark}/{method}/seed{seed}/R.csv",
+        metrics="results/runs/{benchmark}/{method}/seed{seed}/metrics.json",
+        trains=lambda w: run_tasks(w, "train.json"),
+        evals=lambda w: run_tasks(w, "eval.json"),
+        hypercubes=lambda w: run_tasks(w, "hypercube.safetensors"),
+    output:
+        marker="results/runs/{benchmark}/{method}/seed{seed}/tracking.json",
+    log:
+        "results/logs/track_run/{benchmark}/{method}/seed{seed}.log",
+    params:
+        tracking=TRACKING.to_dict(),
+    localrule: True
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/track_run.py"

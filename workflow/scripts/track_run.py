@@ -1,0 +1,9 @@
+"""Snakemake adapter: log one finished run to MLflow; always succeeds (see its tracking.json)."""
+from pathlib import Path
+
+from intact.joblog import log_to
+from intact.tracking import TrackingConfig, track_run
+
+with log_to(snakemake.log[0], snakemake.rule):
+    tracking = TrackingConfig(**snakemake.params.tracking)
+    track_run(Path(snakemake.output.marker).parent, tracking, force=False)
