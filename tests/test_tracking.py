@@ -29,10 +29,12 @@ TRACKING_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_TRACKING_URI": ""}  
 
 
 @pytest.fixture(autouse=True)
-def _no_ambient_tracking_uri(monkeypatch):
-    """A developer's $MLFLOW_TRACKING_URI must not leak into the tests (it outranks the config)."""
+def _isolated(monkeypatch, tmp_path):
+    """A developer's $MLFLOW_TRACKING_URI must not leak into the tests (it outranks the config), and
+    nothing MLflow writes relative to the working directory may land in the checkout."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +190,8 @@ def test_logs_params_metrics_tags_and_artifacts_to_the_default_local_store(resul
     assert tags["mlflow.runName"] == "coda_p+intact/seed0" and tags["intact.tracked_by"] == "python -m intact.tracking"
     assert_artifacts_match(c, r.info.run_id, run_dir, tmp_path / "dl")
     exp = c.get_experiment(record["experiment_id"])
-    assert exp.artifact_location == str(local_store / "mlruns" / exp.experiment_id)
-    assert (local_store / "mlruns" / exp.experiment_id / record["run_id"] / "artifacts/R.csv").is_file()
+    assert exp.artifact_location == str(local_store / "mlruns/intact_digits")
+    assert (local_store / "mlruns/intact_digits" / record["run_id"] / "artifacts/R.csv").is_file()
 
 
 def test_uri_precedence(monkeypatch, tmp_path):
@@ -209,8 +211,9 @@ def test_tracking_twice_keeps_one_run_and_the_same_histories(results, local_stor
     run_dir = variant(results, tmp_path / "results", "coda_p+intact", 1, shift=0.5)
     uri = f"sqlite:///{local_store}/mlflow.db"
     cfg = TrackingConfig(uri=uri, experiment="idem/{benchmark}")
-    first = track_run(run_dir, cfg)
+    first = track_run(run_dir, cfg)  # from another working directory: artifacts still go beside the database
     assert first["status"] == "done" and first["uri_source"] == "config" and first["experiment"] == "idem/digits"
+    assert (local_store / "mlruns/idem_digits" / first["run_id"] / "artifacts/R.csv").is_file()
     c = client(uri)
     before = histories(c, active_runs(c, "idem/digits")[0])
     second = track_run(run_dir, cfg)

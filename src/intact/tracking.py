@@ -46,8 +46,10 @@ Where it logs (first match wins)
 --------------------------------
 1. an explicit URI (``--uri`` on the command line), 2. the ``MLFLOW_TRACKING_URI`` environment variable
 (a per-shell / per-cluster override without editing the committed config), 3. ``tracking.uri`` in
-config.yaml, 4. the local store ``sqlite:///<cwd>/mlflow.db`` with artifacts in ``<cwd>/mlruns`` (MLflow
-3's own default, spelt out so MLflow never falls back to the old ``./mlruns`` file store). Local SQLite
+config.yaml, 4. the local store ``sqlite:///<cwd>/mlflow.db`` (MLflow 3's own default, spelt out so MLflow never
+falls back to the old ``./mlruns`` file store). With any SQLite store, an experiment created here keeps
+its artifacts beside the database, in ``<db dir>/mlruns/<experiment name>`` (MLflow alone would use
+``./mlruns`` of whichever directory the first process ran in). Local SQLite
 writers are serialised by a lock file next to the database (a fresh database hit by concurrent first
 writers breaks in MLflow's schema migration); many cluster jobs should share a tracking server instead.
 
@@ -515,14 +517,26 @@ def deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def experiment_id(client: Any, name: str) -> str:
+def artifact_location(uri: str, name: str) -> str | None:
+    """Where a new experiment keeps its artifacts: beside a SQLite database (``<db dir>/mlruns/<name>``).
+
+    MLflow would put them under ``./mlruns`` of whatever directory the creating process ran in; a
+    server (or any other store) decides for itself (None).
+    """
+    db = _sqlite_path(uri)
+    if db is None:
+        return None
+    return str(db.resolve().parent / "mlruns" / re.sub(r"[^A-Za-z0-9._-]", "_", name))
+
+
+def experiment_id(client: Any, name: str, uri: str | None = None) -> str:
     """Get or create an experiment by name, safe against concurrent creators (no ``set_experiment``)."""
     from mlflow.exceptions import MlflowException
 
     exp = client.get_experiment_by_name(name)
     if exp is None:
         try:
-            return client.create_experiment(name)
+            return client.create_experiment(name, artifact_location=artifact_location(uri or "", name))
         except MlflowException:
             exp = client.get_experiment_by_name(name)  # another process created it first
             if exp is None:
@@ -595,7 +609,7 @@ def _track(run: RunFolder, uri: str, tracking: TrackingConfig, force: bool) -> d
 
     client = MlflowClient(tracking_uri=uri)
     name = tracking.experiment_name(run.benchmark, str(run.metrics.get("eval_split", "test")))
-    exp_id = experiment_id(client, name)
+    exp_id = experiment_id(client, name, uri)
     chash = run.content_hash()
     runs = client.search_runs(
         [exp_id], filter_string=f"tags.`intact.run` = {_quote(run.run_name)}",
