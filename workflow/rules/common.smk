@@ -6,9 +6,11 @@ import re
 from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
 from intact.naming import NAME_PATTERN
 from intact.studies import expand_studies, sensitivity_grid
+from intact.tracking import tracking_config, tracking_markers
 
 try:
     validate_config(config)
+    TRACKING = tracking_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
@@ -139,6 +141,8 @@ def study_targets(study):
     targets = []
     for b in config["run"]["benchmarks"]:
         targets += run_outputs(b, s.methods, s.seeds) + study_outputs(study, b)
+        if TRACKING.enabled:
+            targets += tracking_markers(b, s.methods, s.seeds)
     return targets
 
 def stored_reports(wildcards=None):

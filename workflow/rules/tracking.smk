@@ -3,16 +3,11 @@
 # `python -m intact.tracking sync results/` retries later (see src/intact/tracking.py).
 #   tracking_targets()                          markers of every run of `all` ([] if tracking.enabled is false)
 #   tracking_markers(benchmark, methods, seeds) markers of any runs (e.g. a study's)
+# (TRACKING and tracking_markers come from common.smk, which validates the section at start-up.)
 from functools import partial
 
 import intact.tracking as _tracking
 
-try:
-    TRACKING = _tracking.tracking_config(config)
-except ConfigError as err:
-    raise WorkflowError(str(err)) from None
-
-tracking_markers = _tracking.tracking_markers
 tracking_targets = partial(_tracking.tracking_targets, config)
 
 
