@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
@@ -204,35 +203,17 @@ def _train(bench, run, out, task, prev=None, **kw):
 
 
 @pytest.fixture(scope="module")
-def zoo_bench(tiny_bench, tmp_path_factory):
-    """``tiny_bench``'s data with a backbone pretrained for 25 epochs instead of 3 (~9 s on one core).
-
-    The session backbone reaches ~17% clean accuracy: every method, CODA-P included, stays at chance on
-    it, so "better than chance on the task just trained" would test nothing. At 25 epochs it reaches ~85%.
-    """
-    from intact.config import backbone_config
-    from intact.pretrain import pretrain_backbone
-
-    cfg = copy.deepcopy(tiny_bench["config"])
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 25
-    root = tmp_path_factory.mktemp("zoo_backbone")
-    pretrain_backbone(backbone_config(cfg, "vit_digits"), tiny_bench["manifest"], root / "backbone.safetensors",
-                      root / "backbone.json", threads=1, progress=False)
-    return {**tiny_bench, "config": cfg, "weights": root / "backbone.safetensors"}
-
-
-@pytest.fixture(scope="module")
-def zoo(zoo_bench, tmp_path_factory):
+def zoo(tiny_bench, tmp_path_factory):
     """Every method trained and evaluated on the 3 tiny tasks (1 epoch each); R per method."""
     root = tmp_path_factory.mktemp("zoo")
     out: dict[str, dict] = {}
     for method in METHODS:
-        run = _run(zoo_bench, method)
+        run = _run(tiny_bench, method)
         folder = root / method
         R = torch.zeros(TASKS, TASKS)
         for t in range(TASKS):
-            _train(zoo_bench, run, folder / f"task{t}", t, folder / f"task{t - 1}" if t else None)
-            rec = evaluate_task(run, t, manifest=zoo_bench["manifest"], backbone_weights=zoo_bench["weights"],
+            _train(tiny_bench, run, folder / f"task{t}", t, folder / f"task{t - 1}" if t else None)
+            rec = evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
                                 state=folder / f"task{t}/state.safetensors", out_path=folder / f"task{t}/eval.json", threads=1)
             R[:, t] = torch.tensor(rec["accuracy"])
         out[method] = {"run": run, "folder": folder, "R": R}
@@ -263,7 +244,7 @@ def test_l2p_and_dualprompt_log_their_matching_loss(zoo):
         assert 0 < epoch["aux"] < 2 * (3 if method == "l2p" else 1)
 
 
-def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, zoo_bench):
+def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
     from intact.train import load_method
 
     folder = zoo["ewc"]["folder"]
@@ -275,7 +256,7 @@ def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, zoo_bench):
         assert (s1[k] >= fisher[k]).all() and s1[k].sum() > fisher[k].sum()
     assert read_json(folder / "task1/train.json")["epochs"][0]["ewc"] > 0
     # a fresh process loading the state: the penalty is zero at the anchor and positive away from it
-    _, method, _ = load_method(zoo["ewc"]["run"], zoo_bench["manifest"], zoo_bench["weights"], torch.device("cpu"),
+    _, method, _ = load_method(zoo["ewc"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                                state=folder / "task0/state.safetensors")
     method.task = 1
     x = torch.zeros(2, 1, 32, 32)
@@ -285,11 +266,11 @@ def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, zoo_bench):
     assert method.extra_terms(x, method.query(x), torch.zeros(2, 10))["ewc"].item() > 0
 
 
-def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, zoo_bench):
+def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
     from intact.train import load_method
 
     folder = zoo["lwf"]["folder"]
-    bench, method, _ = load_method(zoo["lwf"]["run"], zoo_bench["manifest"], zoo_bench["weights"], torch.device("cpu"),
+    bench, method, _ = load_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                                    state=folder / "task0/state.safetensors")
     method.begin_task(1, bench.train_set(1))
     method.train()
@@ -307,10 +288,10 @@ def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, zoo_bench):
     assert read_json(folder / "task1/train.json")["epochs"][0]["lwf"] > 0
 
 
-def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, zoo_bench, tmp_path):
+def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, tiny_bench, tmp_path):
     from intact.train import load_method
 
-    bench, method, _ = load_method(zoo["joint"]["run"], zoo_bench["manifest"], zoo_bench["weights"], torch.device("cpu"))
+    bench, method, _ = load_method(zoo["joint"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
     union = method.training_data(bench, 2)
     parts = [bench.train_set(t) for t in range(3)]
     assert len(union) == sum(len(p) for p in parts)
@@ -320,8 +301,8 @@ def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, 
     assert len(finetune.training_data(bench, 2)) == len(parts[2])      # the default: the task's own data
     # task 1 from another method's state, or from no folder at all: bit-identical to the zoo's joint task 1
     run = zoo["joint"]["run"]
-    _train(zoo_bench, run, tmp_path / "other", 1, prev=zoo["finetune"]["folder"] / "task0")
-    _train(zoo_bench, run, tmp_path / "none", 1, prev=None)
+    _train(tiny_bench, run, tmp_path / "other", 1, prev=zoo["finetune"]["folder"] / "task0")
+    _train(tiny_bench, run, tmp_path / "none", 1, prev=None)
     ref = load_tensors(zoo["joint"]["folder"] / "task1/state.safetensors")
     for variant in ("other", "none"):
         state = load_tensors(tmp_path / variant / "state.safetensors")

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
-from intact.methods import create_method, method_class
+from intact.methods import METHODS, create_method
 from intact.methods.base import ContinualMethod
 from intact.models.backbone import create_backbone
 from intact.provenance import provenance
@@ -130,7 +130,7 @@ def train_task(
     device = configure_torch(threads)
     seed_everything(derive_seed(run.seed, task, "init"))
     # a method that starts every task afresh (joint) neither needs nor loads the previous task's folder
-    continues = method_class(run.base).loads_previous_state
+    continues = METHODS[run.base].loads_previous_state
     if task > 0 and prev_dir is None and continues:
         raise ValueError(f"task {task} needs the previous task's folder")
     prev = Path(prev_dir) if (prev_dir is not None and continues) else None

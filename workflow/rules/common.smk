@@ -4,7 +4,8 @@ import os
 import re
 
 from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
-from intact.naming import NAME_PATTERN
+from intact.methods import METHODS
+from intact.naming import NAME_PATTERN, parse_method_name
 from intact.studies import expand_studies, sensitivity_grid
 from intact.tracking import tracking_config, tracking_markers
 
@@ -83,7 +84,7 @@ def backbone_info(wildcards):
 def previous_task(wildcards):
     """Everything task t needs from task t-1: its trainable state and cumulative hypercube."""
     t = int(wildcards.task)
-    if t == 0:
+    if t == 0 or not METHODS[parse_method_name(wildcards.method).base].loads_previous_state:
         return {}
     w = wildcards
     prev = f"results/runs/{w.benchmark}/{w.method}/seed{w.seed}/task{t - 1}"

@@ -17,6 +17,9 @@ class MethodEntry:
     target: str            #: "module:Class"
     prompt_based: bool     #: InTAct ("+intact") integrates with prompt-based methods
     description: str
+    #: False: every task starts from a fresh model (joint); the workflow then schedules its tasks
+    #: independently and the job loads neither the previous state nor its hypercubes
+    loads_previous_state: bool = True
 
 
 METHODS: dict[str, MethodEntry] = {
@@ -26,7 +29,7 @@ METHODS: dict[str, MethodEntry] = {
     "finetune": MethodEntry("intact.methods.finetune:Finetune", True, "sequential fine-tuning of one shared prompt + head"),
     "ewc": MethodEntry("intact.methods.ewc:EWC", False, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head"),
     "lwf": MethodEntry("intact.methods.lwf:LwF", False, "LwF (Li & Hoiem, 2017) on one shared prompt + head"),
-    "joint": MethodEntry("intact.methods.joint:Joint", False, "upper bound: fresh training on the union of tasks 0..t"),
+    "joint": MethodEntry("intact.methods.joint:Joint", False, "upper bound: fresh training on the union of tasks 0..t", loads_previous_state=False),
 }
 
 

@@ -8,7 +8,7 @@ backbone is never saved with it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,9 +32,6 @@ class ContinualMethod(nn.Module, ABC):
         self.task = 0
         #: cumulative hypercubes after the last finished task, per tracked layer
         self.hypercubes: dict[str, Hypercube] = {}
-
-    #: False: every task starts from a fresh model - the previous task's state and hypercubes are not loaded
-    loads_previous_state: ClassVar[bool] = True
 
     # ---- hooks ----------------------------------------------------------------------------------
     def training_data(self, bench: Benchmark, task: int) -> Dataset:

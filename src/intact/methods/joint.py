@@ -26,7 +26,6 @@ class Joint(Finetune):
 
     CONFIG = JointConfig
     SECTION = "methods.joint"
-    loads_previous_state = False
 
     def training_data(self, bench: Benchmark, task: int) -> Dataset:
         return ConcatDataset([bench.train_set(t, self.run.eval_split) for t in range(task + 1)])
