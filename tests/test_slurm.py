@@ -210,6 +210,7 @@ def test_profile_runs_the_workflow_on_slurm(cluster, tmp_path):
             assert f"cpus-per-task={res['cpus_per_task']}" in j["SubmitLine"] and f"--mem {res['mem_mb']}" in j["SubmitLine"], j
         else:
             assert "gpu" not in j["AllocTRES"] + j["ReqTRES"], j
+        assert ("--requeue" in j["SubmitLine"]) == bool(p.get("slurm-requeue")), j
         extra = str(p["set-resources"].get(rule, {}).get("slurm_extra", "")).strip("'\"")
         assert not extra or extra in j["SubmitLine"], j  # e.g. --signal=TERM@300 for train_task
         assert j["State"] == ("FAILED" if j["JobID"] == signalled else "COMPLETED"), j
