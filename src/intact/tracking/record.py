@@ -1,0 +1,280 @@
+"""A finished run folder read into what MLflow gets: params, metrics, tags, artifacts (no mlflow).
+
+Everything is read from the files the pipeline already wrote (``R.csv``, ``metrics.json``, ``task*/train.json``,
+``task*/eval.json``, ``task*/hypercube.safetensors``); nothing here can change or lose a result.
+
+What lands in MLflow
+--------------------
+- params: the resolved run config (``train.json["config"]``) flattened with ``.`` (``optim.lr_head``,
+  ``intact.lambda_var``, ``settings.pool_size``); lists and ``null`` as JSON.
+- metrics, three kinds of step (all with one timestamp, the logging time):
+  * per epoch, ``step`` = global epoch index across tasks (0-based; task t's epochs follow task t-1's):
+    ``train/<term>`` for every number of an epoch record (``ce``, ``intdrift``, ``feat``, ``var``,
+    ``align``, ``feat_gate``, ``acc``, ``seconds``, ``images_per_s``), and ``train/task`` = t, so a
+    chart's x-axis can be read back as tasks.
+  * per task, ``step`` = task index t: ``acc/<task name>`` (column t of R: accuracy on every task after
+    training task t), ``aa_evolution`` (AA over the tasks seen so far), ``certificate`` and
+    ``sampled_drift`` (from task 1 on), ``hypercube/<layer>/<task|cumulative>/<stat>`` (log_volume,
+    mean_width, radius, dim), ``inside_previous/<layer>/<stat>``, ``task/<stat>`` (train_seconds,
+    images_per_s, peak_memory_mb, train_images, eval_seconds).
+  * final, ``step`` = T-1 (after the last task): every number of ``metrics.json`` (``aa``, ``caa``,
+    ``forgetting_max``, ``forgetting_one_step``, ``bwt``, ``aa_weighted``, ``fwt_vs_chance``,
+    ``train_seconds``, ``trainable_parameters``).
+- artifacts: ``R.csv``, ``metrics.json``, ``config.json``, ``tasks/task<t>/{train,eval}.json`` and
+  ``hypercube.safetensors``, and ``figures/run_summary.png`` (the R heat map and the AA evolution).
+- tags: ``intact.run`` (``<benchmark>/<method>/seed<k>``), ``intact.run_key`` (``intact.run`` +
+  ``@<config hash>``), ``intact.config_hash``, ``intact.content_hash``, ``intact.current``,
+  ``mlflow.source.git.commit`` / ``intact.git_commit``, ``intact.data_sha256.<file>``,
+  ``intact.backbone_sha256``, ``intact.snakemake_rules`` (the rules that produced the results),
+  ``intact.slurm_job_ids`` (``task:id,...``), ``intact.packages.<name>``, ``intact.host``, ``intact.device``,
+  ``intact.results_dir``, ``intact.tracked_by`` (``track_run`` or the command line).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from intact.tracking.settings import TRACKER_VERSION
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """The files of one finished run and their parsed content."""
+
+    path: Path
+    metrics: dict[str, Any]
+    trains: list[dict[str, Any]]
+    evals: list[dict[str, Any]]
+    files: dict[str, Path]  #: artifact path in MLflow -> local file
+
+    @property
+    def benchmark(self) -> str:
+        return self.metrics["benchmark"]
+
+    @property
+    def method(self) -> str:
+        return self.metrics["method"]
+
+    @property
+    def seed(self) -> int:
+        return int(self.metrics["seed"])
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.evals)
+
+    @property
+    def run_name(self) -> str:
+        return f"{self.benchmark}/{self.method}/seed{self.seed}"
+
+    @property
+    def config_hash(self) -> str:
+        return str(self.metrics.get("config_hash") or self.trains[-1].get("config_hash"))
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.run_name}@{self.config_hash}"
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.trains[-1].get("config") or {}
+
+    def content_hash(self) -> str:
+        """sha256 over the tracker version and every input file's name and bytes."""
+        h = hashlib.sha256(f"intact.tracking v{TRACKER_VERSION}\n".encode())
+        for name in sorted(self.files):
+            h.update(f"{name}\n".encode())
+            h.update(hashlib.sha256(self.files[name].read_bytes()).digest())
+        return h.hexdigest()
+
+
+def read_run_folder(path: str | os.PathLike) -> RunFolder:
+    """Parse a run folder; a clear error names the missing or inconsistent file."""
+    path = Path(path)
+    for name in ("R.csv", "metrics.json"):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"{path / name}: missing (is the run finished? expected R.csv and metrics.json)")
+    metrics = json.loads((path / "metrics.json").read_text())
+    T = int(metrics["num_tasks"])
+    files = {"R.csv": path / "R.csv", "metrics.json": path / "metrics.json"}
+    trains, evals = [], []
+    for t in range(T):
+        task = path / f"task{t}"
+        for name in ("train.json", "eval.json", "hypercube.safetensors"):
+            f = task / name
+            if not f.is_file():
+                raise FileNotFoundError(f"{f}: missing (metrics.json says {T} tasks)")
+            files[f"tasks/task{t}/{name}"] = f
+        trains.append(json.loads((task / "train.json").read_text()))
+        evals.append(json.loads((task / "eval.json").read_text()))
+        for rec, name in ((trains[-1], "train.json"), (evals[-1], "eval.json")):
+            if rec.get("task") != t:
+                raise ValueError(f"{task / name}: 'task' = {rec.get('task')!r}, expected {t}")
+    return RunFolder(path=path, metrics=metrics, trains=trains, evals=evals, files=files)
+
+
+def flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested mapping -> {"a.b.c": value as text}; strings as is, everything else as JSON."""
+    out: dict[str, str] = {}
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v if isinstance(v, str) else json.dumps(v)
+    return out
+
+
+_BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def _key(name: str) -> str:
+    return _BAD_KEY_CHARS.sub("_", name)
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+@dataclass(frozen=True)
+class Payload:
+    """What one run logs: params, metrics (key, value, step), tags. Pure data, no mlflow."""
+
+    params: dict[str, str]
+    metrics: list[tuple[str, float, int]]
+    tags: dict[str, str]
+
+
+def build_payload(run: RunFolder) -> Payload:
+    """Params, metrics and tags of one run folder (see the module docstring for the names)."""
+    params = flatten(run.config)
+    params.setdefault("method", run.method)
+    params.setdefault("seed", str(run.seed))
+    params["eval_split"] = str(run.metrics.get("eval_split", "test"))
+    params["num_tasks"] = str(run.num_tasks)
+    params["task_names"] = json.dumps(run.metrics.get("task_names"))
+
+    metrics: list[tuple[str, float, int]] = []
+
+    def add(key: str, value: Any, step: int) -> None:
+        v = _number(value)
+        if v is not None:
+            metrics.append((_key(key), v, step))
+
+    g = 0
+    for t, rec in enumerate(run.trains):  # per epoch, global step
+        for ep in rec.get("epochs", []):
+            add("train/task", t, g)
+            for k, v in ep.items():
+                if k != "epoch":
+                    add(f"train/{k}", v, g)
+            g += 1
+    aa_evolution = run.metrics.get("aa_evolution") or []
+    for t, (tr, ev) in enumerate(zip(run.trains, run.evals)):  # per task, step = task
+        for name, acc in zip(ev["task_names"], ev["accuracy"]):
+            add(f"acc/{name}", acc, t)
+        if t < len(aa_evolution):
+            add("aa_evolution", aa_evolution[t], t)
+        add("certificate", tr.get("certificate"), t)
+        add("sampled_drift", tr.get("sampled_drift"), t)
+        for layer, kinds in (tr.get("hypercube") or {}).items():
+            for kind, stats in kinds.items():
+                for stat, v in (stats or {}).items():
+                    add(f"hypercube/{layer}/{kind}/{stat}", v, t)
+        for layer, stats in (tr.get("inside_previous") or {}).items():
+            for stat, v in (stats or {}).items():
+                add(f"inside_previous/{layer}/{stat}", v, t)
+        add("task/train_seconds", tr.get("seconds"), t)
+        for k in ("images_per_s", "peak_memory_mb", "train_images"):
+            add(f"task/{k}", tr.get(k), t)
+        add("task/eval_seconds", ev.get("seconds"), t)
+    last, per_task = run.num_tasks - 1, {k for k, _, _ in metrics}
+    for k, v in run.metrics.items():  # final, step = last task
+        if k not in ("seed", "num_tasks") and k not in per_task:
+            add(k, v, last)
+
+    tags = {
+        "intact.run": run.run_name,
+        "intact.run_key": run.run_key,
+        "intact.config_hash": run.config_hash,
+        "intact.benchmark": run.benchmark,
+        "intact.method": run.method,
+        "intact.seed": str(run.seed),
+        "intact.eval_split": str(run.metrics.get("eval_split", "test")),
+        "intact.results_dir": str(run.path.resolve()),
+        "intact.tracker_version": str(TRACKER_VERSION),
+        "mlflow.note.content": (
+            f"{run.run_name} (config {run.config_hash}). Source of truth: {run.path.resolve()} "
+            "(R.csv, metrics.json, task*/train.json, eval.json); this run is a view logged by intact.tracking."
+        ),
+    }
+    provs = [tr.get("provenance") or {} for tr in run.trains]
+    commits = list(dict.fromkeys(p["git_commit"] for p in provs if p.get("git_commit")))
+    if commits:
+        tags["mlflow.source.git.commit"] = commits[-1]
+        tags["intact.git_commit"] = ",".join(commits)
+    rules = sorted({p["snakemake_rule"] for p in provs if p.get("snakemake_rule")})
+    if rules:
+        tags["intact.snakemake_rules"] = ",".join(rules)
+    tags["intact.tracked_by"] = os.environ.get("INTACT_RULE") or "python -m intact.tracking"
+    jobs = [f"{t}:{p['slurm_job_id']}" for t, p in enumerate(provs) if p.get("slurm_job_id")]
+    if jobs:
+        tags["intact.slurm_job_ids"] = ",".join(jobs)
+    for field in ("host", "device", "python"):
+        values = list(dict.fromkeys(str(p[field]) for p in provs if p.get(field)))
+        if values:
+            tags[f"intact.{field}"] = ",".join(values)
+    for name, version in (provs[-1].get("packages") or {}).items():
+        tags[f"intact.packages.{name}"] = str(version)
+    backbone = list(dict.fromkeys(tr["backbone_sha256"] for tr in run.trains if tr.get("backbone_sha256")))
+    if backbone:
+        tags["intact.backbone_sha256"] = ",".join(backbone)
+    for name, sha in (run.trains[-1].get("data_sha256") or {}).items():
+        tags[f"intact.data_sha256.{name}"] = str(sha)
+    return Payload(params=params, metrics=metrics, tags={_key(k): v[:8000] for k, v in tags.items()})
+
+
+def run_figure(run: RunFolder, path: Path) -> Path | None:
+    """The run's own figure: R as a heat map and its AA evolution (None if matplotlib is missing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - matplotlib is a core dependency
+        return None
+    names = run.evals[0]["task_names"]
+    R = [[run.evals[j]["accuracy"][i] for j in range(run.num_tasks)] for i in range(len(names))]
+    T = run.num_tasks
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(4.0 + 0.45 * T, 3.2 + 0.2 * T), gridspec_kw={"width_ratios": [1.2, 1]})
+    im = ax1.imshow(R, vmin=0, vmax=100, cmap="viridis")
+    for i in range(len(names)):
+        for j in range(T):
+            ax1.text(j, i, f"{R[i][j]:.0f}", ha="center", va="center", fontsize=6, color="w" if R[i][j] < 60 else "k")
+    ax1.set_xticks(range(T), names[:T], fontsize=7, rotation=90)
+    ax1.set_yticks(range(len(names)), names, fontsize=7)
+    ax1.set_xlabel("after training on")
+    ax1.set_ylabel("accuracy on")
+    ax1.set_title("R: accuracy (%)", fontsize=9)
+    fig.colorbar(im, ax=ax1, fraction=0.046)
+    aa = run.metrics.get("aa_evolution") or []
+    ax2.plot(range(len(aa)), aa, marker="o", ms=3)
+    ax2.set_xticks(range(len(aa)), names[:len(aa)], fontsize=7, rotation=90)
+    ax2.set_xlabel("after training on")
+    ax2.set_ylabel("AA over seen tasks (%)")
+    ax2.set_title(f"AA {run.metrics.get('aa', float('nan')):.1f}  BWT {run.metrics.get('bwt', float('nan')):.1f}", fontsize=9)
+    ax2.grid(alpha=0.3)
+    fig.suptitle(f"{run.run_name} ({run.config_hash})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

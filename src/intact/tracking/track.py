@@ -1,0 +1,153 @@
+"""The tracking step of one run (:func:`track_run`, its marker ``tracking.json``) and :func:`sync`.
+
+Failure handling
+----------------
+Tracking runs after the results are written, in its own local rule. Any failure (server unreachable,
+timeout, bad URI, MLflow error) is logged, recorded in the marker ``tracking.json`` next to ``R.csv``
+(``status: pending`` + the error), and the step still succeeds. HTTP requests time out after
+``tracking.timeout_s`` with ``tracking.retries`` retries, a server is probed (``/health``) before MLflow
+is even imported, and the whole step is cut off after ``tracking.deadline_s``.
+``python -m intact.tracking sync results/`` later retries every run whose marker is missing, pending,
+out of date, or written for another tracking URI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
+from intact.tracking.record import read_run_folder
+from intact.tracking.settings import MARKER, TRACKER_VERSION, TrackingConfig, TrackingError, redact, resolve_uri
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def write_marker(path: Path, record: Mapping[str, Any]) -> None:
+    """Atomic JSON write (the marker is a Snakemake output)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(record, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_marker(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(run_dir) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def track_run(
+    run_dir: str | os.PathLike,
+    tracking: TrackingConfig | None = None,
+    *,
+    uri: str | None = None,
+    force: bool = False,
+    marker: bool = True,
+) -> dict[str, Any]:
+    """Log one run folder to MLflow and write ``<run_dir>/tracking.json``. Never raises on failure.
+
+    The returned (and written) record has ``status``: ``done``, ``pending`` (with ``error``; retry
+    with :func:`sync`) or ``disabled``.
+    """
+    tracking = tracking or TrackingConfig()
+    run_dir = Path(run_dir)
+    t0 = time.perf_counter()
+    resolved, source = resolve_uri(tracking, uri)
+    record: dict[str, Any] = {
+        "status": "pending", "tracking_uri": redact(resolved), "uri_source": source,
+        "tracker_version": TRACKER_VERSION, "updated": _now(),
+    }
+    if not tracking.enabled and uri is None:
+        record["status"] = "disabled"
+    else:
+        try:
+            with deadline(tracking.deadline_s):
+                run = read_run_folder(run_dir)
+                record.update(run=run.run_name, run_key=run.run_key, config_hash=run.config_hash)
+                probe(resolved, tracking.timeout_s)
+                import_mlflow(tracking)  # ~1 s; outside the store lock
+                with store_lock(resolved):
+                    record.update(upsert_run(run, resolved, tracking, force))
+            record["status"] = "done"
+            record.pop("error", None)
+        except Exception as e:  # every failure: report, keep the results, let the workflow go on
+            record["error"] = f"{type(e).__name__}: {e}"[:2000]
+            print(f"tracking: {run_dir}: {record['error']} - results are safe; retry later with "
+                  f"`python -m intact.tracking sync <results dir>`", file=sys.stderr)
+            if not isinstance(e, TrackingError):
+                traceback.print_exc(file=sys.stderr)
+    record["seconds"] = round(time.perf_counter() - t0, 3)
+    if record["status"] == "done":
+        print(f"tracking: {record['run']} -> {record['tracking_uri']} experiment {record['experiment']!r} "
+              f"run {record['run_id']} ({record['action']}, {record['seconds']:.1f} s)", file=sys.stderr)
+    if marker:
+        write_marker(run_dir / MARKER, record)
+    return record
+
+
+# --------------------------------------------------------------------------------------------------
+# Sync: retry what is pending
+
+
+def find_runs(results: str | os.PathLike) -> list[Path]:
+    """Finished run folders under ``results`` (``results/runs/*/*/seed*`` with R.csv + metrics.json).
+
+    ``results`` may be the results folder, its ``runs/`` folder, or a single run folder.
+    """
+    results = Path(results)
+    if (results / "metrics.json").is_file():
+        return [results]
+    base = results / "runs" if (results / "runs").is_dir() else results
+    return sorted(p for p in base.glob("*/*/seed*") if (p / "R.csv").is_file() and (p / "metrics.json").is_file())
+
+
+def needs_sync(run_dir: Path, uri: str) -> bool:
+    """Missing / pending marker, a marker for another URI or tracker version, or results newer than it."""
+    m = read_marker(run_dir)
+    if not m or m.get("status") != "done" or m.get("tracking_uri") != redact(uri):
+        return True
+    if m.get("tracker_version") != TRACKER_VERSION:
+        return True
+    marker_time = (run_dir / MARKER).stat().st_mtime
+    return any(p.stat().st_mtime > marker_time for p in (run_dir / "R.csv", run_dir / "metrics.json"))
+
+
+def sync(
+    results: str | os.PathLike,
+    tracking: TrackingConfig | None = None,
+    *,
+    uri: str | None = None,
+    all_runs: bool = False,
+    force: bool = False,
+) -> list[dict[str, Any]]:
+    """Track every run under ``results`` that :func:`needs_sync` (every run with ``all_runs``)."""
+    tracking = tracking or TrackingConfig()
+    resolved, _ = resolve_uri(tracking, uri)
+    todo = [r for r in find_runs(results) if all_runs or force or needs_sync(r, resolved)]
+    out = []
+    for run_dir in todo:
+        out.append({"run_dir": str(run_dir), **track_run(run_dir, dataclasses.replace(tracking, enabled=True), uri=resolved, force=force)})
+        if out[-1]["status"] != "done" and "unreachable" in out[-1].get("error", ""):
+            for rest in todo[len(out):]:  # the server is down: do not wait once per run
+                rec = read_marker(rest) or {}
+                rec.update(status="pending", error=out[-1]["error"], tracking_uri=redact(resolved), updated=_now())
+                write_marker(rest / MARKER, rec)
+                out.append({"run_dir": str(rest), **rec})
+            break
+    return out
