@@ -1,6 +1,6 @@
 # MLflow tracking: one local job per finished run, after its results are written. It never fails the
 # workflow: an unreachable server leaves `status: pending` in the run's tracking.json, and
-# `python -m intact.tracking sync results/` retries later (see src/intact/tracking.py).
+# `python -m intact.tracking sync results/` retries later (see src/intact/tracking/).
 #   tracking_targets()                          markers of every run of `all` ([] if tracking.enabled is false)
 #   tracking_markers(benchmark, methods, seeds) markers of any runs (e.g. a study's)
 # (TRACKING and tracking_markers come from common.smk, which validates the section at start-up.)
