@@ -51,7 +51,10 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str
         _load_weights(vit, str(path))
         return digest
     state = {k: v for k, v in read_state_dict(path).items() if not k.startswith(("head.", "fc_norm.")) or k in vit.state_dict()}
-    missing, unexpected = vit.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = vit.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # shape mismatches: weights of another architecture
+        raise WeightsError(f"backbone weights file {str(path)!r} does not fit the model: {str(err).splitlines()[-1].strip()}") from None
     missing = [k for k in missing if not k.startswith("head.")]
     if missing or unexpected:
         raise WeightsError(

@@ -1,0 +1,55 @@
+"""Any timm ViT by name, with weights from a local file (checksum recorded and checked), never downloaded."""
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from intact.config import BackboneConfig
+from intact.hashing import sha256_file
+from intact.models.backbone import WeightsError, create_backbone, create_vit
+
+
+@pytest.fixture(scope="module")
+def vit_tiny_weights(tmp_path_factory):
+    """A randomly initialised timm `vit_tiny_patch16_224` saved as a user's local weights would be."""
+    root = tmp_path_factory.mktemp("weights")
+    torch.manual_seed(0)
+    vit = create_vit("vit_tiny_patch16_224", num_classes=1000)    # with a classifier head, like a hub checkpoint
+    state = vit.state_dict()
+    save_file({k: v.contiguous() for k, v in state.items()}, str(root / "vit_tiny.safetensors"))
+    torch.save(state, root / "vit_tiny.pth")
+    return root, vit
+
+
+def _cfg(path, sha=None):
+    return BackboneConfig(name="vit_tiny", model="vit_tiny_patch16_224", weights=str(path), sha256=sha,
+                          input_mean=(0.0, 0.0, 0.0), input_std=(1.0, 1.0, 1.0))
+
+
+@pytest.mark.parametrize("suffix", ["safetensors", "pth"])
+def test_timm_vit_by_name_loads_local_weights(vit_tiny_weights, suffix):
+    root, reference = vit_tiny_weights
+    path = root / f"vit_tiny.{suffix}"
+    backbone, digest = create_backbone(_cfg(path, sha256_file(path)), path)
+    assert digest == sha256_file(path)
+    x = torch.rand(2, 3, 224, 224)
+    with torch.no_grad():
+        expected = reference.forward_features(x)[:, 0]
+        torch.testing.assert_close(backbone.query(x), expected)
+    assert not any(p.requires_grad for p in backbone.parameters())
+
+
+def test_wrong_checksum_and_missing_file_are_refused(vit_tiny_weights):
+    root, _ = vit_tiny_weights
+    path = root / "vit_tiny.safetensors"
+    with pytest.raises(WeightsError, match="sha256"):
+        create_backbone(_cfg(path, "0" * 64), path)
+    with pytest.raises(WeightsError, match="does not exist"):
+        create_backbone(_cfg(root / "nope.safetensors"), root / "nope.safetensors")
+
+
+def test_weights_of_another_architecture_are_refused(vit_tiny_weights, tmp_path):
+    small = create_vit("vit_digits_p8")
+    save_file({k: v.contiguous() for k, v in small.state_dict().items()}, str(tmp_path / "digits.safetensors"))
+    with pytest.raises(WeightsError, match="does not fit"):
+        create_backbone(_cfg(tmp_path / "digits.safetensors"), tmp_path / "digits.safetensors")
