@@ -22,7 +22,8 @@ def gram_schmidt_(t: torch.Tensor, start: int, end: int, generator: torch.Genera
     CODA-Prompt initialises each task's components orthogonal to the earlier ones; when a pool holds
     more rows than dimensions, orthogonality is impossible and rows are only normalised.
     """
-    flat = t.data.view(t.shape[0], -1)
+    # computed on the CPU (with CPU draws) and copied back: the same initial pool on every device
+    flat = t.data.view(t.shape[0], -1).cpu()
     dim = flat.shape[1]
     new = torch.randn(end - start, dim, generator=generator, dtype=flat.dtype)
     basis = [flat[i] / flat[i].norm().clamp_min(1e-12) for i in range(start)] if start <= dim else []
@@ -34,6 +35,7 @@ def gram_schmidt_(t: torch.Tensor, start: int, end: int, generator: torch.Genera
         v = v / v.norm().clamp_min(1e-12)
         basis.append(v)
         flat[start + j] = v
+    t.data.view(t.shape[0], -1)[start:end] = flat[start:end].to(t.device)
 
 
 def ortho_penalty(t: torch.Tensor) -> torch.Tensor:

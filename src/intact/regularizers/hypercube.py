@@ -83,7 +83,8 @@ class Hypercube:
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` points drawn uniformly from the box."""
-        u = torch.rand(n, self.dim, generator=generator, dtype=self.lower.dtype)
+        # drawn on the CPU (a CPU generator): the same points on every device
+        u = torch.rand(n, self.dim, generator=generator, dtype=self.lower.dtype).to(self.lower.device)
         return self.lower + u * self.width
 
     def to(self, device: torch.device | str) -> "Hypercube":

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# GPU check: the default pipeline and the test suite on a CUDA machine.
+#
+#   bash tools/gpu_check.sh [OUTDIR]      (from the repository root, in an environment with intact's
+#                                          dependencies; OUTDIR defaults to results/gpu_check)
+#
+# 1. Runs the default target (coda_p and coda_p+intact, 3 seeds, bf16 autocast) on the GPU with
+#    tracking off, and writes the measured wall time, per-task training time, throughput and peak
+#    GPU memory to OUTDIR/summary.md (plus the AA table and the R matrices in OUTDIR/results.tar.gz).
+# 2. Runs the test suite on the GPU (every train/evaluate test picks CUDA when it is visible), except
+#    the SLURM and MLflow tests, which need services rather than a GPU.
+# CI never runs this: it has no GPU. Exit status: non-zero if either step failed.
+set -uo pipefail
+out=${1:-results/gpu_check}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+
+"$py" - <<'EOF' | tee "$out/device.txt" || exit 1
+import os, platform, torch, timm, snakemake
+if not torch.cuda.is_available():
+    if not os.environ.get("ALLOW_CPU"):  # ALLOW_CPU=1: try the script itself on a CPU machine
+        raise SystemExit("no CUDA device is visible")
+    name, gib = "CPU", 0
+else:
+    p = torch.cuda.get_device_properties(0)
+    name, gib = p.name, p.total_memory / 2**30
+print(f"device: {name}, {gib:.0f} GiB; python {platform.python_version()}, "
+      f"torch {torch.__version__} (CUDA {torch.version.cuda}), timm {timm.__version__}, snakemake {snakemake.__version__}")
+EOF
+
+# ---- 1. the default pipeline ------------------------------------------------------------------------
+printf 'tracking:\n  enabled: false\n' > "$out/no_tracking.yaml"
+t0=$(date +%s%N)
+"$py" -m snakemake --cores all --configfile config.yaml "$out/no_tracking.yaml" > "$out/pipeline.log" 2>&1
+pipeline_rc=$?
+wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "pipeline: exit $pipeline_rc after $wall_ms ms (log: $out/pipeline.log)"
+[ $pipeline_rc -eq 0 ] || tail -40 "$out/pipeline.log"
+"$py" - "$out" "$wall_ms" <<'EOF' | tee "$out/summary.md"
+import json, sys
+from pathlib import Path
+import pandas as pd
+
+out, wall = Path(sys.argv[1]), float(sys.argv[2]) / 1000
+print((Path(out) / "device.txt").read_text().strip(), f"\n\ndefault pipeline wall time: {wall:.1f} s\n")
+rows = []
+for f in sorted(Path("results/runs").glob("*/*/seed*/task*/train.json")):
+    r = json.loads(f.read_text())
+    rows.append({"method": r["method"], "seed": r["seed"], "task": r["task"], "seconds": r["seconds"],
+                 "images_per_s": r["images_per_s"], "peak_memory_mb": r["peak_memory_mb"],
+                 "certificate": r.get("certificate")})
+if rows:
+    df = pd.DataFrame(rows)
+    print("training, per task (mean over seeds and tasks):\n")
+    print(df.groupby("method")[["seconds", "images_per_s", "peak_memory_mb"]].mean().round(2).to_markdown(), "\n")
+    print("certificate after the last task, per seed:\n")
+    last = df[df.task == df.task.max()].pivot(index="seed", columns="method", values="certificate")
+    print(last.to_markdown(floatfmt=".3g"), "\n")
+for table in sorted(Path("results/tables").glob("*/main.md")):
+    print(f"{table}:\n\n{table.read_text()}")
+EOF
+tar czf "$out/results.tar.gz" results/tables results/figures $(ls results/runs/*/*/seed*/R.csv results/runs/*/*/seed*/metrics.json results/runs/*/*/seed*/task*/train.json 2>/dev/null)
+
+# ---- 2. the test suite on the GPU --------------------------------------------------------------------
+timeout "${TEST_TIMEOUT:-600}" "$py" -m pytest -q -p no:cacheprovider -rfEs --durations=8 tests \
+    --ignore=tests/test_tracking.py --ignore=tests/test_slurm.py > "$out/pytest.log" 2>&1
+tests_rc=$?
+tail -25 "$out/pytest.log"
+echo "tests: exit $tests_rc (log: $out/pytest.log)"
+exit $(( pipeline_rc != 0 || tests_rc != 0 ))
