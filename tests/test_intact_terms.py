@@ -20,7 +20,7 @@ def test_intdrift_zero_for_unchanged_head_and_matches_formula():
     lin = _layer()
     cube = Hypercube(torch.tensor([-1.0, 0.0, 0.5, -2.0]), torch.tensor([1.0, 0.5, 1.5, 0.0]))
     anchor = snapshot_linears([("fc0", lin)])
-    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 1.0)) == 0.0
+    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 1.0).detach()) == 0.0
     with torch.no_grad():
         lin.weight.add_(torch.tensor([[0.1, -0.2, 0.0, 0.3]] * 3))
         lin.bias.add_(torch.tensor([0.5, 0.0, -0.5]))
@@ -29,7 +29,7 @@ def test_intdrift_zero_for_unchanged_head_and_matches_formula():
     lo = dW.clamp_min(0) @ cube.lower - (-dW).clamp_min(0) @ cube.upper + db
     hi = dW.clamp_min(0) @ cube.upper - (-dW).clamp_min(0) @ cube.lower + db
     expected = 0.7 / 3 * (lo.pow(2) + hi.pow(2)).sum()
-    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 0.7)) == pytest.approx(float(expected))
+    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 0.7).detach()) == pytest.approx(float(expected))
 
 
 def test_feat_loss_gates_per_sample_on_teacher_feature():
