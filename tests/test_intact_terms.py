@@ -28,7 +28,7 @@ def test_intdrift_zero_for_unchanged_head_and_matches_formula():
     db = lin.bias - anchor["fc0"][1]
     lo = dW.clamp_min(0) @ cube.lower - (-dW).clamp_min(0) @ cube.upper + db
     hi = dW.clamp_min(0) @ cube.upper - (-dW).clamp_min(0) @ cube.lower + db
-    expected = 0.7 / 3 * (lo.pow(2) + hi.pow(2)).sum()
+    expected = (0.7 / 3 * (lo.pow(2) + hi.pow(2)).sum()).detach()
     assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 0.7).detach()) == pytest.approx(float(expected))
 
 
