@@ -85,5 +85,5 @@ def test_certificate_is_attained_at_a_corner_for_a_linear_head():
     import itertools
     pts = torch.tensor(list(itertools.product([0.0, 1.0], repeat=4))) * cube.width + cube.lower
     W0, b0 = anchor["fc0"]
-    worst = float((lin(pts) - (pts @ W0.T + b0)).abs().max())
+    worst = float((lin(pts) - (pts @ W0.T + b0)).abs().max().detach())
     assert cert == pytest.approx(worst, rel=1e-5)
