@@ -318,3 +318,19 @@ def test_intact_is_refused_where_it_does_not_integrate(tiny_bench):
         with pytest.raises(ConfigError, match="prompt-based"):
             _run(tiny_bench, method)
     _run(tiny_bench, "finetune+intact")
+
+
+@pytest.mark.parametrize("method,key", [
+    ("coda_p", "layers"), ("l2p", "layers"), ("finetune", "layers"), ("ewc", "layers"),
+    ("dualprompt", "g_layers"), ("dualprompt", "e_layers"),
+])
+def test_prompt_layers_past_the_backbone_are_refused_naming_the_key(tiny_bench, method, key):
+    from intact.models.backbone import create_backbone
+
+    base = method.split("+")[0]
+    cfg = {**tiny_bench["config"], "methods": {**tiny_bench["config"]["methods"]}}
+    cfg["methods"][base] = {**cfg["methods"][base], key: [0, 99]}
+    run = resolve_run(cfg, "digits", method, 0)
+    backbone, _ = create_backbone(run.backbone, tiny_bench["weights"])
+    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[0, 99\]: the backbone has only \d+ blocks"):
+        create_method(run, backbone, 10, 3)

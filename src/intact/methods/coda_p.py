@@ -26,6 +26,5 @@ class CodaPrompt(PromptMethod):
 
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         cfg = build_dataclass(CodaConfig, self.run.settings, "methods.coda_p")
-        if max(cfg.layers) >= self.backbone.depth:
-            raise ValueError(f"methods.coda_p.layers = {list(cfg.layers)}: the backbone has only {self.backbone.depth} blocks")
+        self.check_layers("methods.coda_p.layers", cfg.layers)
         return CodaPromptPool(embed_dim, cfg.pool_size, cfg.length, cfg.layers, num_tasks, cfg.ortho_mu)

@@ -27,8 +27,6 @@ class DualPrompt(PromptMethod):
 
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         cfg = build_dataclass(DualPromptConfig, self.run.settings, "methods.dualprompt")
-        layers = (*cfg.g_layers, *cfg.e_layers)
-        if layers and max(layers) >= self.backbone.depth:
-            raise ValueError(f"methods.dualprompt: g_layers {list(cfg.g_layers)} / e_layers {list(cfg.e_layers)} "
-                             f"name blocks past the backbone's {self.backbone.depth}")
+        self.check_layers("methods.dualprompt.g_layers", cfg.g_layers)
+        self.check_layers("methods.dualprompt.e_layers", cfg.e_layers)
         return DualPromptPool(embed_dim, num_tasks, cfg.g_length, cfg.g_layers, cfg.e_length, cfg.e_layers, cfg.match_weight)

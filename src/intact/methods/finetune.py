@@ -34,6 +34,5 @@ class Finetune(PromptMethod):
 
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         self.cfg = build_dataclass(self.CONFIG, self.run.settings, self.SECTION)
-        if self.cfg.layers and max(self.cfg.layers) >= self.backbone.depth:
-            raise ValueError(f"{self.SECTION}.layers = {list(self.cfg.layers)}: the backbone has only {self.backbone.depth} blocks")
+        self.check_layers(f"{self.SECTION}.layers", self.cfg.layers)
         return SharedPrompt(embed_dim, self.cfg.length, self.cfg.layers)

@@ -27,6 +27,5 @@ class L2P(PromptMethod):
 
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         cfg = build_dataclass(L2PConfig, self.run.settings, "methods.l2p")
-        if max(cfg.layers) >= self.backbone.depth:
-            raise ValueError(f"methods.l2p.layers = {list(cfg.layers)}: the backbone has only {self.backbone.depth} blocks")
+        self.check_layers("methods.l2p.layers", cfg.layers)
         return L2PPool(embed_dim, cfg.pool_size, cfg.length, cfg.top_k, cfg.layers, cfg.match_weight)

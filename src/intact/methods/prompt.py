@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import abstractmethod
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -40,10 +40,17 @@ class PromptMethod(ContinualMethod):
         self.percentile_method = (run.intact or IntactConfig()).percentile_method
         self.anchor: Anchor | None = None
         self.teacher: nn.Module | None = None
+        #: the cumulative hypercubes on the model's device, moved once per task (not once per batch)
+        self.protected: dict[str, Hypercube] = {}
 
     @abstractmethod
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         """The prompt pool: ``pool(query) -> (prefix, auxiliary loss)``, with ``pool.begin_task``."""
+
+    def check_layers(self, key: str, layers: Sequence[int]) -> None:
+        """Refuse prompt layers past the backbone's last block, naming the config key."""
+        if layers and max(layers) >= self.backbone.depth:
+            raise ValueError(f"{key} = {list(layers)}: the backbone has only {self.backbone.depth} blocks")
 
     # ---- forward ------------------------------------------------------------------------------
     def query(self, x: torch.Tensor) -> torch.Tensor:
@@ -71,6 +78,8 @@ class PromptMethod(ContinualMethod):
                 # the teacher: the previous task's prompts on the same frozen backbone
                 self.teacher = copy.deepcopy(self.pool).eval().requires_grad_(False)
         self.pool.begin_task(task, task_generator(self.run.seed, task, "prompts"))
+        device = next(self.head.parameters()).device
+        self.protected = {k: v.to(device) for k, v in self.hypercubes.items()}
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         q = self.query(x)
@@ -91,8 +100,7 @@ class PromptMethod(ContinualMethod):
             if self.teacher is not None and self.task > 0:
                 with torch.no_grad():
                     z_teacher, _ = self.features(x, q, self.teacher)
-            cubes = {k: v.to(z.device) for k, v in self.hypercubes.items()}
-            reg = intact_terms(self.intact, self.task, self.head.linears(), tracked, self.anchor, cubes, z, z_teacher)
+            reg = intact_terms(self.intact, self.task, self.head.linears(), tracked, self.anchor, self.protected, z, z_teacher)
             for name, value in reg.items():
                 terms[name] = value
                 if name != "feat_gate":
@@ -124,10 +132,10 @@ class PromptMethod(ContinualMethod):
         """Update the cumulative hypercubes from this task's training data; measure the certificate."""
         acts = self.tracked_activations(train_set, self.run.optim.eval_batch_size)
         info: dict[str, Any] = {"hypercube": {}, "inside_previous": {}}
-        if task > 0 and self.anchor is not None and "fc0" in self.hypercubes:
-            device = next(self.head.parameters()).device
-            cube = self.hypercubes["fc0"].to(device)
-            info.update(head_drift_certificate(self.head.linears(), {k: (w.to(device), b.to(device)) for k, (w, b) in self.anchor.items()}, cube, self.run.head.negative_slope))
+        if task > 0 and self.anchor is not None and "fc0" in self.protected:
+            # the anchor and the protected box already live on the head's device (begin_task)
+            cube = self.protected["fc0"]
+            info.update(head_drift_certificate(self.head.linears(), self.anchor, cube, self.run.head.negative_slope))
             info["sampled_drift"] = self._sampled_drift(cube)
         new_cubes = {}
         for name, h in acts.items():
