@@ -23,8 +23,9 @@ full: $(STAMP)
 # Rebuild every table and figure from stored results only (e.g. a results/ tree copied from a cluster):
 # only aggregation rules are allowed, so nothing is ever trained or evaluated.
 REPORT_RULES := reports collect_run report_main report_methods report_integration report_ablation report_sensitivity
+PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
-	$(BIN)/snakemake reports --forceall --allowed-rules $(REPORT_RULES)
+	$(BIN)/snakemake reports paper_tables --forceall --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -25,9 +25,10 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/tracking.smk"
+include: "workflow/rules/paper.smk"
 
 
 rule all:
     default_target: True
     input:
-        all_targets() + tracking_targets(),
+        all_targets() + tracking_targets() + paper_targets(),

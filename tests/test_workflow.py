@@ -99,7 +99,8 @@ def test_deleting_a_task_redoes_only_it_and_its_dependents(tiny_run, tmp_path):
         f.unlink()
     counts = job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)
     assert counts.pop("track_run", 1) == 1               # the run's MLflow record depends on it too
-    assert counts == {"train_task": 1, "evaluate_task": 1, "collect_run": 1, "report_main": 1, "all": 1}
+    assert counts == {"train_task": 1, "evaluate_task": 1, "collect_run": 1, "report_main": 1, "all": 1,
+                      "report_paper_tables": 1, "report_paper_figures": 1}
     snakemake(work)
     assert (run / "R.csv").read_bytes() == before        # same config + seed -> identical R
 
@@ -125,7 +126,7 @@ def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, 
         metrics.write_bytes(saved[metrics][0] + b"\n# edited by a test\n")
         counts = job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)
         counts.pop("track_run", None)                                  # the MLflow view follows metrics.json
-        assert counts == {"collect_run": 2, "report_main": 1, "all": 1}, counts
+        assert counts == {"collect_run": 2, "report_main": 1, "all": 1, "report_paper_tables": 1, "report_paper_figures": 1}, counts
     finally:
         for path, (data, st) in saved.items():
             path.write_bytes(data)
@@ -206,3 +207,46 @@ def test_killed_workflow_resumes_exactly(tiny_run, tmp_path):
         a = (tmp_path / f"results/runs/digits/{method}/seed0/R.csv").read_bytes()
         b = (tiny_run / f"results/runs/digits/{method}/seed0/R.csv").read_bytes()
         assert a == b, method
+
+
+@pytest.mark.slow
+def test_html_report_holds_every_table_and_figure(tiny_run, tmp_path):
+    """`snakemake --report results/report.html` after the default run: every figure the report rules drew
+    (PNG) and every paper table is embedded, each with its caption."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    snakemake(work, "--report", "results/report.html")
+    html = (work / "results/report.html").read_text()
+    embedded = set(re.findall(r'"(results/[^"]+)": \{"name"', html))
+    figures = {str(p.relative_to(work)) for p in (work / "results/figures").rglob("*.png") if p.name != "domains.png"}
+    assert len(figures) == 6 and figures <= embedded, figures - embedded      # 5 paper figures + AA evolution
+    assert html.count("data:image/png") == len(figures)
+    tables = {f"results/tables/paper/{t}.{e}" for t in ("main", "ablation", "integration", "hyperparameters", "efficiency")
+              for e in ("csv", "tex")}
+    assert tables <= embedded
+    for path in figures | tables:
+        entry = html[html.index(f'"{path}": {{"name"'):]
+        caption = re.search(r'"caption": "<p>(.*?)</p>', entry[:entry.index("}, ")] if "}, " in entry else entry)
+        assert caption and len(caption[1]) > 40, path
+
+
+@pytest.mark.slow
+def test_paper_tables_from_copied_results_are_byte_identical(tiny_run, tmp_path):
+    """A copy of results/ holding only R.csv / metrics.json / train.json (fresh mtimes, no states): plain
+    `snakemake paper_tables` trains nothing and writes the same tables and figures, byte for byte."""
+    copy = tmp_path / "copy"
+    shutil.copy(tiny_run / "config.yaml", copy.mkdir() or copy / "config.yaml")
+    for src in (tiny_run / "results/runs").rglob("*"):
+        if src.is_file() and src.name in ("R.csv", "metrics.json", "train.json"):
+            dst = copy / src.relative_to(tiny_run)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
+    proc = snakemake(copy, "paper_tables")
+    ran = set(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M))
+    assert ran == {"report_paper_tables", "report_paper_figures", "paper_tables"}, ran
+    produced = sorted(p.relative_to(tiny_run) for d in ("tables/paper", "figures/paper") for p in (tiny_run / "results" / d).iterdir())
+    assert len(produced) == 17 + 10
+    for rel in produced:
+        assert (copy / rel).read_bytes() == (tiny_run / rel).read_bytes(), rel
+    main = (tiny_run / "results/tables/paper/main.md").read_text()
+    assert "`coda_p+intact` − `coda_p`" in main and " of 1 |" in main     # the paired block, measured

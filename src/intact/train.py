@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
+from intact.efficiency import efficiency_record
 from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS, create_method
 from intact.methods.base import ContinualMethod
@@ -210,13 +211,15 @@ def train_task(
     end = method.end_task(task, hypercube_data(run, bench, task, train_set))
     save_tensors(out_dir / "state.safetensors", method.trainable_state(), {"method": run.method, "task": str(task)})
     save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, {"method": run.method, "task": str(task)})
+    # after the state is saved: the timed inference batches (eval mode, no_grad) change nothing stored
+    efficiency = efficiency_record(method, train_set, o.batch_size, device, steps=o.epochs * steps_per_epoch)
     peak = (torch.cuda.max_memory_allocated() if device.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     record = {
         "benchmark": run.benchmark.name, "method": run.method, "seed": run.seed, "task": task,
         "task_name": bench.task_names[task], "config_hash": run_hash,
         "train_images": n, "epochs": history, "seconds": train_seconds,
         "images_per_s": n * o.epochs / max(train_seconds, 1e-9), "peak_memory_mb": peak / 2**20,
-        "trainable_parameters": method.num_trainable_parameters(),
+        **efficiency,  # total / trainable parameters, train_batches, inference_batch_seconds, device
         "certificate": end.pop("certificate", None), **end,
         "resumed_from": resumed_from, "backbone_sha256": backbone_sha,
         "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),

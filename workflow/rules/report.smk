@@ -4,9 +4,9 @@ rule report_main:
         metrics=lambda w: metrics_files(w.benchmark, config["run"]["methods"], config["run"]["seeds"]),
         code=REPORT_CODE,
     output:
-        csv="results/tables/{benchmark}/main.csv",
+        csv=report("results/tables/{benchmark}/main.csv", caption="../report/main.rst", category="Default run", subcategory="{benchmark}"),
         md="results/tables/{benchmark}/main.md",
-        plot="results/figures/{benchmark}/aa_evolution.png",
+        plot=report("results/figures/{benchmark}/aa_evolution.png", caption="../report/main_aa_evolution.rst", category="Default run", subcategory="{benchmark}"),
     log:
         "results/logs/report_main/{benchmark}.log",
     params:

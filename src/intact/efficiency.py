@@ -1,0 +1,71 @@
+"""What the paper's efficiency table reports, measured for one trained task (recorded in ``train.json``):
+parameters, seconds per training and per inference batch, and the device they were measured on.
+
+Timing uses ``time.perf_counter`` around synchronised device work, after the task's state is saved, in
+eval mode without gradients: measuring changes no stored result.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+#: submodules that are copies of other parameters (the L_Feat teacher), not part of the model
+_COPIES = ("teacher.",)
+
+
+def parameter_counts(method: nn.Module, trainable: int) -> dict[str, int]:
+    """Total parameters of the model (frozen backbone included, snapshot copies excluded) and trainable ones."""
+    seen: set[int] = set()
+    total = 0
+    for name, p in method.named_parameters(remove_duplicate=False):
+        if name.startswith(_COPIES) or id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return {"total_parameters": total, "trainable_parameters": trainable}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.no_grad()
+def inference_seconds_per_batch(method: Any, data: Dataset, batch_size: int, device: torch.device, max_batches: int = 10) -> float:
+    """Mean seconds of ``method.predict`` on one batch of ``data`` (eval mode; the first batch warms up and
+    is not timed). Up to ``max_batches`` timed batches, so the cost stays small on real benchmarks."""
+    was_training = method.training
+    method.eval()
+    times = []
+    for i, (x, _) in enumerate(DataLoader(data, batch_size=batch_size, shuffle=False, drop_last=len(data) > batch_size)):
+        if i > max_batches:
+            break
+        x = x.to(device)
+        _sync(device)
+        t0 = time.perf_counter()
+        method.predict(x)
+        _sync(device)
+        if i > 0 or len(data) <= batch_size:
+            times.append(time.perf_counter() - t0)
+    method.train(was_training)
+    return float(sum(times) / max(len(times), 1))
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def efficiency_record(method: Any, data: Dataset, batch_size: int, device: torch.device, steps: int) -> dict[str, Any]:
+    """The ``train.json`` fields of the efficiency table (``steps``: optimizer steps the task took)."""
+    return {
+        **parameter_counts(method, method.num_trainable_parameters()),
+        "train_batches": steps,
+        "inference_batch_seconds": inference_seconds_per_batch(method, data, batch_size, device),
+        "inference_batch_size": batch_size,
+        "device": device_name(device),
+    }

@@ -1,0 +1,225 @@
+"""The paper's reported numbers (stored data) and our stored runs, side by side.
+
+Two sources feed every paper-shaped table and figure:
+
+* :func:`paper_numbers` - ``paper_numbers.yaml`` beside this module: every number the paper reports,
+  each section naming the paper table it copies;
+* :class:`StoredResults` - the runs a config declares (``run:`` and ``studies:``) whose ``metrics.json``
+  is under ``results/`` and was computed with the config's current settings (same config hash), with
+  their per-task ``train.json`` records. Nothing else is read (no states, hypercubes or checkpoints),
+  so a copied ``results/`` tree gives byte-identical tables.
+
+This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import yaml
+
+from intact.config import resolve_run
+from intact.io import read_json
+from intact.naming import parse_method_name
+from intact.studies import expand_studies
+
+PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
+
+#: The paper's benchmarks, in the order of its tables.
+PAPER_BENCHMARKS = ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")
+
+AA_NOTE = ("AA: mean top-1 accuracy (%) over all tasks after the last task, AA = (1/T) Σ_i R[i, T] "
+           "(the paper's Appendix \"Metrics\").")
+FORGETTING_NOTE = ("Forgetting (max-final): mean over tasks i < T of max_{i ≤ j < T} R[i, j] − R[i, T]; "
+                   "the paper reports no forgetting.")
+
+
+@lru_cache(maxsize=1)
+def paper_numbers(path: str | Path = PAPER_NUMBERS) -> dict[str, Any]:
+    """The paper's numbers (parsed ``paper_numbers.yaml``), checked for the shape the tables rely on."""
+    data = yaml.safe_load(Path(path).read_text())
+    for section in ("main", "ablation", "integration", "hyperparameters", "efficiency"):
+        if "table" not in data.get(section, {}):
+            raise ValueError(f"{path}: section {section!r} is missing or names no source table")
+    for row in data["main"]["rows"] + data["integration"]["rows"]:
+        for col, pair in row["aa"].items():
+            if len(pair) != 2:
+                raise ValueError(f"{path}: {row['method']} / {col}: expected [mean, std], got {pair}")
+    return data
+
+
+def benchmark_title(name: str) -> str:
+    """DomainNet for ``domainnet``; our own benchmarks keep their config name."""
+    return paper_numbers()["benchmarks"].get(name, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Stored runs
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One finished run: its ``metrics.json`` and per-task ``train.json`` records (task order)."""
+
+    benchmark: str
+    method: str
+    seed: int
+    metrics: Mapping[str, Any]
+    trains: tuple[Mapping[str, Any], ...]
+
+
+def declared_runs(cfg: Mapping[str, Any]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """benchmark -> method -> seeds of every run the config declares (the default run and all studies)."""
+    methods: dict[str, set[int]] = {m: set(cfg["run"]["seeds"]) for m in cfg["run"]["methods"]}
+    for study in expand_studies(cfg).values():
+        for m in study.methods:
+            methods.setdefault(m, set()).update(study.seeds)
+    return {b: {m: tuple(sorted(s)) for m, s in methods.items()} for b in cfg["run"]["benchmarks"]}
+
+
+def run_dir(root: Path, benchmark: str, method: str, seed: int) -> Path:
+    return Path(root) / "runs" / benchmark / method / f"seed{seed}"
+
+
+def stored_files(cfg: Mapping[str, Any], root: str | Path = "results") -> list[Path]:
+    """The ``metrics.json`` and ``train.json`` files of declared runs that exist (what the tables read)."""
+    files = []
+    for b, methods in declared_runs(cfg).items():
+        for m, seeds in methods.items():
+            for s in seeds:
+                d = run_dir(Path(root), b, m, s)
+                if (d / "metrics.json").exists():
+                    files.append(d / "metrics.json")
+                    files += sorted(d.glob("task*/train.json"), key=lambda p: int(p.parent.name[4:]))
+    return files
+
+
+def files_digest(files: Iterable[Path]) -> str:
+    """One sha256 over the paths and contents of ``files``: a Snakemake param, so the paper tables are
+    rebuilt when a stored result changes, without listing those files as inputs (which would let
+    Snakemake schedule training to refresh them)."""
+    h = hashlib.sha256()
+    count = 0
+    for f in files:
+        h.update(str(f).encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
+        count += 1
+    return f"{count}:{h.hexdigest()}"
+
+
+@dataclass
+class StoredResults:
+    """The current config's finished runs under a ``results/`` root."""
+
+    runs: list[StoredRun] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, cfg: Mapping[str, Any], root: str | Path = "results") -> "StoredResults":
+        out = cls()
+        for b, methods in declared_runs(cfg).items():
+            for m, seeds in methods.items():
+                for s in seeds:
+                    d = run_dir(Path(root), b, m, s)
+                    if not (d / "metrics.json").exists():
+                        continue
+                    metrics = read_json(d / "metrics.json")
+                    # a run of an older config (its settings changed since) is not what the config says
+                    if metrics.get("config_hash") != resolve_run(cfg, b, m, s).hash():
+                        out.stale.append(f"{b}/{m}/seed{s}")
+                        continue
+                    trains = tuple(read_json(d / f"task{t}/train.json") for t in range(metrics["num_tasks"])
+                                   if (d / f"task{t}/train.json").exists())
+                    out.runs.append(StoredRun(b, m, s, metrics, trains))
+        return out
+
+    def benchmarks(self) -> list[str]:
+        return list(dict.fromkeys(r.benchmark for r in self.runs))
+
+    def select(self, benchmark: str, method: str) -> list[StoredRun]:
+        return [r for r in self.runs if r.benchmark == benchmark and r.method == method]
+
+    def methods(self, benchmark: str | None = None) -> list[str]:
+        return list(dict.fromkeys(r.method for r in self.runs if benchmark in (None, r.benchmark)))
+
+    def values(self, benchmark: str, method: str, key: str = "aa") -> dict[int, float]:
+        """seed -> ``metrics.json[key]`` of the stored runs of (benchmark, method)."""
+        return {r.seed: float(r.metrics[key]) for r in self.select(benchmark, method)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Statistics shown in every table
+
+
+@dataclass(frozen=True)
+class Stat:
+    """mean ± sample std (ddof=1; 0 for one value) over ``n`` values."""
+
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Stat | None":
+        if not len(values):
+            return None
+        v = np.asarray(values, dtype=float)
+        return cls(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0, len(v))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed differences ``a - b`` over the seeds both runs have: mean ± std and how often a > b."""
+
+    stat: Stat
+    wins: int
+    seeds: tuple[int, ...]
+
+    @classmethod
+    def of(cls, a: Mapping[int, float], b: Mapping[int, float]) -> "Paired | None":
+        seeds = tuple(sorted(set(a) & set(b)))
+        if not seeds:
+            return None
+        diff = [a[s] - b[s] for s in seeds]
+        return cls(Stat.of(diff), sum(d > 0 for d in diff), seeds)
+
+
+def without_intact(name: str) -> str | None:
+    """The run an InTAct variant is compared with: ``l2p`` for ``l2p+intact``; ``coda_p+intact`` for
+    ``coda_p+intact@preset=reference`` (InTAct as the authors' code runs it vs as the paper writes it).
+    Ablations (``-no_<term>``) are compared in the ablation table instead; None if there is no partner."""
+    parsed = parse_method_name(name)
+    if not parsed.intact or parsed.disabled:
+        return None
+    intact_only = all("." not in k for k, _ in parsed.overrides)
+    if parsed.overrides and intact_only:
+        return f"{parsed.base}+intact"
+    rest = ",".join(f"{k}={v}" for k, v in parsed.overrides)
+    return parsed.base + (f"@{rest}" if rest else "")
+
+
+def pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
+    """(with, without) pairs among ``methods``: each InTAct run with its partner, where both appear.
+    A reference-preset run is also paired with the plain method (its gain over no InTAct)."""
+    present = set(methods)
+    out = []
+    for m in methods:
+        partner = without_intact(m)
+        if partner in present:
+            out.append((m, partner))
+            base = without_intact(partner)
+            if base in present:
+                out.append((m, base))
+    return sorted(set(out), key=lambda p: (methods.index(p[1]), methods.index(p[0])))
+
+
+def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
+    """A number as the tables print it; '—' for a missing value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"

@@ -1,0 +1,220 @@
+"""The paper's figures and three diagnostics no other codebase draws, per benchmark, PNG + PDF, from stored
+results only (``metrics.json`` and ``train.json`` via :class:`~intact.report.paper.StoredResults`):
+
+* ``aa_evolution``: AA after each task, one line per method, markers, ±1 std band over seeds;
+* ``sensitivity``: the paper's three panels (λ_IntDrift, λ_Var, λ_Feat), AA evolution per λ value;
+* ``certificate``: the worst-case |logit drift| of the head inside the previous hypercube after each task
+  (the sound bound) beside the largest drift seen at points sampled in the box;
+* ``hypercube``: the cumulative hypercube's log-volume and mean width after each task;
+* ``feat_gate``: the share of the batch passing the L_Feat gate, per task (paper: samples whose teacher
+  feature lies in the box; the authors' code: (sample, neuron) elements of the student feature).
+
+Output files are byte-identical for identical inputs (no timestamps in PNG or PDF metadata).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from intact.io import atomic_path  # noqa: E402
+from intact.report.paper import StoredResults, benchmark_title  # noqa: E402
+from intact.studies import sensitivity_grid  # noqa: E402
+
+FIGURES = ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate")
+SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
+_LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_{Var}$", "lambda_feat": r"$\lambda_{Feat}$",
+           "lambda_align": r"$\lambda_{Align}$"}
+_MARKERS = "osD^vP<>Xph"
+_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None, "Producer": None}}
+
+
+def save(fig: "plt.Figure", paths: Sequence[str | Path]) -> None:
+    """Write ``fig`` to each path (format from the suffix), atomically, without timestamps."""
+    for path in map(Path, paths):
+        fmt = path.suffix.lstrip(".")
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", metadata=_METADATA.get(fmt))
+    plt.close(fig)
+
+
+def style(method: str, i: int) -> dict[str, Any]:
+    """InTAct as the paper draws it (black, stars); the reference-code form dashed grey; others cycle."""
+    if method == "coda_p+intact":
+        return {"color": "black", "marker": "*", "ms": 9, "lw": 2.0, "zorder": 5}
+    if method == "coda_p+intact@preset=reference":
+        return {"color": "0.45", "marker": "*", "ms": 8, "ls": "--", "lw": 1.6, "zorder": 4}
+    return {"color": plt.get_cmap("tab10")(i % 10), "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
+
+
+def _empty(ax: "plt.Axes", text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _band(ax: "plt.Axes", x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any]) -> None:
+    mean = np.nanmean(curves, axis=0)
+    std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+    ax.plot(x, mean, label=label, **st)
+    ax.fill_between(x, mean - std, mean + std, color=st["color"], alpha=0.15, lw=0)
+
+
+def _task_axis(ax: "plt.Axes", names: Sequence[str], first: int = 0) -> None:
+    ticks = np.arange(first + 1, len(names) + 1)
+    ax.set_xticks(ticks)
+    rotate = len(names) > 6
+    ax.set_xticklabels([f"{i}\n{names[i - 1]}" if not rotate else f"{i} {names[i - 1]}" for i in ticks],
+                       fontsize=8, rotation=60 if rotate else 0, ha="right" if rotate else "center")
+    ax.set_xlabel("after task")
+    ax.grid(alpha=0.3)
+
+
+def _legend(ax: "plt.Axes", n: int, **kw: Any) -> None:
+    if n:
+        ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), **kw)
+
+
+def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    drawn, names = 0, []
+    for i, m in enumerate(methods):
+        runs = stored.select(benchmark, m)
+        if not runs:
+            continue
+        curves = np.array([r.metrics["aa_evolution"] for r in runs], dtype=float)
+        names = runs[0].metrics["task_names"]
+        _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{m} ({curves[:, -1].mean():.1f}, n={len(runs)})", style(m, i))
+        drawn += 1
+    if drawn:
+        _task_axis(ax, names)
+        ax.set_ylabel("AA over the tasks seen so far (%)")
+        _legend(ax, drawn, title="method (final AA, seeds)", title_fontsize=8)
+    else:
+        _empty(ax, f"no stored runs on {benchmark} yet")
+    ax.set_title(f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
+    save(fig, paths)
+
+
+def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] | None, paths: Sequence[str | Path]) -> None:
+    grid = sensitivity_grid(spec) if spec else {}
+    fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.2), squeeze=False)
+    for ax, key in zip(axes[0], SENSITIVITY_PANELS):
+        ax.set_title(f"Sensitivity to {_LAMBDA[key]} on {benchmark_title(benchmark)}")
+        points = grid.get(key, {})
+        cmap = plt.get_cmap("viridis")
+        drawn, names = 0, []
+        for j, (value, name) in enumerate(sorted(points.items())):
+            runs = stored.select(benchmark, name)
+            if not runs:
+                continue
+            curves = np.array([r.metrics["aa_evolution"] for r in runs], dtype=float)
+            names = runs[0].metrics["task_names"]
+            st = {"color": cmap(j / max(len(points) - 1, 1)), "marker": _MARKERS[j % len(_MARKERS)], "ms": 4, "lw": 1.4}
+            _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{value:g} ({curves[:, -1].mean():.1f}, n={len(runs)})", st)
+            drawn += 1
+        if drawn:
+            _task_axis(ax, names)
+            ax.set_ylabel("AA over the tasks seen so far (%)")
+            ax.legend(fontsize=7, title=f"{_LAMBDA[key]} (final AA, seeds)", title_fontsize=8)
+        else:
+            _empty(ax, "not in the sensitivity study" if key not in grid else "no stored runs yet")
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def _per_task(stored: StoredResults, benchmark: str, methods: Sequence[str], value: Callable[[Any, int], float | None]):
+    """method -> (task names, seeds x tasks array with NaN where a task has no value)."""
+    out = {}
+    for m in methods:
+        runs = stored.select(benchmark, m)
+        if not runs:
+            continue
+        T = runs[0].metrics["num_tasks"]
+        arr = np.array([[np.nan if (v := value(r, t)) is None else v for t in range(T)] for r in runs], dtype=float)
+        if np.isfinite(arr).any():
+            out[m] = (runs[0].metrics["task_names"], arr)
+    return out
+
+
+def _diagnostic(ax: "plt.Axes", data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
+                log: bool = False, dashed: Mapping[str, Any] | None = None, label: str = "") -> None:
+    names = []
+    for i, m in enumerate(methods):
+        if m not in data:
+            continue
+        names, arr = data[m]
+        x = np.arange(1, arr.shape[1] + 1)[first:]
+        _band(ax, x, arr[:, first:], f"{m}{label}", style(m, i))
+        if dashed and m in dashed:
+            ax.plot(x, np.nanmean(dashed[m][1][:, first:], 0), color=style(m, i)["color"], ls=":", lw=1.2)
+    if not names:
+        _empty(ax, "no stored runs record this yet")
+        return
+    _task_axis(ax, names, first)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+
+
+def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
+    cert = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["certificate"][t])
+    sampled = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["sampled_drift"][t])
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    _diagnostic(ax, cert, methods, "max |logit drift| in the previous hypercube", first=1, log=True, dashed=sampled)
+    if cert:
+        ax.plot([], [], color="0.3", ls=":", label="dotted: largest drift at 4,096 sampled points")
+        _legend(ax, len(cert) + 1)
+    ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)} (sound bound; ±1 std)")
+    save(fig, paths)
+
+
+def hypercube(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
+    vol = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["hypercube_log_volume"][t])
+    width = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["hypercube_mean_width"][t])
+    fig, axes = plt.subplots(1, 2, figsize=(13.0, 4.2))
+    _diagnostic(axes[0], vol, methods, "log-volume (sum of log widths)")
+    axes[0].set_title(f"Cumulative hypercube of the [CLS] feature: log-volume ({benchmark_title(benchmark)})")
+    _diagnostic(axes[1], width, methods, "mean width per neuron")
+    axes[1].set_title("Cumulative hypercube: mean width")
+    _legend(axes[1], len(width))
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def _gate(r: Any, t: int) -> float | None:
+    """Mean over the task's epochs of the gate's pass fraction (%), from train.json."""
+    if t >= len(r.trains):
+        return None
+    vals = [e["feat_gate"] for e in r.trains[t]["epochs"] if e.get("feat_gate") is not None]
+    return 100.0 * float(np.mean(vals)) if vals else None
+
+
+def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
+    gate = _per_task(stored, benchmark, methods, _gate)
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    _diagnostic(ax, gate, methods, "passing the L_Feat gate (% of batch)", first=1)
+    if gate:
+        ax.set_ylim(-3, 103)
+        _legend(ax, len(gate))
+    ax.set_title(f"L_Feat gate pass fraction per task on {benchmark_title(benchmark)}")
+    fig.text(0.01, -0.04, "paper gate: share of samples whose teacher feature lies in the box; "
+             "reference-code gate: share of (sample, neuron) elements of the student feature in the box",
+             fontsize=7, color="0.3")
+    save(fig, paths)
+
+
+def paper_figures(stored: StoredResults, benchmark: str, methods: Sequence[str], sensitivity_spec: Mapping[str, Any] | None,
+                  outputs: Mapping[str, Sequence[str | Path]]) -> None:
+    """Every figure of :data:`FIGURES` for ``benchmark``; ``outputs``: figure -> its PNG / PDF paths."""
+    aa_evolution(stored, benchmark, methods, outputs["aa_evolution"])
+    sensitivity(stored, benchmark, sensitivity_spec, outputs["sensitivity"])
+    certificate(stored, benchmark, methods, outputs["certificate"])
+    hypercube(stored, benchmark, methods, outputs["hypercube"])
+    feat_gate(stored, benchmark, methods, outputs["feat_gate"])

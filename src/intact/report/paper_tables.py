@@ -1,0 +1,339 @@
+"""The paper's tables (main, ablation, integration, hyperparameters, efficiency) in the paper's shape, with
+the paper's numbers, ours ("here") and their difference side by side; ``—`` wherever a cell was not
+reported or not run. Built from :func:`~intact.report.paper.paper_numbers` and
+:class:`~intact.report.paper.StoredResults` only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from intact.config import resolve_run
+from intact.naming import TERMS
+from intact.report.paper import (AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, Paired, Stat, StoredResults,
+                                 benchmark_title, fmt, pairs, paper_numbers)
+from intact.report.render import Column, Table, bold_best
+from intact.studies import ablation_variants, format_value
+
+PAPER_TERM_ORDER = ("intdrift", "var", "align", "feat")  # the paper's ablation rows
+TERM_TITLES = {"intdrift": "L_IntDrift", "var": "L_Var", "align": "L_Align", "feat": "L_Feat"}
+LAMBDAS = ("lambda_feat", "lambda_intdrift", "lambda_var", "lambda_align")
+LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "lambda_var": "λ_Var", "lambda_align": "λ_Align"}
+#: labels of our runs that are not rows of the paper's tables
+OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
+              "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
+              "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
+              "coda_p+intact": "CODA-P + InTAct"}
+
+
+def pm(stat: Stat | None) -> str:
+    return "—" if stat is None else f"{stat.mean:.2f} ± {stat.std:.2f}"
+
+
+def paper_pm(pair: Sequence[float] | None) -> str:
+    return "—" if pair is None else f"{pair[0]:.2f} ± {pair[1]:.2f}"
+
+
+def paired_cells(p: Paired | None) -> tuple[str, str]:
+    return ("—", "—") if p is None else (f"{p.stat.mean:+.2f} ± {p.stat.std:.2f}", f"{p.wins} of {len(p.seeds)}")
+
+
+def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
+    counts = sorted({s.n for s in stats if s is not None})
+    if not counts:
+        text = "Here: no stored runs of this config yet (only the paper's columns are filled)."
+    else:
+        n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+        text = (f"Here: mean ± sample std over {n} seed(s) per cell (the seeds column of the CSV), from "
+                "results/runs/<benchmark>/<method>/seed<k>/metrics.json.")
+    if stored.stale:
+        text += f" Skipped {len(stored.stale)} stored run(s) of an older config (config hash differs)."
+    return text
+
+
+def average_stat(stored: StoredResults, method: str, benchmarks: Sequence[str]) -> Stat | None:
+    """Per seed, the mean AA over ``benchmarks`` (seeds present in all of them), then mean ± std."""
+    per = [stored.values(b, method) for b in benchmarks]
+    seeds = sorted(set.intersection(*(set(p) for p in per))) if per else []
+    return Stat.of([np.mean([p[s] for p in per]) for s in seeds])
+
+
+def _extra_benchmarks(stored: StoredResults) -> list[str]:
+    return [b for b in stored.benchmarks() if b not in PAPER_BENCHMARKS]
+
+
+def _rows_and_labels(paper_rows: list[dict], ours: Sequence[str]) -> list[tuple[str, str | None, dict | None]]:
+    """(label, our run name, paper row): the paper's rows in its order, then our runs it does not list."""
+    out = [(r["method"], r.get("ours"), r) for r in paper_rows]
+    mapped = {r.get("ours") for r in paper_rows}
+    out += [(OUR_LABELS.get(m, m), m, None) for m in ours if m not in mapped]
+    return out
+
+
+def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str],
+                     stored: StoredResults) -> Table:
+    """Main / integration shape: one row per method, per benchmark paper | here | Δ, then our benchmarks."""
+    columns = [c for c in section["columns"] if c != "average"]
+    extra = _extra_benchmarks(stored)
+    cols = [Column("method", "Method", align="l")]
+    for b in [*columns, "average"]:
+        group = "Average" if b == "average" else benchmark_title(b)
+        cols += [Column(f"{b}_paper", "paper", group), Column(f"{b}_here", "here", group), Column(f"{b}_delta", "Δ", group)]
+    cols += [Column(f"{b}_here", "here", benchmark_title(b)) for b in extra]
+    table = Table(name, title, cols)
+    values, stats, records = [], [], []
+    rows = _rows_and_labels(section["rows"], ours)
+    for i, (label, run, row) in enumerate(rows):
+        if row is None and (i == 0 or rows[i - 1][2] is not None):
+            table.rules.add(i)  # our runs the paper does not list, below a rule
+        cells = {"method": label + (f" (`{run}`)" if run else "")}
+        nums: dict[str, float | None] = {}
+        for b in [*columns, "average", *extra]:
+            paper = row["aa"].get(b) if row else None
+            here = None
+            if run is not None:
+                here = average_stat(stored, run, columns) if b == "average" else Stat.of(list(stored.values(b, run).values()))
+            delta = here.mean - paper[0] if (here and paper) else None
+            cells.update({f"{b}_paper": paper_pm(paper), f"{b}_here": pm(here), f"{b}_delta": fmt(delta, signed=True)})
+            nums.update({f"{b}_paper": paper[0] if paper else None, f"{b}_here": here.mean if here else None})
+            stats.append(here)
+            records.append({"method": label, "run": run, "benchmark": b,
+                            "paper_mean": paper[0] if paper else None, "paper_std": paper[1] if paper else None,
+                            "paper_seeds": section["seeds"] if paper else None,
+                            "here_mean": here.mean if here else None, "here_std": here.std if here else None,
+                            "here_seeds": here.n if here else None, "delta": delta})
+        table.rows.append(cells)
+        values.append(nums)
+    bold_best(table, [c.key for c in cols if c.key.endswith(("_paper", "_here"))], values)
+    table.data = pd.DataFrame(records)
+    table.notes = [
+        AA_NOTE, FORGETTING_NOTE,
+        f"Paper: mean ± std over {section['seeds']} runs (paper table {section['table']}). {section['caption']}",
+        seeds_note(stats, stored),
+        f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
+        "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
+    ]
+    runs = [r for _, r, _ in rows if r]
+    table.blocks.append(paired_table(f"{name}_paired", f"{title}: paired per-seed differences", runs, stored, [*columns, *extra]))
+    return table
+
+
+def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults, benchmarks: Sequence[str]) -> Table:
+    """Each InTAct run minus its partner (without InTAct, or InTAct as the paper writes it) seed by seed,
+    on the ``benchmarks`` that have stored runs (all of them if none has)."""
+    benchmarks = [b for b in benchmarks if b in stored.benchmarks()] or list(benchmarks)
+    cols = [Column("pair", "Comparison (A − B)", align="l")]
+    for b in benchmarks:
+        cols += [Column(f"{b}_diff", "Δ AA", benchmark_title(b)), Column(f"{b}_wins", "A wins", benchmark_title(b))]
+    table = Table(name, title, cols)
+    records = []
+    for a, b_ in pairs(list(methods)):
+        cells = {"pair": f"`{a}` − `{b_}`"}
+        for b in benchmarks:
+            p = Paired.of(stored.values(b, a), stored.values(b, b_))
+            cells[f"{b}_diff"], cells[f"{b}_wins"] = paired_cells(p)
+            records.append({"a": a, "b": b_, "benchmark": b, "diff_mean": p.stat.mean if p else None,
+                            "diff_std": p.stat.std if p else None, "wins": p.wins if p else None,
+                            "seeds": len(p.seeds) if p else None})
+        table.rows.append(cells)
+    table.data = pd.DataFrame(records, columns=["a", "b", "benchmark", "diff_mean", "diff_std", "wins", "seeds"])
+    table.notes = [
+        "Per seed s present in both runs: d_s = AA(A, s) − AA(B, s); mean ± sample std of d_s, and on how many "
+        "seeds A is better (A wins k of n). The same seed means the same data order and initial prompts, so "
+        "the pairing removes the seed-to-seed variance the unpaired ± above still contains.",
+        AA_NOTE, FORGETTING_NOTE,
+    ]
+    if not table.rows:
+        table.notes.insert(0, "No pair of runs (with and without +intact) is declared in this study.")
+    return table
+
+
+def ablation_table(stored: StoredResults, cfg: Mapping[str, Any]) -> Table:
+    paper = paper_numbers()["ablation"]
+    spec = (cfg.get("studies") or {}).get("ablation") or {"method": "coda_p+intact", "terms": list(TERMS)}
+    full, variants = spec["method"], ablation_variants(spec)
+    order = [None] + [t for t in PAPER_TERM_ORDER if t in variants] + [t for t in variants if t not in PAPER_TERM_ORDER]
+    benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
+    cols = [Column(t, TERM_TITLES.get(t, t)) for t in PAPER_TERM_ORDER]
+    cols += [Column("paper_aa", "AA", f"Paper ({benchmark_title(paper['benchmark'])})"), Column("paper_delta", "Δ", f"Paper ({benchmark_title(paper['benchmark'])})")]
+    for b in benchmarks:
+        g = f"Here ({benchmark_title(b)})"
+        cols += [Column(f"{b}_aa", "AA", g), Column(f"{b}_delta", "Δ", g), Column(f"{b}_paired", "paired Δ", g), Column(f"{b}_wins", "full wins", g)]
+    table = Table("ablation", f"Ablation of {full}: each InTAct term removed", cols)
+    values, stats, records = [], [], []
+    for i, term in enumerate(order):
+        run = full if term is None else variants[term]
+        cells = {t: "✗" if t == term else "✓" for t in PAPER_TERM_ORDER}
+        cells["paper_aa"] = fmt(paper["full"] if term is None else paper["removed"].get(term))
+        cells["paper_delta"] = "—" if term is None else fmt(paper["delta"].get(term), signed=True)
+        nums = {"paper_aa": paper["full"] if term is None else paper["removed"].get(term)}
+        for b in benchmarks:
+            here, base = stored.values(b, run), stored.values(b, full)
+            s = Stat.of(list(here.values()))
+            stats.append(s)
+            delta = s.mean - Stat.of(list(base.values())).mean if (s and base and term is not None) else None
+            p = Paired.of(base, here) if term is not None else None
+            cells[f"{b}_aa"] = pm(s)
+            cells[f"{b}_delta"] = "—" if term is None else fmt(delta, signed=True)
+            diff, wins = paired_cells(p)
+            # shown as variant − full (negative = the term helps); "full wins" counts seeds where it helps
+            cells[f"{b}_paired"] = "—" if p is None else f"{-p.stat.mean:+.2f} ± {p.stat.std:.2f}"
+            cells[f"{b}_wins"] = wins
+            nums[f"{b}_aa"] = s.mean if s else None
+            records.append({"removed": term or "", "run": run, "benchmark": b,
+                            "paper_aa": nums["paper_aa"] if b == paper["benchmark"] else None,
+                            "paper_delta": (paper["delta"].get(term) if term else None) if b == paper["benchmark"] else None,
+                            "here_mean": s.mean if s else None, "here_std": s.std if s else None, "here_seeds": s.n if s else None,
+                            "delta": delta, "paired_mean": -p.stat.mean if p else None, "paired_std": p.stat.std if p else None,
+                            "full_wins": p.wins if p else None, "paired_seeds": len(p.seeds) if p else None})
+        table.rows.append(cells)
+        values.append(nums)
+        if i == 0:
+            table.rules.add(1)
+    bold_best(table, [c.key for c in cols if c.key.endswith("_aa")], values)
+    table.data = pd.DataFrame(records)
+    table.notes = [
+        AA_NOTE, FORGETTING_NOTE,
+        f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
+        seeds_note(stats, stored),
+        "Δ = mean AA without the term − mean AA of the full method. Paired Δ: the same per seed "
+        "(mean ± std over the seeds both have); full wins k of n: seeds on which removing the term lowers AA.",
+    ]
+    return table
+
+
+def hyperparameter_table(cfg: Mapping[str, Any], method: str = "coda_p+intact") -> Table:
+    paper = paper_numbers()["hyperparameters"]
+    benchmarks = [*PAPER_BENCHMARKS, *(b for b in cfg["run"]["benchmarks"] if b not in PAPER_BENCHMARKS)]
+    cols = [Column("benchmark", "Benchmark", align="l")]
+    for k in LAMBDAS:
+        cols += [Column(f"{k}_paper", "paper", LAMBDA_TITLES[k]), Column(f"{k}_ours", "ours", LAMBDA_TITLES[k])]
+    table = Table("hyperparameters", f"InTAct's λ per benchmark ({method})", cols)
+    records = []
+    for b in benchmarks:
+        row = paper["rows"].get(b)
+        ours = resolve_run(cfg, b, method, 0).intact if b in cfg["benchmarks"] else None
+        cells = {"benchmark": benchmark_title(b)}
+        for k in LAMBDAS:
+            p = (paper["lambda_align"] if k == "lambda_align" else row[k]) if row else None
+            o = getattr(ours, k) if ours is not None else None
+            cells[f"{k}_paper"] = "—" if p is None else format_value(p)
+            cells[f"{k}_ours"] = "—" if o is None else format_value(o)
+            records.append({"benchmark": b, "lambda": k, "paper": p, "ours": o})
+        table.rows.append(cells)
+    table.data = pd.DataFrame(records)
+    table.notes = [
+        f"Paper: table {paper['table']}; λ_Align fixed at 1. Ours: what `{method}` resolves to in this config "
+        "(the intact: section, then benchmarks.<b>.overrides); — = benchmark not configured here.",
+        AA_NOTE, FORGETTING_NOTE, "Seeds: not applicable (settings, not results).",
+    ]
+    return table
+
+
+def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
+    """Per run from its train.json records, then mean ± std over seeds (see the table note)."""
+    per: dict[str, list[float]] = {k: [] for k in ("total", "trainable", "memory", "train_batch", "inference_batch", "images_per_s")}
+    for r in runs:
+        t = r.trains
+        if not t or "total_parameters" not in t[-1]:
+            continue  # a run stored before these fields were recorded
+        per["total"].append(t[-1]["total_parameters"])
+        per["trainable"].append(t[-1]["trainable_parameters"])
+        per["memory"].append(max(x["peak_memory_mb"] for x in t) / 1024)
+        per["train_batch"].append(sum(x["seconds"] for x in t) / sum(x["train_batches"] for x in t))
+        per["inference_batch"].append(float(np.mean([x["inference_batch_seconds"] for x in t])))
+        per["images_per_s"].append(sum(x["train_images"] * len(x["epochs"]) for x in t) / sum(x["seconds"] for x in t))
+    return {k: Stat.of(v) for k, v in per.items()}
+
+
+def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
+    paper = paper_numbers()["efficiency"]
+    benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
+    G = {"total": "Total params", "trainable": "Trainable params", "memory": "Memory (GB)", "batch": "s / batch", "aa": "AA"}
+    cols = [Column("benchmark", "Benchmark", align="l"), Column("method", "Method", align="l"),
+            Column("total_paper", "paper", G["total"]), Column("total_here", "here", G["total"]),
+            Column("trainable_paper", "paper", G["trainable"]), Column("trainable_here", "here", G["trainable"]),
+            Column("memory_paper", "paper", G["memory"]), Column("memory_here", "here", G["memory"]),
+            Column("batch_paper", "paper", G["batch"]), Column("train_batch_here", "train", G["batch"]),
+            Column("inference_batch_here", "inference", G["batch"]), Column("images_per_s_here", "img/s train", "Throughput"),
+            Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"])]
+    table = Table("efficiency", "Efficiency: parameters, memory and time per batch", cols)
+    records, devices = [], set()
+    for b in benchmarks:
+        rows = _rows_and_labels(paper["rows"] if b == paper["benchmark"] else [], ours)
+        first = True
+        for label, run, row in rows:
+            runs = stored.select(b, run) if run else []
+            if row is None and not runs:
+                continue
+            devices |= {t.get("device", "unknown") for r in runs for t in r.trains if "device" in t}
+            e = efficiency_stats(runs)
+            aa = Stat.of([float(r.metrics["aa"]) for r in runs])
+            if first:
+                table.rules.add(len(table.rows))
+            cells = {"benchmark": benchmark_title(b) if first else "", "method": label + (f" (`{run}`)" if run else "")}
+            first = False
+            cells["total_paper"] = f"{row['total_parameters']:,}" if row else "—"
+            cells["trainable_paper"] = f"{row['trainable_parameters']:,}" if row else "—"
+            cells["memory_paper"] = fmt(row["gpu_memory_gb"]) if row else "—"
+            cells["batch_paper"] = fmt(row["batch_seconds"]) if row else "—"
+            cells["aa_paper"] = paper_pm(row["aa"]) if row else "—"
+            cells["total_here"] = f"{e['total'].mean:,.0f}" if e["total"] else "—"
+            cells["trainable_here"] = f"{e['trainable'].mean:,.0f}" if e["trainable"] else "—"
+            cells["memory_here"] = fmt(e["memory"].mean if e["memory"] else None)
+            cells["train_batch_here"] = fmt(e["train_batch"].mean if e["train_batch"] else None, 3)
+            cells["inference_batch_here"] = fmt(e["inference_batch"].mean if e["inference_batch"] else None, 3)
+            cells["images_per_s_here"] = fmt(e["images_per_s"].mean if e["images_per_s"] else None, 0)
+            cells["aa_here"] = pm(aa)
+            table.rows.append(cells)
+            rec = {"benchmark": b, "method": label, "run": run,
+                   **{f"paper_{k}": (row[k] if row else None) for k in ("total_parameters", "trainable_parameters", "gpu_memory_gb", "batch_seconds")},
+                   "paper_aa": row["aa"][0] if row else None}
+            for k, s in e.items():
+                rec[f"here_{k}"], rec[f"here_{k}_std"] = (s.mean, s.std) if s else (None, None)
+            rec["here_aa"], rec["here_seeds"] = (aa.mean, aa.n) if aa else (None, None)
+            records.append(rec)
+    table.data = pd.DataFrame(records)
+    table.notes = [
+        f"Paper: {benchmark_title(paper['benchmark'])} on {paper['device']} (paper table {paper['table']}; baselines "
+        "copied from KA-Prompt); its 'batch time' is called batch inference time in its caption.",
+        "Here (mean over seeds, from each task's train.json): total / trainable parameters after the last task "
+        "(frozen backbone included in the total); memory = peak over tasks (CUDA: max allocated; CPU: the process's "
+        "max RSS, not comparable to GPU memory); s / batch: train = training seconds / optimizer steps, inference "
+        "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per second. "
+        f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
+        AA_NOTE, FORGETTING_NOTE, seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
+    ]
+    return table
+
+
+def main_methods(cfg: Mapping[str, Any]) -> list[str]:
+    """Our runs in the main table: the main study's methods, else the default run's."""
+    main = (cfg.get("studies") or {}).get("main")
+    return list(main["methods"]) if main else list(cfg["run"]["methods"])
+
+
+def integration_methods(cfg: Mapping[str, Any]) -> list[str]:
+    spec = (cfg.get("studies") or {}).get("integration")
+    bases = spec["methods"] if spec else ["l2p", "dualprompt"]
+    return [m for b in bases for m in (b, f"{b}+intact")]
+
+
+def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Table]:
+    """Every paper table, keyed by its output name."""
+    numbers = paper_numbers()
+    return {
+        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg), stored),
+        "ablation": ablation_table(stored, cfg),
+        "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"], integration_methods(cfg), stored),
+        "hyperparameters": hyperparameter_table(cfg),
+        "efficiency": efficiency_table(stored, main_methods(cfg)),
+    }
+
+
+#: the tables :func:`paper_tables` builds, and the extra CSVs of their blocks
+PAPER_TABLES = ("main", "ablation", "integration", "hyperparameters", "efficiency")
+TABLE_BLOCKS = {"main": ("main_paired",), "integration": ("integration_paired",)}

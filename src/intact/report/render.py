@@ -1,0 +1,162 @@
+"""One table, three formats: CSV (the numbers), Markdown (to read), LaTeX (booktabs, to paste into a paper).
+
+A :class:`Table` holds display cells (already formatted, ``—`` where not run), which cells are bold,
+column groups (a paper/measured/Δ triple under one benchmark), notes stated under the table, and the
+machine-readable numbers as a DataFrame for the CSV. Sub-tables (``blocks``: the paired per-seed
+differences) are rendered after the main one in Markdown and LaTeX and get their own CSV.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from intact.io import write_text
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    group: str = ""
+    align: str = "c"
+
+
+@dataclass
+class Table:
+    """Display cells of one table; ``rules`` = row indices preceded by a horizontal rule."""
+
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, str]] = field(default_factory=list)
+    bold: set[tuple[int, str]] = field(default_factory=set)
+    rules: set[int] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    data: pd.DataFrame = field(default_factory=pd.DataFrame)
+    blocks: list["Table"] = field(default_factory=list)
+
+    def cell(self, i: int, key: str) -> str:
+        return self.rows[i].get(key, "—")
+
+
+def bold_best(table: Table, keys: list[str], values: list[dict[str, float | None]], higher: bool = True) -> None:
+    """Mark, per column ``key``, the row(s) with the best numeric value (``values[i][key]``)."""
+    for key in keys:
+        nums = [(i, v[key]) for i, v in enumerate(values) if v.get(key) is not None]
+        if len(nums) < 2:
+            continue
+        best = max(x for _, x in nums) if higher else min(x for _, x in nums)
+        table.bold |= {(i, key) for i, x in nums if round(x, 2) == round(best, 2)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_header(table: Table) -> list[str]:
+    return [f"{c.group} {c.title}".strip() if c.group else c.title for c in table.columns]
+
+
+def to_markdown(table: Table, level: int = 3) -> str:
+    lines = [f"{'#' * level} {table.title}", ""]
+    lines += ["| " + " | ".join(_md_header(table)) + " |",
+              "|" + "|".join(":---" if c.align == "l" else "---:" for c in table.columns) + "|"]
+    for i, row in enumerate(table.rows):
+        cells = [table.cell(i, c.key) for c in table.columns]
+        cells = [f"**{x}**" if (i, c.key) in table.bold and x != "—" else x for x, c in zip(cells, table.columns)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [n + "  " for n in table.notes[:-1]] + table.notes[-1:]
+    text = "\n".join(lines) + "\n"
+    for block in table.blocks:
+        text += "\n" + to_markdown(block, level + 1)
+    return text
+
+
+# --------------------------------------------------------------------------------------------------
+# LaTeX
+
+_TEX_SYMBOLS = {
+    "±": r"$\pm$", "—": "---", "−": "$-$", "Δ": r"$\Delta$", "λ": r"$\lambda$", "Σ": r"$\Sigma$",
+    "≤": r"$\le$", "≥": r"$\ge$", "✓": r"\checkmark", "✗": r"$\times$", "·": r"$\cdot$", "–": "--",
+    "×": r"$\times$", "<": "$<$", ">": "$>$",
+}
+_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_TEX_PATTERN = re.compile("|".join(map(re.escape, [*_TEX_SPECIAL, *_TEX_SYMBOLS])))
+
+
+def tex(text: str) -> str:
+    """Plain text (with the tables' few non-ASCII symbols) as LaTeX that pdflatex compiles."""
+    text = text.replace("`", "")
+    return _TEX_PATTERN.sub(lambda m: _TEX_SPECIAL.get(m[0]) or _TEX_SYMBOLS[m[0]], text)
+
+
+def _tex_header(table: Table) -> list[str]:
+    lines = []
+    if any(c.group for c in table.columns):
+        spans: list[tuple[str, int, int]] = []  # (group, first column 1-based, width)
+        for j, c in enumerate(table.columns, start=1):
+            if spans and spans[-1][0] == c.group and c.group:
+                g, first, width = spans[-1]
+                spans[-1] = (g, first, width + 1)
+            else:
+                spans.append((c.group, j, 1))
+        cells = [rf"\multicolumn{{{w}}}{{c}}{{{tex(g)}}}" if g and w > 1 else tex(g) for g, _, w in spans]
+        lines.append(" & ".join(cells) + r" \\")
+        lines.append(" ".join(rf"\cmidrule(lr){{{f}-{f + w - 1}}}" for g, f, w in spans if g))
+    lines.append(" & ".join(tex(c.title) for c in table.columns) + r" \\")
+    return lines
+
+
+def _tabular(table: Table) -> list[str]:
+    spec = "".join(c.align for c in table.columns)
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", *_tex_header(table), r"\midrule"]
+    for i, row in enumerate(table.rows):
+        if i in table.rules and i > 0:
+            lines.append(r"\midrule")
+        cells = []
+        for c in table.columns:
+            x = tex(table.cell(i, c.key))
+            cells.append(rf"\textbf{{{x}}}" if (i, c.key) in table.bold and x != "---" else x)
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return lines
+
+
+#: tables with more columns than this are scaled down to the text width
+WIDE = 7
+
+
+def to_latex(table: Table) -> str:
+    """A ``table`` float per table (and per block): booktabs rules, ``mean $\\pm$ std``, best in bold.
+    Needs ``booktabs``, ``graphicx`` (wide tables are scaled to the text width) and ``amssymb``."""
+    out = ["% Generated by intact.report.render from stored results; do not edit by hand.",
+           "% Needs \\usepackage{booktabs,graphicx,amssymb}."]
+    for t in [table, *table.blocks]:
+        out += [r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(t.title)}}}",
+                rf"\label{{tab:intact-{t.name.replace('_', '-')}}}"]
+        # only wide tables are scaled to the text width (scaling would blow small ones up)
+        wide = len(t.columns) > WIDE
+        out += [r"\resizebox{\linewidth}{!}{%", *_tabular(t), "}"] if wide else _tabular(t)
+        if t.notes:
+            out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
+                    *[tex(n) + r"\par" for n in t.notes], r"\end{minipage}"]
+        out += [r"\end{table}", ""]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def write_table(table: Table, csv: str | Path, md: str | Path, latex: str | Path) -> None:
+    """CSV (+ one ``<name>_<block>.csv`` per block beside it), Markdown and LaTeX, atomically."""
+    write_text(csv, table.data.to_csv(index=False, lineterminator="\n"))  # full precision: numbers round-trip
+    for block in table.blocks:
+        write_text(Path(csv).with_name(f"{block.name}.csv"), block.data.to_csv(index=False, lineterminator="\n"))
+    write_text(md, to_markdown(table))
+    write_text(latex, to_latex(table))

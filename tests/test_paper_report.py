@@ -1,0 +1,236 @@
+"""The paper's tables and figures: its numbers as data (checked against the paper's LaTeX source), the
+paper | here | Δ tables on hand-built runs, LaTeX that compiles, efficiency fields, and `snakemake
+paper_tables` on a fresh clone (paper columns only, no training)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from io import StringIO
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, snakemake
+from intact.report.paper import Paired, StoredResults, StoredRun, pairs, paper_numbers, without_intact
+from intact.report.paper_tables import PAPER_TABLES, paper_tables
+from intact.report.render import to_latex, write_table
+
+PAPER_TEX = REPO.parent / "shared/paper/intact-paper.tex"
+CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def _res(cell: str) -> tuple[float, float]:
+    m = re.search(r"\\res\{([\d.]+)\}\{([\d.]+)\}", cell)
+    return float(m[1]), float(m[2])
+
+
+@pytest.mark.skipif(not PAPER_TEX.exists(), reason=f"the paper's source is not at {PAPER_TEX}")
+def test_paper_numbers_are_the_papers_tables():
+    """Every number of paper_numbers.yaml equals the paper's LaTeX table it names (and nothing is missing)."""
+    tex = PAPER_TEX.read_text()
+    nums = paper_numbers()
+    body = lambda label: tex.split(f"\\label{{{label}}}")[1].split("\\end{tabular}")[0]  # noqa: E731
+    rows = {r.split("&")[0].strip().split("\n")[-1].strip(): r for r in body("tab:main_results").split("\\\\") if "\\res" in r}
+    assert len(rows) == len(nums["main"]["rows"]) == 12
+    for row in nums["main"]["rows"]:
+        key = {"CPrompt": "Cprompt", "InTAct": "\\textbf{InTAct}"}.get(row["method"], row["method"])
+        cells = rows[key].split("&")[2:]
+        assert [_res(c) for c in cells] == [tuple(row["aa"][b]) for b in nums["main"]["columns"]], row["method"]
+    abl = [r for r in body("tab:ablation_results").split("\\\\") if "checkmark" in r or "times" in r]
+    full, *removed = [[c.strip() for c in r.split("&")] for r in abl]
+    assert float(re.search(r"[\d.]+", full[4])[0]) == nums["ablation"]["full"]
+    for cells, term in zip(removed, ("intdrift", "var", "align", "feat")):
+        assert "times" in cells[("intdrift", "var", "align", "feat").index(term)]
+        assert (float(cells[4]), float(cells[5])) == (nums["ablation"]["removed"][term], nums["ablation"]["delta"][term])
+    integ = [r for r in body("appendix:tab_intact_other_prompt_methods").split("\\\\") if "\\res" in r]
+    assert [[_res(c) for c in r.split("&")[1:]] for r in integ] == [
+        [tuple(row["aa"][b]) for b in nums["integration"]["columns"]] for row in nums["integration"]["rows"]]
+    hp = [[c.strip() for c in r.split("&")] for r in body("appendix:tab_prompt_hp").split("\\\\") if "10^" in r]
+    value = lambda c: float(c.strip("$")) if "^" not in c else 10.0 ** int(re.search(r"\{(-?\d+)\}", c)[1])  # noqa: E731
+    for cells, b in zip(hp, ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")):
+        row = nums["hyperparameters"]["rows"][b]
+        assert [value(c) for c in cells[1:]] == pytest.approx([row["lambda_feat"], row["lambda_intdrift"], row["lambda_var"]])
+    eff = [[c.strip() for c in r.split("&")] for r in body("tab:efficiency_comparison").split("\\\\") if "\\res" in r]
+    assert len(eff) == len(nums["efficiency"]["rows"])
+    for cells, row in zip(eff, nums["efficiency"]["rows"]):
+        assert (int(cells[1].replace(",", "")), int(cells[2].replace(",", "")), float(cells[3]), float(cells[4])) == (
+            row["total_parameters"], row["trainable_parameters"], row["gpu_memory_gb"], row["batch_seconds"])
+        assert _res(cells[5]) == tuple(row["aa"])
+
+
+def _write(tables, out: Path) -> None:
+    for name, t in tables.items():
+        write_table(t, out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex")
+
+
+def test_paper_columns_round_trip_from_the_yaml(tmp_path):
+    """With no stored runs every paper cell is the YAML's number (CSV exactly, Markdown/LaTeX as printed)
+    and every 'here' cell is '—'."""
+    _write(paper_tables(CONFIG, StoredResults()), tmp_path)
+    nums = paper_numbers()
+    main = pd.read_csv(tmp_path / "main.csv")
+    for row in nums["main"]["rows"]:
+        for b, (mean, std) in row["aa"].items():
+            got = main[(main["method"] == row["method"]) & (main["benchmark"] == b)]
+            assert (got["paper_mean"].item(), got["paper_std"].item()) == (mean, std)
+            assert got["here_mean"].isna().all()
+    assert main["here_mean"].isna().all()
+    tex, md = (tmp_path / "main.tex").read_text(), (tmp_path / "main.md").read_text()
+    assert "74.23 $\\pm$ 0.16" in tex and "85.85 $\\pm$ 0.34" in tex and "**74.23 ± 0.16**" in md
+    abl = pd.read_csv(tmp_path / "ablation.csv")
+    assert dict(zip(abl["removed"].fillna(""), abl["paper_aa"])) == {"": 74.23, **nums["ablation"]["removed"]}
+    assert "70.75" in (tmp_path / "ablation.tex").read_text()
+    eff = pd.read_csv(tmp_path / "efficiency.csv")
+    assert eff.set_index("method").loc["InTAct", "paper_gpu_memory_gb"] == 18.04
+    assert "18.04" in (tmp_path / "efficiency.tex").read_text()
+    hp = pd.read_csv(tmp_path / "hyperparameters.csv")
+    assert hp[(hp["benchmark"] == "imagenet_r") & (hp["lambda"] == "lambda_intdrift")]["paper"].item() == 1e-3
+    # ours: what coda_p+intact resolves to on the embedded benchmark
+    assert hp[(hp["benchmark"] == "digits") & (hp["lambda"] == "lambda_feat")]["ours"].item() == CONFIG["intact"]["lambda_feat"]
+    for name in PAPER_TABLES:
+        text = (tmp_path / f"{name}.md").read_text()
+        assert "AA: mean top-1 accuracy" in text and "Forgetting (max-final)" in text and "eed" in text, name
+
+
+def _run(benchmark, method, seed, aa, *, gate=0.5, T=3):
+    metrics = {"aa": aa, "num_tasks": T, "task_names": ["a", "b", "c"][:T], "aa_evolution": [aa + 2, aa + 1, aa][:T],
+               "certificate": [None] + [0.1] * (T - 1), "sampled_drift": [None] + [0.05] * (T - 1),
+               "hypercube_log_volume": [-10.0] * T, "hypercube_mean_width": [1.0] * T}
+    trains = tuple({"epochs": [{"feat_gate": gate}], "seconds": 2.0, "train_batches": 4, "train_images": 100,
+                    "total_parameters": 1000, "trainable_parameters": 100, "peak_memory_mb": 512.0,
+                    "inference_batch_seconds": 0.01, "device": "cpu"} for _ in range(T))
+    return StoredRun(benchmark, method, seed, metrics, trains)
+
+
+def test_measured_cells_differences_and_paired_wins(tmp_path):
+    """Hand-built runs: here = mean ± sample std, Δ = here − paper, paired d_s = A − B per common seed."""
+    plain = {0: 50.0, 1: 52.0, 2: 54.0}
+    intact = {0: 53.0, 1: 52.5, 2: 58.0}            # d = 3, 0.5, 4: mean 2.5, wins 3 of 3
+    runs = [_run("imagenet_r", "coda_p", s, a) for s, a in plain.items()]
+    runs += [_run("imagenet_r", "coda_p+intact", s, a) for s, a in intact.items()]
+    runs += [_run("digits", "coda_p+intact", 0, 40.0), _run("digits", "coda_p+intact@preset=reference", 0, 43.0)]
+    stored = StoredResults(runs)
+    tables = paper_tables(CONFIG, stored)
+    _write(tables, tmp_path)
+    main = pd.read_csv(tmp_path / "main.csv").set_index(["run", "benchmark"])
+    row = main.loc[("coda_p+intact", "imagenet_r")]
+    assert row["here_mean"] == pytest.approx(np.mean(list(intact.values())))
+    assert row["here_std"] == pytest.approx(np.std(list(intact.values()), ddof=1))
+    assert row["here_seeds"] == 3 and row["delta"] == pytest.approx(row["here_mean"] - 74.23)
+    assert np.isnan(main.loc[("coda_p+intact", "domainnet"), "here_mean"])       # not run: '—'
+    assert np.isnan(main.loc[("coda_p+intact", "average"), "here_mean"])         # average needs all four
+    assert main.loc[("coda_p+intact@preset=reference", "digits"), "here_mean"] == 43.0
+    paired = pd.read_csv(tmp_path / "main_paired.csv").set_index(["a", "b", "benchmark"])
+    p = paired.loc[("coda_p+intact", "coda_p", "imagenet_r")]
+    d = np.array([intact[s] - plain[s] for s in plain])
+    assert (p["diff_mean"], p["diff_std"], p["wins"], p["seeds"]) == pytest.approx((d.mean(), d.std(ddof=1), 3, 3))
+    assert paired.loc[("coda_p+intact@preset=reference", "coda_p+intact", "digits"), "diff_mean"] == pytest.approx(3.0)
+    md = (tmp_path / "main.md").read_text()
+    assert f"+{d.mean():.2f} ± {d.std(ddof=1):.2f} | 3 of 3" in md
+    # bold marks the best measured cell of a column, never a '—'
+    assert f"**{np.mean(list(intact.values())):.2f} ± " in md and "**—**" not in md
+    eff = pd.read_csv(tmp_path / "efficiency.csv").set_index(["benchmark", "run"])
+    e = eff.loc[("imagenet_r", "coda_p+intact")]
+    assert (e["here_total"], e["here_memory"], e["here_train_batch"], e["here_images_per_s"]) == pytest.approx((1000, 0.5, 0.5, 50.0))
+
+
+def test_pairing_names():
+    assert without_intact("l2p+intact") == "l2p"
+    assert without_intact("coda_p+intact@preset=reference") == "coda_p+intact"
+    assert without_intact("coda_p+intact@optim.epochs=10") == "coda_p@optim.epochs=10"
+    assert without_intact("coda_p+intact-no_var") is None and without_intact("coda_p") is None
+    got = pairs(["coda_p", "coda_p+intact", "coda_p+intact@preset=reference", "l2p+intact"])
+    assert set(got) == {("coda_p+intact", "coda_p"), ("coda_p+intact@preset=reference", "coda_p+intact"),
+                        ("coda_p+intact@preset=reference", "coda_p")}
+    p = Paired.of({0: 1.0, 1: 0.0, 2: 5.0}, {0: 0.0, 1: 1.0, 3: 9.0})
+    assert p.seeds == (0, 1) and p.wins == 1 and p.stat.mean == 0.0
+
+
+def test_latex_compiles_or_is_well_formed(tmp_path):
+    """Each table's LaTeX compiles with pdflatex where the machine has it (booktabs); the structure is
+    checked either way: balanced environments and as many cells per row as the column spec."""
+    tables = paper_tables(CONFIG, StoredResults([_run("digits", "coda_p", 0, 40.0), _run("digits", "coda_p+intact", 0, 41.0)]))
+    for name, table in tables.items():
+        tex = to_latex(table)
+        for env in ("table", "tabular"):
+            assert tex.count(f"\\begin{{{env}}}") == tex.count(f"\\end{{{env}}}") >= 1
+        for tabular in re.findall(r"\\begin\{tabular\}\{(\w+)\}(.*?)\\end\{tabular\}", tex, re.S):
+            spec, body = tabular
+            for line in body.split("\\\\")[:-1]:
+                line = re.sub(r"\\(toprule|midrule|cmidrule\(lr\)\{[\d-]+\})", "", line).strip()
+                spans = sum(int(n) - 1 for n in re.findall(r"\\multicolumn\{(\d+)\}", line))
+                assert line.count("&") + 1 + spans == len(spec), (name, line)
+        assert "±" not in tex and "—" not in tex and "_" not in tex.replace("\\_", "")
+        (tmp_path / f"{name}.tex").write_text(tex)
+    if not shutil.which("pdflatex"):
+        pytest.skip("no pdflatex here (apt-get install texlive-latex-base texlive-latex-recommended): structure checked only")
+    doc = tmp_path / "doc.tex"
+    inputs = "".join(f"\\input{{{name}.tex}}\\clearpage\n" for name in tables)
+    doc.write_text("\\documentclass{article}\\usepackage[margin=1.5cm]{geometry}\\usepackage{booktabs,graphicx,amssymb}"
+                   f"\\begin{{document}}\n{inputs}\\end{{document}}\n")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (tmp_path / "doc.pdf").stat().st_size > 0
+
+
+def test_efficiency_fields_count_parameters_and_time_inference():
+    import torch
+    from torch import nn
+    from torch.utils.data import TensorDataset
+
+    from intact.efficiency import efficiency_record
+
+    class Toy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Linear(4, 4).requires_grad_(False)
+            self.head = nn.Linear(4, 2)
+            self.teacher = nn.Linear(4, 4)   # a snapshot copy: not part of the model's size
+
+        def predict(self, x):
+            return self.head(self.backbone(x))
+
+        def num_trainable_parameters(self):
+            return sum(p.numel() for p in self.head.parameters())
+
+    data = TensorDataset(torch.randn(40, 4), torch.zeros(40, dtype=torch.long))
+    rec = efficiency_record(Toy(), data, 8, torch.device("cpu"), steps=5)
+    assert rec["total_parameters"] == 20 + 10 and rec["trainable_parameters"] == 10 and rec["train_batches"] == 5
+    assert rec["inference_batch_seconds"] > 0 and rec["device"] == "cpu"
+
+
+def test_stored_results_skip_runs_of_an_older_config(tmp_path):
+    from intact.config import resolve_run
+    from intact.io import write_json
+
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    for seed, h in ((0, resolve_run(cfg, "digits", "coda_p", 0).hash()), (1, "stale")):
+        write_json(tmp_path / f"runs/digits/coda_p/seed{seed}/metrics.json", {"config_hash": h, "num_tasks": 0, "aa": 1.0})
+    stored = StoredResults.load(cfg, tmp_path)
+    assert [(r.method, r.seed) for r in stored.runs] == [("coda_p", 0)] and stored.stale == ["digits/coda_p/seed1"]
+
+
+@pytest.mark.slow
+def test_fresh_clone_paper_tables_fill_the_paper_columns_and_train_nothing(tmp_path):
+    """`snakemake paper_tables` with the repository's config and an empty results/: the paper's numbers in
+    every table, a figure per benchmark saying nothing is stored, and no job but the paper rules."""
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    out = snakemake(tmp_path, "paper_tables")
+    ran = set(re.findall(r"^(?:local)?rule (\w+):", out.stdout + out.stderr, re.M))
+    assert ran == {"report_paper_tables", "report_paper_figures", "paper_tables"}, ran
+    assert not (tmp_path / "results/runs").exists()
+    paper = tmp_path / "results/tables/paper"
+    main = (paper / "main.tex").read_text()
+    assert "74.23 $\\pm$ 0.16" in main and "85.85 $\\pm$ 0.34" in main
+    assert "70.75" in (paper / "ablation.tex").read_text() and "18.04" in (paper / "efficiency.tex").read_text()
+    assert pd.read_csv(StringIO((paper / "main.csv").read_text()))["here_mean"].isna().all()
+    figures = tmp_path / "results/figures/paper"
+    assert {p.name for p in figures.iterdir()} == {f"{f}_digits.{e}" for f in
+                                                    ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate") for e in ("png", "pdf")}
+    assert "Nothing to be done" in snakemake(tmp_path, "paper_tables", "-n").stdout

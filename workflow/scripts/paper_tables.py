@@ -1,0 +1,13 @@
+"""Snakemake adapter: the paper's tables (CSV, Markdown, LaTeX) from the paper's numbers and stored runs."""
+from intact.joblog import log_to
+from intact.report.paper import StoredResults
+from intact.report.paper_tables import PAPER_TABLES, paper_tables
+from intact.report.render import write_table
+
+with log_to(snakemake.log[0], snakemake.rule):
+    stored = StoredResults.load(snakemake.config, "results")
+    tables = paper_tables(snakemake.config, stored)
+    for name in PAPER_TABLES:
+        out = snakemake.output
+        write_table(tables[name], out[f"{name}_csv"], out[f"{name}_md"], out[f"{name}_tex"])
+    print(f"{len(stored.runs)} stored runs, {len(stored.stale)} of an older config skipped")
