@@ -213,21 +213,23 @@ def test_killed_workflow_resumes_exactly(tiny_run, tmp_path):
 def test_html_report_holds_every_table_and_figure(tiny_run, tmp_path):
     """`snakemake --report results/report.html` after the default run: every figure the report rules drew
     (PNG) and every paper table is embedded, each with its caption."""
+    import json
+
     work = tmp_path / "w"
     shutil.copytree(tiny_run, work, symlinks=True)
     snakemake(work, "--report", "results/report.html")
     html = (work / "results/report.html").read_text()
-    embedded = set(re.findall(r'"(results/[^"]+)": \{"name"', html))
+    # the report embeds its files as one JS object: `results = {"<path>": {"name", "caption", "data", ...}}`
+    embedded, _ = json.JSONDecoder().raw_decode(html, html.index("results = {") + len("results = "))
     figures = {str(p.relative_to(work)) for p in (work / "results/figures").rglob("*.png") if p.name != "domains.png"}
-    assert len(figures) == 6 and figures <= embedded, figures - embedded      # 5 paper figures + AA evolution
+    assert len(figures) == 6 and figures <= set(embedded), figures - set(embedded)   # 5 paper figures + AA evolution
+    assert sum(e["mime_type"] == "image/png" for e in embedded.values()) == len(figures)
     assert html.count("data:image/png") == len(figures)
     tables = {f"results/tables/paper/{t}.{e}" for t in ("main", "ablation", "integration", "hyperparameters", "efficiency")
               for e in ("csv", "tex")}
-    assert tables <= embedded
+    assert tables <= set(embedded)
     for path in figures | tables:
-        entry = html[html.index(f'"{path}": {{"name"'):]
-        caption = re.search(r'"caption": "<p>(.*?)</p>', entry[:entry.index("}, ")] if "}, " in entry else entry)
-        assert caption and len(caption[1]) > 40, path
+        assert len(re.sub("<[^>]+>", "", embedded[path]["caption"])) > 40, path
 
 
 @pytest.mark.slow
@@ -250,3 +252,13 @@ def test_paper_tables_from_copied_results_are_byte_identical(tiny_run, tmp_path)
         assert (copy / rel).read_bytes() == (tiny_run / rel).read_bytes(), rel
     main = (tiny_run / "results/tables/paper/main.md").read_text()
     assert "`coda_p+intact` − `coda_p`" in main and " of 1 |" in main     # the paired block, measured
+    # the efficiency fields every train.json now records reach the table
+    import json
+
+    import pandas as pd
+
+    train = json.loads((tiny_run / "results/runs/digits/coda_p+intact/seed0/task1/train.json").read_text())
+    assert train["total_parameters"] > train["trainable_parameters"] > 0 and train["inference_batch_seconds"] > 0
+    eff = pd.read_csv(tiny_run / "results/tables/paper/efficiency.csv").set_index(["benchmark", "run"])
+    row = eff.loc[("digits", "coda_p+intact")]
+    assert row["here_total"] == train["total_parameters"] and row["here_inference_batch"] > 0 and row["here_seeds"] == 1

@@ -25,13 +25,16 @@ import numpy as np  # noqa: E402
 
 from intact.io import atomic_path  # noqa: E402
 from intact.report.paper import StoredResults, benchmark_title  # noqa: E402
-from intact.studies import sensitivity_grid  # noqa: E402
+from intact.studies import format_value, sensitivity_grid  # noqa: E402
 
 FIGURES = ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate")
 SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
 _LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_{Var}$", "lambda_feat": r"$\lambda_{Feat}$",
            "lambda_align": r"$\lambda_{Align}$"}
 _MARKERS = "osD^vP<>Xph"
+# tab10 without its grey (kept for the reference-code InTAct), then three more: a main study of 12 methods
+# gets 12 distinguishable colours
+_PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + ["#000080", "#808000", "#00a0a0"]
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None, "Producer": None}}
 
 
@@ -50,7 +53,7 @@ def style(method: str, i: int) -> dict[str, Any]:
         return {"color": "black", "marker": "*", "ms": 9, "lw": 2.0, "zorder": 5}
     if method == "coda_p+intact@preset=reference":
         return {"color": "0.45", "marker": "*", "ms": 8, "ls": "--", "lw": 1.6, "zorder": 4}
-    return {"color": plt.get_cmap("tab10")(i % 10), "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
+    return {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
 
 
 def _empty(ax: "plt.Axes", text: str) -> None:
@@ -59,11 +62,15 @@ def _empty(ax: "plt.Axes", text: str) -> None:
     ax.set_yticks([])
 
 
-def _band(ax: "plt.Axes", x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any]) -> None:
-    mean = np.nanmean(curves, axis=0)
-    std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
-    ax.plot(x, mean, label=label, **st)
-    ax.fill_between(x, mean - std, mean + std, color=st["color"], alpha=0.15, lw=0)
+def _band(ax: "plt.Axes", x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any], log: bool = False) -> None:
+    """Mean line and ±1 std band over seeds (rows); on a log axis both in log10 (a geometric mean), so the
+    band never reaches below zero."""
+    values = np.log10(curves) if log else curves
+    mean = np.nanmean(values, axis=0)
+    std = np.nanstd(values, axis=0, ddof=1) if len(values) > 1 else np.zeros_like(mean)
+    lo, mid, hi = (10 ** v for v in (mean - std, mean, mean + std)) if log else (mean - std, mean, mean + std)
+    ax.plot(x, mid, label=label, **st)
+    ax.fill_between(x, lo, hi, color=st["color"], alpha=0.15, lw=0)
 
 
 def _task_axis(ax: "plt.Axes", names: Sequence[str], first: int = 0) -> None:
@@ -117,7 +124,7 @@ def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] |
             curves = np.array([r.metrics["aa_evolution"] for r in runs], dtype=float)
             names = runs[0].metrics["task_names"]
             st = {"color": cmap(j / max(len(points) - 1, 1)), "marker": _MARKERS[j % len(_MARKERS)], "ms": 4, "lw": 1.4}
-            _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{value:g} ({curves[:, -1].mean():.1f}, n={len(runs)})", st)
+            _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{format_value(value)} ({curves[:, -1].mean():.1f}, n={len(runs)})", st)
             drawn += 1
         if drawn:
             _task_axis(ax, names)
@@ -151,9 +158,10 @@ def _diagnostic(ax: "plt.Axes", data: Mapping[str, Any], methods: Sequence[str],
             continue
         names, arr = data[m]
         x = np.arange(1, arr.shape[1] + 1)[first:]
-        _band(ax, x, arr[:, first:], f"{m}{label}", style(m, i))
+        _band(ax, x, arr[:, first:], f"{m}{label}", style(m, i), log=log)
         if dashed and m in dashed:
-            ax.plot(x, np.nanmean(dashed[m][1][:, first:], 0), color=style(m, i)["color"], ls=":", lw=1.2)
+            d = dashed[m][1][:, first:]
+            ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style(m, i)["color"], ls=":", lw=1.2)
     if not names:
         _empty(ax, "no stored runs record this yet")
         return
@@ -171,7 +179,7 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
     if cert:
         ax.plot([], [], color="0.3", ls=":", label="dotted: largest drift at 4,096 sampled points")
         _legend(ax, len(cert) + 1)
-    ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)} (sound bound; ±1 std)")
+    ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std of log10 over seeds)")
     save(fig, paths)
 
 
@@ -199,14 +207,16 @@ def _gate(r: Any, t: int) -> float | None:
 def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
     gate = _per_task(stored, benchmark, methods, _gate)
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    _diagnostic(ax, gate, methods, "passing the L_Feat gate (% of batch)", first=1)
+    _diagnostic(ax, gate, methods, "passing the L_Feat gate (%)", first=1)
     if gate:
         ax.set_ylim(-3, 103)
         _legend(ax, len(gate))
     ax.set_title(f"L_Feat gate pass fraction per task on {benchmark_title(benchmark)}")
-    fig.text(0.01, -0.04, "paper gate: share of samples whose teacher feature lies in the box; "
-             "reference-code gate: share of (sample, neuron) elements of the student feature in the box",
-             fontsize=7, color="0.3")
+    # under the x label (the rotated task names reach far below the axes)
+    ax.annotate("paper gate: share of samples whose teacher feature lies in the box\n"
+                "reference-code gate: share of (sample, neuron) elements of the student feature in the box",
+                xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -8), textcoords="offset points",
+                ha="center", va="top", fontsize=8, color="0.3")
     save(fig, paths)
 
 
