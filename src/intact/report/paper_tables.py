@@ -178,10 +178,9 @@ def ablation_table(stored: StoredResults, cfg: Mapping[str, Any]) -> Table:
             p = Paired.of(base, here) if term is not None else None
             cells[f"{b}_aa"] = pm(s)
             cells[f"{b}_delta"] = "—" if term is None else fmt(delta, signed=True)
-            diff, wins = paired_cells(p)
             # shown as variant − full (negative = the term helps); "full wins" counts seeds where it helps
             cells[f"{b}_paired"] = "—" if p is None else f"{-p.stat.mean:+.2f} ± {p.stat.std:.2f}"
-            cells[f"{b}_wins"] = wins
+            cells[f"{b}_wins"] = paired_cells(p)[1]
             nums[f"{b}_aa"] = s.mean if s else None
             records.append({"removed": term or "", "run": run, "benchmark": b,
                             "paper_aa": nums["paper_aa"] if b == paper["benchmark"] else None,
