@@ -144,7 +144,7 @@ def to_latex(table: Table) -> str:
         wide = len(t.columns) > WIDE
         out += [r"\resizebox{\linewidth}{!}{%", *_tabular(t), "}"] if wide else _tabular(t)
         if t.notes:
-            out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
+            out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize\raggedright",
                     *[tex(n) + r"\par" for n in t.notes], r"\end{minipage}"]
         out += [r"\end{table}", ""]
     return "\n".join(out)
