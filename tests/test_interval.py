@@ -6,9 +6,24 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from torch import nn
+
 from intact.regularizers.interval import (
-    affine_bounds, affine_drift_bounds, batchnorm_effective_update, conv2d_drift_bounds, network_drift_bounds,
+    affine_bounds, affine_drift_bounds, batchnorm_effective_update, conv2d_drift_bounds, sequential_drift_bounds,
 )
+
+
+def network_drift_bounds(new, old, lower, upper, slope):
+    """The Linear / LeakyReLU stacks of ``new`` / ``old`` parameter lists through sequential_drift_bounds."""
+    def stack(params):
+        layers = []
+        for k, (W, b) in enumerate(params):
+            lin = nn.Linear(W.shape[1], W.shape[0]).double()
+            lin.weight.data.copy_(W)
+            lin.bias.data.copy_(b)
+            layers += [lin] + ([nn.LeakyReLU(slope)] if k < len(params) - 1 else [])
+        return layers
+    return sequential_drift_bounds(stack(new), stack(old), lower, upper)
 
 
 def corners(lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:

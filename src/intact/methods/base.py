@@ -1,37 +1,58 @@
 """The method interface (Mammoth-style hooks) every continual-learning method implements.
 
 A training job calls, for one task: ``begin_task`` -> ``loss`` per batch (the job owns the optimizer)
--> ``end_task``. Everything a later task needs is in ``trainable_state()`` (+ ``hypercubes``); the frozen
-backbone is never saved with it.
+-> ``end_task``. Everything a later task needs is in ``trainable_state()`` (+ ``hypercubes``): what is
+trainable, decided by ``requires_grad`` - a frozen module (the backbone) is never saved, and snapshots
+(teachers, anchors) live outside the module tree.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from intact.config import RunConfig
 from intact.data.base import Benchmark
-from intact.models.backbone import FrozenViT
 from intact.regularizers.hypercube import Hypercube
+
+if TYPE_CHECKING:
+    from intact.regularizers.regularizer import IntactRegularizer
+
+
+def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
+    """``name.`` of every maximal submodule that has parameters, none of them trainable."""
+    out: list[str] = []
+    for name, m in module.named_modules():
+        params = list(m.parameters())
+        if name and params and not any(p.requires_grad for p in params) and not name.startswith(tuple(out)):
+            out.append(name + ".")
+    return tuple(out)
 
 
 class ContinualMethod(nn.Module, ABC):
-    """Base class: a trainable module on a frozen backbone, trained one task at a time."""
+    """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
 
-    def __init__(self, run: RunConfig, backbone: FrozenViT, num_classes: int, num_tasks: int):
+    def __init__(self, run: RunConfig, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__()
         self.run = run
         self.backbone = backbone
         self.num_classes = num_classes
         self.num_tasks = num_tasks
         self.task = 0
-        #: cumulative hypercubes after the last finished task, per tracked layer
-        self.hypercubes: dict[str, Hypercube] = {}
+
+    @property
+    def hypercubes(self) -> dict[str, Hypercube]:
+        """Per-layer boxes carried from task to task (``hypercube.safetensors``); none by default."""
+        return {}
+
+    @hypercubes.setter
+    def hypercubes(self, cubes: dict[str, Hypercube]) -> None:
+        if cubes:
+            raise ValueError(f"{type(self).__name__} keeps no hypercubes")
 
     # ---- hooks ----------------------------------------------------------------------------------
     def training_data(self, bench: Benchmark, task: int) -> Dataset:
@@ -59,18 +80,50 @@ class ContinualMethod(nn.Module, ABC):
     def param_groups(self) -> list[dict[str, Any]]:
         """Optimizer parameter groups with their learning rates."""
 
-    #: submodules never saved: the frozen backbone and snapshots rebuilt from the previous state
-    NOT_SAVED = ("backbone.", "teacher.")
-
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """Everything a later task needs (the frozen backbone and derived snapshots excluded)."""
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(self.NOT_SAVED)}
+        """Everything a later task needs: the state outside frozen submodules (trainable parameters, the
+        buffers that go with them: BatchNorm statistics, EWC's Fisher, a pool's task counter)."""
+        frozen = frozen_prefixes(self)
+        return {k: v for k, v in self.state_dict().items() if not k.startswith(frozen)}
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.startswith(self.NOT_SAVED)]
+        missing = [k for k in missing if not k.startswith(frozen_prefixes(self))]
         if missing or unexpected:
             raise ValueError(f"state does not fit {type(self).__name__}: missing {missing}, unexpected {unexpected}")
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for g in self.param_groups() for p in g["params"])
+
+
+class ProtectedMethod(ContinualMethod):
+    """A method whose layers an :class:`~intact.regularizers.regularizer.IntactRegularizer` (``self.reg``)
+    watches: it keeps the hypercubes (with or without ``+intact``) and, with ``+intact``, adds the terms."""
+
+    reg: "IntactRegularizer"
+
+    @property
+    def hypercubes(self) -> dict[str, Hypercube]:
+        return self.reg.hypercubes
+
+    @hypercubes.setter
+    def hypercubes(self, cubes: dict[str, Hypercube]) -> None:
+        self.reg.hypercubes = cubes
+
+    def add_penalty(self, total: torch.Tensor, terms: dict[str, torch.Tensor], **teacher: Any) -> torch.Tensor:
+        """Add the regularizer's terms of the last forward pass to ``total`` (and to the logged ``terms``)."""
+        for name, value in self.reg.penalty(**teacher).items():
+            terms[name] = value
+            if name != "feat_gate":
+                total = total + value
+        return total
+
+    def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
+        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``."""
+        was_training = self.training
+        self.eval()
+        device = next(self.reg.model.parameters()).device
+        loader = DataLoader(train_set, batch_size=self.run.optim.eval_batch_size, shuffle=False)
+        acts = self.reg.collect(self.predict, (x.to(device) for x, _ in loader))
+        self.train(was_training)
+        return self.reg.end_task(task, acts)
