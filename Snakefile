@@ -25,6 +25,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/tracking.smk"
+include: "workflow/rules/experiments.smk"
 
 
 rule all:
