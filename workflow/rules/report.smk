@@ -1,14 +1,12 @@
-rule report_main:
-    """Mean +- std over seeds of AA / forgetting / BWT per method, and the AA-evolution plot."""
+rule report_default_run:
+    """The default run (`run.methods` x `run.seeds`, not a study): mean +- std over seeds of AA / forgetting / BWT per method, and the AA-evolution plot."""
     input:
         metrics=lambda w: metrics_files(w.benchmark, config["run"]["methods"], config["run"]["seeds"]),
         code=REPORT_CODE,
     output:
-        csv="results/tables/{benchmark}/main.csv",
-        md="results/tables/{benchmark}/main.md",
-        plot="results/figures/{benchmark}/aa_evolution.png",
+        **DEFAULT_RUN_REPORT,
     log:
-        "results/logs/report_main/{benchmark}.log",
+        "results/logs/report_default_run/{benchmark}.log",
     params:
         methods=config["run"]["methods"],
     localrule: True

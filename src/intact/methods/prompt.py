@@ -92,6 +92,13 @@ class PromptMethod(ProtectedMethod):
         """A method's own loss terms (EWC, LwF, ...), each added to the total; none by default."""
         return {}
 
+    # LwF's view of the family: what its snapshot holds and how it computes logits
+    def lwf_modules(self) -> dict[str, nn.Module]:
+        return {"pool": self.pool, "head": self.head}
+
+    def logits_with(self, modules: dict[str, nn.Module], x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return modules["head"](self.features(x, q, modules["pool"])[0])
+
     def param_groups(self) -> list[dict[str, Any]]:
         o = self.run.optim
         return [

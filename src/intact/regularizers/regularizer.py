@@ -144,7 +144,8 @@ class IntactRegularizer:
         """The feature layer's input when the frozen teacher (a copy of ``model``) runs on ``x``."""
         captured: dict[str, torch.Tensor] = {}
         layer = dict(self.teacher.named_modules())[self.feature]
-        handle = layer.register_forward_hook(lambda m, args, out: captured.setdefault("z", args[0]))
+        # (a forward hook that returns a value replaces the layer's output: this one returns None)
+        handle = layer.register_forward_hook(lambda m, args, out: captured.update(z=args[0]))
         try:
             self.teacher(x)
         finally:
