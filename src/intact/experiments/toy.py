@@ -24,7 +24,7 @@ from intact.experiments.nets import mlp
 from intact.io import write_json, write_text
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
-from intact.report.plots import save_figure
+from intact.report.plots import plt, save_figure
 
 METHODS = ("finetune", "intact")
 
@@ -120,10 +120,6 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def plot_toy(results: Mapping[str, Mapping[str, Any]], cfg: ToyConfig, path) -> None:
     """Three panels (after each task): the true function, both fits, the protected intervals shaded."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     n = len(cfg.segments)
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), sharey=True)
     styles = {"finetune": ("tab:red", "fine-tuning"), "intact": ("tab:blue", "InTAct")}

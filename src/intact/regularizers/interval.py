@@ -78,16 +78,6 @@ def channelwise_bounds(w: torch.Tensor, b: torch.Tensor, lower: torch.Tensor, up
     return wp * lower - wn * upper + b, wp * upper - wn * lower + b
 
 
-def batchnorm_effective_update(
-    gamma_new: torch.Tensor, beta_new: torch.Tensor, gamma_old: torch.Tensor, beta_old: torch.Tensor,
-    running_mean: torch.Tensor, running_var: torch.Tensor, eps: float = 1e-5,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eval-mode BatchNorm's update as a per-channel affine drift ``(dW_eff, db_eff)`` (Appendix)."""
-    inv = torch.rsqrt(running_var + eps)
-    dgamma, dbeta = gamma_new - gamma_old, beta_new - beta_old
-    return dgamma * inv, dbeta - dgamma * running_mean * inv
-
-
 # ---- layers as modules: the drift bound of one protected layer, and of a whole Sequential --------------
 
 AFFINE = (nn.Linear, nn.Conv2d, nn.BatchNorm1d, nn.BatchNorm2d)
