@@ -60,6 +60,18 @@ def test_network_methods_train_end_to_end(digits, tmp_path, method):
         assert any(k.endswith("bn0.running_mean") for k in state)                          # BatchNorm statistics saved
 
 
+def test_protected_layers_are_chosen_by_config():
+    from intact.methods import create_method
+
+    cfg = tiny_config()
+    cfg["methods"]["net_finetune"]["protect"] = ["fc1", "fc2"]
+    method = create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)
+    assert list(method.reg.layers) == ["fc1", "fc2"] and method.reg.feature == "fc1"
+    cfg["methods"]["net_finetune"]["protect"] = ["conv9"]
+    with pytest.raises(ValueError, match="protect names"):
+        create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)
+
+
 def test_plus_intact_only_where_accepted():
     from intact.config import ConfigError
 

@@ -71,7 +71,7 @@ def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md:
     write_text(drift_csv, table.to_csv(index=False, float_format="%.6g"))
     wide = table.pivot_table(index=["layer", "method"], columns="after_task", values="drift_mean", sort=False)
     md = "| layer | method | " + " | ".join(f"after task {t}" for t in wide.columns) + " |\n" + "|---" * (len(wide.columns) + 2) + "|\n"
-    md += "".join(f"| {layer} | {LABELS[m]} | " + " | ".join(f"{v:.3f}" for v in vals) + " |\n" for (layer, m), vals in wide.iterrows())
+    md += "".join(f"| hidden {layer[-1]} (input of {layer}) | {LABELS[m]} | " + " | ".join(f"{v:.3f}" for v in vals) + " |\n" for (layer, m), vals in wide.iterrows())
     write_text(drift_md, f"# Normalised L1 drift of hidden activations on earlier tasks' samples (mean over {len(dcfg.seeds)} seeds)\n\n{md}")
 
     summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": dataclasses.asdict(dcfg)}

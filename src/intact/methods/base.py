@@ -9,18 +9,15 @@ trainable, decided by ``requires_grad`` - a frozen module (the backbone) is neve
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from intact.config import RunConfig
 from intact.data.base import Benchmark
 from intact.regularizers.hypercube import Hypercube
-
-if TYPE_CHECKING:
-    from intact.regularizers.regularizer import IntactRegularizer
 
 
 def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
@@ -94,36 +91,3 @@ class ContinualMethod(nn.Module, ABC):
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for g in self.param_groups() for p in g["params"])
-
-
-class ProtectedMethod(ContinualMethod):
-    """A method whose layers an :class:`~intact.regularizers.regularizer.IntactRegularizer` (``self.reg``)
-    watches: it keeps the hypercubes (with or without ``+intact``) and, with ``+intact``, adds the terms."""
-
-    reg: "IntactRegularizer"
-
-    @property
-    def hypercubes(self) -> dict[str, Hypercube]:
-        return self.reg.hypercubes
-
-    @hypercubes.setter
-    def hypercubes(self, cubes: dict[str, Hypercube]) -> None:
-        self.reg.hypercubes = cubes
-
-    def add_penalty(self, total: torch.Tensor, terms: dict[str, torch.Tensor], **teacher: Any) -> torch.Tensor:
-        """Add the regularizer's terms of the last forward pass to ``total`` (and to the logged ``terms``)."""
-        for name, value in self.reg.penalty(**teacher).items():
-            terms[name] = value
-            if name != "feat_gate":
-                total = total + value
-        return total
-
-    def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
-        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``."""
-        was_training = self.training
-        self.eval()
-        device = next(self.reg.model.parameters()).device
-        loader = DataLoader(train_set, batch_size=self.run.optim.eval_batch_size, shuffle=False)
-        acts = self.reg.collect(self.predict, (x.to(device) for x, _ in loader))
-        self.train(was_training)
-        return self.reg.end_task(task, acts)

@@ -20,7 +20,7 @@ from torch.utils.data import Dataset
 
 from intact.config import RunConfig, build_dataclass
 from intact.experiments.nets import build_network
-from intact.methods.base import ProtectedMethod
+from intact.methods.protected import ProtectedMethod
 from intact.methods.ewc import EwcMixin
 from intact.methods.lwf import LwfMixin
 from intact.regularizers.interval import AFFINE
@@ -35,6 +35,7 @@ class NetworkConfig:
     widths: tuple[int, ...] = (128, 64)
     channels: int = 1
     feature: str | None = "fc1"
+    protect: tuple[str, ...] | None = None   #: the protected layers by name; None: every Linear / Conv2d / BatchNorm
 
 
 class NetworkFinetune(ProtectedMethod):
@@ -49,6 +50,11 @@ class NetworkFinetune(ProtectedMethod):
         size = run.benchmark.image_size
         self.model = build_network(self.cfg.model, (self.cfg.channels, size, size), self.cfg.widths, num_classes)
         layers = [n for n, m in self.model.named_modules() if isinstance(m, AFFINE)]
+        if self.cfg.protect is not None:
+            unknown = sorted(set(self.cfg.protect) - set(layers))
+            if unknown:
+                raise ValueError(f"{self.SECTION}.protect names {unknown}: expected some of {layers}")
+            layers = [n for n in layers if n in self.cfg.protect]
         if self.cfg.feature is not None and self.cfg.feature not in layers:
             raise ValueError(f"{self.SECTION}.feature = {self.cfg.feature!r}: expected one of {layers}")
         self.reg = IntactRegularizer(run.intact, self.model, layers, feature=self.cfg.feature)

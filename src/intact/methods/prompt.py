@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from intact.config import RunConfig
-from intact.methods.base import ProtectedMethod
+from intact.methods.protected import ProtectedMethod
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 from intact.models.prefix import Prefix
