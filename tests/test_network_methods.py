@@ -72,8 +72,13 @@ def test_protected_layers_are_chosen_by_config():
         create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)
 
 
-def test_plus_intact_only_where_accepted():
-    from intact.config import ConfigError
+def test_plus_intact_only_where_accepted_and_typos_are_caught():
+    from intact.config import ConfigError, validate_config
+
+    cfg = tiny_config()
+    cfg["methods"]["net_lwf"]["widht"] = [3]
+    with pytest.raises(ConfigError, match="widht"):
+        validate_config(cfg, check_files=False)
 
     with pytest.raises(ConfigError, match="does not accept"):
         resolve_run(tiny_config(), "digits", "net_lwf+intact", 0)
