@@ -96,7 +96,9 @@ class IntactRegularizer:
         if task > 0:
             self.previous = frozen_copy(self.model)
             if self.cfg is not None and self.cfg.lambda_feat > 0:
-                self.teacher = frozen_copy(self.teacher_source)
+                # the whole model as teacher: the anchors' snapshot already is it (one copy, not two)
+                same = self.teacher_source is self.model
+                self.teacher = self.previous if same else frozen_copy(self.teacher_source)
         device = next(self.model.parameters()).device
         self.protected = {k: v.to(device) for k, v in self.hypercubes.items()}
 
