@@ -22,7 +22,7 @@ full: $(STAMP)
 
 # Rebuild every table and figure from stored results only (e.g. a results/ tree copied from a cluster):
 # only aggregation rules are allowed, so nothing is ever trained or evaluated.
-REPORT_RULES := reports collect_run report_main report_methods report_integration report_ablation report_sensitivity
+REPORT_RULES := reports collect_run report_default_run report_study_main report_study_integration report_study_ablation report_study_sensitivity
 PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
 	$(BIN)/snakemake reports paper_tables --forceall --allowed-rules $(REPORT_RULES) $(PAPER_RULES)

@@ -26,6 +26,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/tracking.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/experiments.smk"
 
 
 rule all:

@@ -6,9 +6,8 @@ from torch import nn
 
 from intact.config import IntactConfig
 from intact.regularizers.hypercube import Hypercube
-from intact.regularizers.intact import (
-    align_loss, feat_loss, head_drift_certificate, intact_terms, intdrift_loss, snapshot_linears, var_loss,
-)
+from intact.regularizers.intact import align_loss, feat_loss, intdrift_loss, var_loss
+from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
 
 
 def _layer(seed=0):
@@ -19,17 +18,17 @@ def _layer(seed=0):
 def test_intdrift_zero_for_unchanged_head_and_matches_formula():
     lin = _layer()
     cube = Hypercube(torch.tensor([-1.0, 0.0, 0.5, -2.0]), torch.tensor([1.0, 0.5, 1.5, 0.0]))
-    anchor = snapshot_linears([("fc0", lin)])
-    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 1.0).detach()) == 0.0
+    old = frozen_copy(lin)
+    assert float(intdrift_loss([("fc0", lin, old)], {"fc0": cube}, 1.0).detach()) == 0.0
     with torch.no_grad():
         lin.weight.add_(torch.tensor([[0.1, -0.2, 0.0, 0.3]] * 3))
         lin.bias.add_(torch.tensor([0.5, 0.0, -0.5]))
-    dW = lin.weight - anchor["fc0"][0]
-    db = lin.bias - anchor["fc0"][1]
+    dW = lin.weight - old.weight
+    db = lin.bias - old.bias
     lo = dW.clamp_min(0) @ cube.lower - (-dW).clamp_min(0) @ cube.upper + db
     hi = dW.clamp_min(0) @ cube.upper - (-dW).clamp_min(0) @ cube.lower + db
     expected = (0.7 / 3 * (lo.pow(2) + hi.pow(2)).sum()).detach()
-    assert float(intdrift_loss([("fc0", lin)], anchor, {"fc0": cube}, 0.7).detach()) == pytest.approx(float(expected))
+    assert float(intdrift_loss([("fc0", lin, old)], {"fc0": cube}, 0.7).detach()) == pytest.approx(float(expected))
 
 
 def test_feat_loss_gates_per_sample_on_teacher_feature():
@@ -58,32 +57,43 @@ def test_align_loss_zero_when_batch_box_centred_on_previous_box():
     assert float(align_loss(shifted, prev, 1.0, 0.0, 1e-8)) == pytest.approx(25.0, rel=1e-6)
 
 
-def test_intact_terms_respect_task_zero_and_switches():
-    lin = _layer()
-    z = torch.randn(8, 4, requires_grad=True)
-    cubes = {"fc0": Hypercube(-torch.ones(4), torch.ones(4))}
+def _head_regularizer(cfg):
+    head = nn.Sequential()
+    head.add_module("fc0", _layer())
+    return head, IntactRegularizer(cfg, head, ["fc0"], feature="fc0")
+
+
+def test_penalty_respects_task_zero_and_switches():
     cfg = IntactConfig(lambda_intdrift=1.0, lambda_feat=1.0, lambda_var=1.0, lambda_align=1.0)
-    first = intact_terms(cfg, 0, [("fc0", lin)], {"fc0": z}, None, {}, z, None)
-    assert set(first) == {"var"}                      # only L_Var on the first task
-    later = intact_terms(cfg, 1, [("fc0", lin)], {"fc0": z}, snapshot_linears([("fc0", lin)]), cubes, z, z.detach())
+    head, reg = _head_regularizer(cfg)
+    z = torch.randn(8, 4, requires_grad=True)
+    reg.begin_task(0)
+    head(z)                                           # the hook captures fc0's input
+    assert reg.inputs["fc0"] is z
+    assert set(reg.penalty()) == {"var"}              # only L_Var on the first task
+    reg.hypercubes = {"fc0": Hypercube(-torch.ones(4), torch.ones(4))}
+    reg.begin_task(1)
+    head(z)
+    later = reg.penalty(z_teacher=z.detach())
     assert {"var", "intdrift", "feat", "align", "feat_gate"} <= set(later)
-    off = IntactConfig(lambda_intdrift=0.0, lambda_feat=1.0, lambda_var=0.0, lambda_align=0.0)
-    only_feat = intact_terms(off, 1, [("fc0", lin)], {"fc0": z}, snapshot_linears([("fc0", lin)]), cubes, z, z.detach())
-    assert set(only_feat) == {"feat", "feat_gate"}
+    reg.cfg = IntactConfig(lambda_intdrift=0.0, lambda_feat=1.0, lambda_var=0.0, lambda_align=0.0)
+    assert set(reg.penalty(teacher=lambda t: reg.teacher_feature(z))) == {"feat", "feat_gate"}
     # gradients reach the features through every loss term
     sum(v for k, v in later.items() if k != "feat_gate").backward()
     assert z.grad is not None and z.grad.abs().sum() > 0
+    assert set(IntactRegularizer(None, head, ["fc0"]).penalty()) == set()   # bookkeeping only
 
 
 def test_certificate_is_attained_at_a_corner_for_a_linear_head():
-    lin = _layer(3)
-    anchor = snapshot_linears([("fc0", lin)])
+    head, reg = _head_regularizer(IntactConfig())
+    reg.begin_task(1)                                  # anchors: the head as it is now
+    lin = head.fc0
     with torch.no_grad():
         lin.weight.add_(0.1 * torch.randn(3, 4))
     cube = Hypercube(torch.tensor([-1.0, 0.0, 0.5, -2.0]), torch.tensor([1.0, 0.5, 1.5, 0.0]))
-    cert = head_drift_certificate([("fc0", lin)], anchor, cube, 0.01)["certificate"]
+    info = reg.certificate(head, reg.previous, cube)
     import itertools
     pts = torch.tensor(list(itertools.product([0.0, 1.0], repeat=4))) * cube.width + cube.lower
-    W0, b0 = anchor["fc0"]
-    worst = float((lin(pts) - (pts @ W0.T + b0)).abs().max().detach())
-    assert cert == pytest.approx(worst, rel=1e-5)
+    worst = float((lin(pts) - reg.previous.fc0(pts)).abs().max().detach())
+    assert info["certificate"] == pytest.approx(worst, rel=1e-5)
+    assert info["sampled_drift"] <= info["certificate"] + 1e-6

@@ -6,9 +6,24 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from torch import nn
+
 from intact.regularizers.interval import (
-    affine_bounds, affine_drift_bounds, batchnorm_effective_update, conv2d_drift_bounds, network_drift_bounds,
+    affine_bounds, affine_drift_bounds, conv2d_drift_bounds, layer_drift_bounds, sequential_drift_bounds,
 )
+
+
+def network_drift_bounds(new, old, lower, upper, slope):
+    """The Linear / LeakyReLU stacks of ``new`` / ``old`` parameter lists through sequential_drift_bounds."""
+    def stack(params):
+        layers = []
+        for k, (W, b) in enumerate(params):
+            lin = nn.Linear(W.shape[1], W.shape[0]).double()
+            lin.weight.data.copy_(W)
+            lin.bias.data.copy_(b)
+            layers += [lin] + ([nn.LeakyReLU(slope)] if k < len(params) - 1 else [])
+        return layers
+    return sequential_drift_bounds(stack(new), stack(old), lower, upper)
 
 
 def corners(lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
@@ -89,11 +104,24 @@ def test_conv2d_drift_bounds_equal_corner_extremes():
     torch.testing.assert_close(hi[0], out.max(0).values)
 
 
-def test_batchnorm_effective_update_matches_eval_bn():
+def test_batchnorm_drift_is_the_appendix_effective_affine_update():
+    """Unchanged running statistics: the drift is (dgamma / sigma) h + (dbeta - dgamma mu / sigma)."""
     g = torch.Generator().manual_seed(1)
-    mean, var = torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.5
-    g0, b0, g1, b1 = (torch.randn(4, generator=g) for _ in range(4))
-    x = torch.randn(10, 4, generator=g)
-    bn = lambda gamma, beta: F.batch_norm(x, mean, var, gamma, beta, training=False, eps=1e-5)
-    dW, db = batchnorm_effective_update(g1, b1, g0, b0, mean, var, 1e-5)
-    torch.testing.assert_close(bn(g1, b1) - bn(g0, b0), x * dW + db, rtol=1e-5, atol=1e-5)
+    old = nn.BatchNorm1d(4).eval()
+    with torch.no_grad():
+        old.running_mean.copy_(torch.randn(4, generator=g))
+        old.running_var.copy_(torch.rand(4, generator=g) + 0.5)
+        old.weight.copy_(torch.randn(4, generator=g))
+    new = nn.BatchNorm1d(4).eval()
+    new.load_state_dict(old.state_dict())
+    with torch.no_grad():
+        new.weight.add_(torch.randn(4, generator=g))
+        new.bias.add_(torch.randn(4, generator=g))
+    sigma = torch.sqrt(old.running_var + old.eps)
+    dW = (new.weight - old.weight) / sigma
+    db = (new.bias - old.bias) - (new.weight - old.weight) * old.running_mean / sigma
+    for x in torch.randn(10, 4, generator=g):   # a point is a degenerate box: the bound is the drift itself
+        lo, hi = layer_drift_bounds(new, old, x, x)
+        torch.testing.assert_close(lo, x * dW + db, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(hi, lo)
+        torch.testing.assert_close(new(x[None])[0] - old(x[None])[0], x * dW + db, rtol=1e-5, atol=1e-5)

@@ -7,7 +7,7 @@ import torch
 from conftest import tiny_config
 from intact.config import IntactConfig, resolve_run
 from intact.regularizers.hypercube import Hypercube, percentile
-from intact.regularizers.intact import align_loss_reference, feat_loss_reference, intact_terms, snapshot_linears
+from intact.regularizers.intact import align_loss_reference, feat_loss_reference
 
 
 def test_default_is_the_paper_and_preset_sets_every_switch():
@@ -50,18 +50,23 @@ def test_reference_align_uses_disjoint_neurons_only():
 
 
 def test_protected_layers_cls_keeps_only_the_cls_layer():
-    fc0, fc1 = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)
-    linears = [("fc0", fc0), ("fc1", fc1)]
-    tracked = {"fc0": torch.randn(6, 3), "fc1": torch.randn(6, 4)}
-    cubes = {"fc0": Hypercube(-torch.ones(3), torch.ones(3)), "fc1": Hypercube(-torch.ones(4), torch.ones(4))}
-    anchor = snapshot_linears(linears)
-    with torch.no_grad():
-        fc1.weight.add_(1.0)                                            # only the second layer moved
+    from collections import OrderedDict
+
+    from intact.regularizers.regularizer import IntactRegularizer
+
+    head = torch.nn.Sequential(OrderedDict(fc0=torch.nn.Linear(3, 4), act0=torch.nn.LeakyReLU(), fc1=torch.nn.Linear(4, 2)))
     cfg = IntactConfig(lambda_intdrift=1.0, lambda_feat=0.0, lambda_var=1.0, lambda_align=0.0)
-    paper = intact_terms(cfg, 1, linears, tracked, anchor, cubes, tracked["fc0"], None)
-    ref = intact_terms(IntactConfig(**{**cfg.__dict__, "protected_layers": "cls"}), 1, linears, tracked, anchor, cubes, tracked["fc0"], None)
+    regs = [IntactRegularizer(c, head, ["fc0", "fc1"], feature="fc0")
+            for c in (cfg, IntactConfig(**{**cfg.__dict__, "protected_layers": "cls"}))]
+    for reg in regs:
+        reg.hypercubes = {"fc0": Hypercube(-torch.ones(3), torch.ones(3)), "fc1": Hypercube(-torch.ones(4), torch.ones(4))}
+        reg.begin_task(1)
+    with torch.no_grad():
+        head.fc1.weight.add_(1.0)                                       # only the second layer moved
+    head(torch.randn(6, 3))
+    paper, ref = (reg.penalty() for reg in regs)
     assert float(paper["intdrift"].detach()) > 0 and float(ref["intdrift"].detach()) == 0.0
-    assert float(ref["var"]) < float(paper["var"])                      # L_Var on fc0's input only
+    assert float(ref["var"].detach()) < float(paper["var"].detach())                      # L_Var on fc0's input only
 
 
 def test_test_set_hypercube_source_warns(tiny_bench, tmp_path):

@@ -82,9 +82,9 @@ def test_end_to_end_outputs_and_nothing_left_to_do(tiny_run):
         assert (run / "R.csv").exists() and (run / "metrics.json").exists()
         for t in range(3):
             assert {p.name for p in (run / f"task{t}").iterdir()} == {"state.safetensors", "hypercube.safetensors", "train.json", "eval.json"}
-    for f in ["tables/digits/main.csv", "tables/digits/main.md", "figures/digits/aa_evolution.png", "figures/digits/domains.png"]:
+    for f in ["tables/digits/default_run.csv", "tables/digits/default_run.md", "figures/digits/default_run_aa_evolution.png", "figures/digits/domains.png"]:
         assert (res / f).stat().st_size > 0, f
-    table = (res / "tables/digits/main.md").read_text()
+    table = (res / "tables/digits/default_run.md").read_text()
     assert "`coda_p+intact`" in table and "Forgetting (max-final)" in table
     assert "Nothing to be done" in snakemake(tiny_run, "-n").stdout
 
@@ -99,7 +99,7 @@ def test_deleting_a_task_redoes_only_it_and_its_dependents(tiny_run, tmp_path):
         f.unlink()
     counts = job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)
     assert counts.pop("track_run", 1) == 1               # the run's MLflow record depends on it too
-    assert counts == {"train_task": 1, "evaluate_task": 1, "collect_run": 1, "report_main": 1, "all": 1,
+    assert counts == {"train_task": 1, "evaluate_task": 1, "collect_run": 1, "report_default_run": 1, "all": 1,
                       "report_paper_tables": 1, "report_paper_figures": 1}
     snakemake(work)
     assert (run / "R.csv").read_bytes() == before        # same config + seed -> identical R
@@ -122,11 +122,11 @@ def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, 
         os.utime(tables, (now, now))
         assert "Nothing to be done" in snakemake(work, "-n").stdout      # same content: Snakemake's checksum says so
         tables.write_bytes(saved[tables][0] + b"\n# edited by a test\n")
-        assert job_counts(snakemake(work, "-n", "--quiet", "rules").stdout) == {"report_main": 1, "all": 1}
+        assert job_counts(snakemake(work, "-n", "--quiet", "rules").stdout) == {"report_default_run": 1, "all": 1}
         metrics.write_bytes(saved[metrics][0] + b"\n# edited by a test\n")
         counts = job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)
         counts.pop("track_run", None)                                  # the MLflow view follows metrics.json
-        assert counts == {"collect_run": 2, "report_main": 1, "all": 1, "report_paper_tables": 1, "report_paper_figures": 1}, counts
+        assert counts == {"collect_run": 2, "report_default_run": 1, "all": 1, "report_paper_tables": 1, "report_paper_figures": 1}, counts
     finally:
         for path, (data, st) in saved.items():
             path.write_bytes(data)
@@ -147,15 +147,15 @@ def test_reports_from_copied_results_schedule_no_training(tiny_run, tmp_path):
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst)        # copy, not copy2: fresh mtimes, as after an rsync without -t
     assert not list(copy.rglob("*.safetensors"))
-    table = copy / "results/tables/digits/main.md"
+    table = copy / "results/tables/digits/default_run.md"
     table.unlink()
-    rules = "reports collect_run report_main report_methods report_integration report_ablation report_sensitivity".split()
+    rules = "reports collect_run report_default_run report_study_main report_study_integration report_study_ablation report_study_sensitivity".split()
     proc = snakemake(copy, "reports", "--forceall", "--allowed-rules", *rules)
     out = proc.stdout + proc.stderr
     ran = {m for m in re.findall(r"^(?:local)?rule (\w+):", out, re.M)}
     assert ran and ran <= set(rules), ran
     assert "train_task" not in out and "evaluate_task" not in out and "pretrain_backbone" not in out
-    assert table.read_text() == (tiny_run / "results/tables/digits/main.md").read_text()
+    assert table.read_text() == (tiny_run / "results/tables/digits/default_run.md").read_text()
 
 
 @pytest.mark.slow

@@ -30,6 +30,11 @@ def read_accuracy_matrix(path: str | Path) -> pd.DataFrame:
     return pd.read_csv(path, index_col=0)
 
 
+def _first(per_layer: dict[str, Any]) -> dict[str, Any]:
+    """The entry of the first protected layer (train.json keeps the layers in network order)."""
+    return next(iter(per_layer.values()))
+
+
 def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: Path, metrics_json: Path, num_classes: int) -> dict[str, Any]:
     """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run."""
     evals = [read_json(p) for p in eval_paths]
@@ -43,8 +48,9 @@ def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: 
         **summarize(R.to_numpy(), sizes=np.array(first["samples"]), num_classes=num_classes),
         "certificate": [t.get("certificate") for t in trains],
         "sampled_drift": [t.get("sampled_drift") for t in trains],
-        "hypercube_log_volume": [t["hypercube"]["fc0"]["cumulative"]["log_volume"] for t in trains],
-        "hypercube_mean_width": [t["hypercube"]["fc0"]["cumulative"]["mean_width"] for t in trains],
+        # the first protected layer's box (the head's: the [CLS] feature)
+        "hypercube_log_volume": [_first(t["hypercube"])["cumulative"]["log_volume"] for t in trains],
+        "hypercube_mean_width": [_first(t["hypercube"])["cumulative"]["mean_width"] for t in trains],
         "feat_gate": [t["epochs"][-1].get("feat_gate") for t in trains],
         "train_seconds": sum(t["seconds"] for t in trains),
         "trainable_parameters": trains[-1]["trainable_parameters"],

@@ -20,6 +20,26 @@ from typing import Any, Mapping
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
 
+#: the default run's report (target ``all``: ``run.methods`` x ``run.seeds``) - not a study
+DEFAULT_RUN_REPORT = {
+    "csv": "results/tables/{benchmark}/default_run.csv",
+    "md": "results/tables/{benchmark}/default_run.md",
+    "plot": "results/figures/{benchmark}/default_run_aa_evolution.png",
+}
+
+
+def report_files(study: str, spec: Mapping[str, Any]) -> dict[str, str]:
+    """The report files of ``study`` as ``{output name: path with {benchmark}}``: ``study_<name>.*``."""
+    tables = f"results/tables/{{benchmark}}/study_{study}"
+    figures = f"results/figures/{{benchmark}}/study_{study}"
+    out = {"csv": f"{tables}.csv", "md": f"{tables}.md"}
+    if study == "main":
+        out["plot"] = f"{figures}_aa_evolution.png"
+    elif study == "sensitivity":
+        out["figure"] = f"{figures}.png"
+        out.update({f"figure_{key}": f"{figures}_{key}.png" for key in spec["grid"]})
+    return out
+
 
 @dataclass(frozen=True)
 class Study:

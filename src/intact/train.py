@@ -63,7 +63,8 @@ def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: 
                 state: Path | None = None, hypercubes: Path | None = None):
     """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given."""
     bench = open_benchmark(manifest)
-    backbone, digest = create_backbone(run.backbone, backbone_weights)
+    # the network family trains a whole network of its own: no frozen backbone to build
+    backbone, digest = create_backbone(run.backbone, backbone_weights) if METHODS[run.base].uses_backbone else (None, None)
     method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
     if state is not None:
         method.load_trainable_state(load_tensors(state))

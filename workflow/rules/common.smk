@@ -6,7 +6,8 @@ import re
 from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
-from intact.studies import expand_studies, sensitivity_grid
+from intact.paths import RUN_DIR, run_dir
+from intact.studies import DEFAULT_RUN_REPORT, expand_studies, report_files
 from intact.tracking import tracking_config, tracking_markers
 
 try:
@@ -87,14 +88,14 @@ def previous_task(wildcards):
     if t == 0 or not METHODS[parse_method_name(wildcards.method).base].loads_previous_state:
         return {}
     w = wildcards
-    prev = f"results/runs/{w.benchmark}/{w.method}/seed{w.seed}/task{t - 1}"
+    prev = f"{run_dir(w.benchmark, w.method, w.seed)}/task{t - 1}"
     return {"state": f"{prev}/state.safetensors", "hypercube": f"{prev}/hypercube.safetensors"}
 
 
 def run_tasks(wildcards, name):
     """``name`` in every task folder of the run."""
     w = wildcards
-    return [f"results/runs/{w.benchmark}/{w.method}/seed{w.seed}/task{t}/{name}" for t in range(num_tasks(w.benchmark))]
+    return [f"{run_dir(w.benchmark, w.method, w.seed)}/task{t}/{name}" for t in range(num_tasks(w.benchmark))]
 
 
 TASK_FILES = ["state.safetensors", "hypercube.safetensors", "train.json", "eval.json"]
@@ -103,7 +104,7 @@ TASK_FILES = ["state.safetensors", "hypercube.safetensors", "train.json", "eval.
 def run_outputs(benchmark, methods, seeds):
     """Every artifact of the runs. Task files are listed too (not only R.csv), so that a deleted task
     folder is redone - Snakemake would otherwise treat it as a disposable intermediate."""
-    runs = expand("results/runs/{benchmark}/{method}/seed{seed}", benchmark=benchmark, method=methods, seed=seeds)
+    runs = expand(RUN_DIR, benchmark=benchmark, method=methods, seed=seeds)
     tasks = range(num_tasks(benchmark))
     return [f"{r}/{f}" for r in runs for f in ("R.csv", "metrics.json")] + [
         f"{r}/task{t}/{f}" for r in runs for t in tasks for f in TASK_FILES
@@ -115,25 +116,17 @@ def all_targets():
     targets = []
     for b in r["benchmarks"]:
         targets += run_outputs(b, r["methods"], r["seeds"])
-        targets += expand("results/tables/{benchmark}/main.{ext}", benchmark=b, ext=["csv", "md"])
-        targets += [f"results/figures/{b}/aa_evolution.png", f"results/figures/{b}/domains.png"]
+        targets += [f.format(benchmark=b) for f in DEFAULT_RUN_REPORT.values()] + [f"results/figures/{b}/domains.png"]
     return targets
 
 
 def metrics_files(benchmark, methods, seeds):
-    return expand("results/runs/{benchmark}/{method}/seed{seed}/metrics.json", benchmark=benchmark, method=methods, seed=seeds)
+    return expand(f"{RUN_DIR}/metrics.json", benchmark=benchmark, method=methods, seed=seeds)
 
 
 def study_outputs(study, benchmark):
     """The report files of one study (see workflow/rules/studies.smk)."""
-    if study == "main":
-        return [f"results/tables/{benchmark}/methods.{e}" for e in ("csv", "md")] + [f"results/figures/{benchmark}/methods_aa_evolution.png"]
-    if study == "sensitivity":
-        keys = sensitivity_grid(STUDIES[study].spec)
-        return [f"results/tables/{benchmark}/sensitivity.{e}" for e in ("csv", "md")] + [f"results/figures/{benchmark}/sensitivity.png"] + [
-            f"results/figures/{benchmark}/sensitivity_{k}.png" for k in keys
-        ]
-    return [f"results/tables/{benchmark}/{study}.{e}" for e in ("csv", "md")]
+    return [f.format(benchmark=benchmark) for f in report_files(study, STUDIES[study].spec).values()]
 
 
 def study_targets(study):
@@ -152,7 +145,7 @@ def stored_reports(wildcards=None):
     targets = []
     for b in config["run"]["benchmarks"]:
         if all(os.path.exists(f) for f in metrics_files(b, config["run"]["methods"], config["run"]["seeds"])):
-            targets += [f"results/tables/{b}/main.csv", f"results/tables/{b}/main.md", f"results/figures/{b}/aa_evolution.png"]
+            targets += [f.format(benchmark=b) for f in DEFAULT_RUN_REPORT.values()]
         for name, s in STUDIES.items():
             if all(os.path.exists(f) for f in metrics_files(b, s.methods, s.seeds)):
                 targets += study_outputs(name, b)

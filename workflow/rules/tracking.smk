@@ -14,13 +14,13 @@ tracking_targets = partial(_tracking.tracking_targets, config)
 rule track_run:
     """Log one finished run (config, losses, R, metrics, hypercubes, figure) to MLflow."""
     input:
-        R="results/runs/{benchmark}/{method}/seed{seed}/R.csv",
-        metrics="results/runs/{benchmark}/{method}/seed{seed}/metrics.json",
+        R=f"{RUN_DIR}/R.csv",
+        metrics=f"{RUN_DIR}/metrics.json",
         trains=lambda w: run_tasks(w, "train.json"),
         evals=lambda w: run_tasks(w, "eval.json"),
         hypercubes=lambda w: run_tasks(w, "hypercube.safetensors"),
     output:
-        marker="results/runs/{benchmark}/{method}/seed{seed}/tracking.json",
+        marker=f"{RUN_DIR}/tracking.json",
     log:
         "results/logs/track_run/{benchmark}/{method}/seed{seed}.log",
     params:

@@ -6,9 +6,9 @@ rule train_task:
         backbone=backbone_weights,
         backbone_info=backbone_info,
     output:
-        state="results/runs/{benchmark}/{method}/seed{seed}/task{task}/state.safetensors",
-        hypercube="results/runs/{benchmark}/{method}/seed{seed}/task{task}/hypercube.safetensors",
-        record="results/runs/{benchmark}/{method}/seed{seed}/task{task}/train.json",
+        state=f"{RUN_DIR}/task{{task}}/state.safetensors",
+        hypercube=f"{RUN_DIR}/task{{task}}/hypercube.safetensors",
+        record=f"{RUN_DIR}/task{{task}}/train.json",
     log:
         "results/logs/train_task/{benchmark}/{method}/seed{seed}/task{task}.log",
     benchmark:
@@ -25,11 +25,11 @@ rule train_task:
 rule evaluate_task:
     """Accuracy of task t's state on every task's test set: column t of R."""
     input:
-        state="results/runs/{benchmark}/{method}/seed{seed}/task{task}/state.safetensors",
+        state=f"{RUN_DIR}/task{{task}}/state.safetensors",
         manifest=manifest,
         backbone=backbone_weights,
     output:
-        record="results/runs/{benchmark}/{method}/seed{seed}/task{task}/eval.json",
+        record=f"{RUN_DIR}/task{{task}}/eval.json",
     log:
         "results/logs/evaluate_task/{benchmark}/{method}/seed{seed}/task{task}.log",
     benchmark:
@@ -51,8 +51,8 @@ rule collect_run:
         manifest=manifest,
         code=AGGREGATION_CODE,
     output:
-        R="results/runs/{benchmark}/{method}/seed{seed}/R.csv",
-        metrics="results/runs/{benchmark}/{method}/seed{seed}/metrics.json",
+        R=f"{RUN_DIR}/R.csv",
+        metrics=f"{RUN_DIR}/metrics.json",
     log:
         "results/logs/collect_run/{benchmark}/{method}/seed{seed}.log",
     localrule: True

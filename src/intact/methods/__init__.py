@@ -15,11 +15,13 @@ from intact.registry import load_target, resolve
 @dataclass(frozen=True)
 class MethodEntry:
     target: str            #: "module:Class"
-    prompt_based: bool     #: InTAct ("+intact") integrates with prompt-based methods
+    accepts_intact: bool   #: "<name>+intact" is a valid run (the method adds the regularizer's terms)
     description: str
     #: False: every task starts from a fresh model (joint); the workflow then schedules its tasks
     #: independently and the job loads neither the previous state nor its hypercubes
     loads_previous_state: bool = True
+    #: False: the method trains a whole network of its own; the job builds no frozen backbone
+    uses_backbone: bool = True
 
 
 METHODS: dict[str, MethodEntry] = {
@@ -30,6 +32,10 @@ METHODS: dict[str, MethodEntry] = {
     "ewc": MethodEntry("intact.methods.ewc:EWC", False, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head"),
     "lwf": MethodEntry("intact.methods.lwf:LwF", False, "LwF (Li & Hoiem, 2017) on one shared prompt + head"),
     "joint": MethodEntry("intact.methods.joint:Joint", False, "upper bound: fresh training on the union of tasks 0..t", loads_previous_state=False),
+    # the network family: a whole MLP / CNN (methods.<name>.model) trained end to end, no frozen backbone
+    "net_finetune": MethodEntry("intact.methods.network:NetworkFinetune", True, "sequential fine-tuning of a whole network", uses_backbone=False),
+    "net_ewc": MethodEntry("intact.methods.network:NetworkEWC", False, "EWC on a whole network", uses_backbone=False),
+    "net_lwf": MethodEntry("intact.methods.network:NetworkLwF", False, "LwF on a whole network", uses_backbone=False),
 }
 
 

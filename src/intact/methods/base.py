@@ -1,8 +1,9 @@
 """The method interface (Mammoth-style hooks) every continual-learning method implements.
 
 A training job calls, for one task: ``begin_task`` -> ``loss`` per batch (the job owns the optimizer)
--> ``end_task``. Everything a later task needs is in ``trainable_state()`` (+ ``hypercubes``); the frozen
-backbone is never saved with it.
+-> ``end_task``. Everything a later task needs is in ``trainable_state()`` (+ ``hypercubes``): what is
+trainable, decided by ``requires_grad`` - a frozen module (the backbone) is never saved, and snapshots
+(teachers, anchors) live outside the module tree.
 """
 
 from __future__ import annotations
@@ -16,22 +17,39 @@ from torch.utils.data import Dataset
 
 from intact.config import RunConfig
 from intact.data.base import Benchmark
-from intact.models.backbone import FrozenViT
 from intact.regularizers.hypercube import Hypercube
 
 
-class ContinualMethod(nn.Module, ABC):
-    """Base class: a trainable module on a frozen backbone, trained one task at a time."""
+def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
+    """``name.`` of every maximal submodule that has parameters, none of them trainable."""
+    out: list[str] = []
+    for name, m in module.named_modules():
+        params = list(m.parameters())
+        if name and params and not any(p.requires_grad for p in params) and not name.startswith(tuple(out)):
+            out.append(name + ".")
+    return tuple(out)
 
-    def __init__(self, run: RunConfig, backbone: FrozenViT, num_classes: int, num_tasks: int):
+
+class ContinualMethod(nn.Module, ABC):
+    """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
+
+    def __init__(self, run: RunConfig, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__()
         self.run = run
         self.backbone = backbone
         self.num_classes = num_classes
         self.num_tasks = num_tasks
         self.task = 0
-        #: cumulative hypercubes after the last finished task, per tracked layer
-        self.hypercubes: dict[str, Hypercube] = {}
+
+    @property
+    def hypercubes(self) -> dict[str, Hypercube]:
+        """Per-layer boxes carried from task to task (``hypercube.safetensors``); none by default."""
+        return {}
+
+    @hypercubes.setter
+    def hypercubes(self, cubes: dict[str, Hypercube]) -> None:
+        if cubes:
+            raise ValueError(f"{type(self).__name__} keeps no hypercubes")
 
     # ---- hooks ----------------------------------------------------------------------------------
     def training_data(self, bench: Benchmark, task: int) -> Dataset:
@@ -59,16 +77,15 @@ class ContinualMethod(nn.Module, ABC):
     def param_groups(self) -> list[dict[str, Any]]:
         """Optimizer parameter groups with their learning rates."""
 
-    #: submodules never saved: the frozen backbone and snapshots rebuilt from the previous state
-    NOT_SAVED = ("backbone.", "teacher.")
-
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """Everything a later task needs (the frozen backbone and derived snapshots excluded)."""
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(self.NOT_SAVED)}
+        """Everything a later task needs: the state outside frozen submodules (trainable parameters, the
+        buffers that go with them: BatchNorm statistics, EWC's Fisher, a pool's task counter)."""
+        frozen = frozen_prefixes(self)
+        return {k: v for k, v in self.state_dict().items() if not k.startswith(frozen)}
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.startswith(self.NOT_SAVED)]
+        missing = [k for k in missing if not k.startswith(frozen_prefixes(self))]
         if missing or unexpected:
             raise ValueError(f"state does not fit {type(self).__name__}: missing {missing}, unexpected {unexpected}")
 

@@ -13,11 +13,12 @@ from intact.models.coda import CodaPromptPool
 
 @dataclass(frozen=True)
 class CodaConfig:
-    """``methods.coda_p`` in config.yaml."""
+    """``methods.coda_p`` in config.yaml (defaults mirror it, tests/test_defaults.py; reference code:
+    pool 100 at blocks 0-4 of 12)."""
 
-    pool_size: int = 100
+    pool_size: int = 40
     length: int = 8
-    layers: tuple[int, ...] = (0, 1, 2, 3, 4)
+    layers: tuple[int, ...] = (0, 1, 2)
     ortho_mu: float = 0.0
 
 

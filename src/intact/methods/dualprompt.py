@@ -15,10 +15,10 @@ from intact.models.dualprompt import DualPromptPool
 class DualPromptConfig:
     """``methods.dualprompt`` in config.yaml (reference: g 6 at blocks 0-1, e 20 at blocks 2-4)."""
 
-    g_length: int = 6
-    g_layers: tuple[int, ...] = (0, 1)
-    e_length: int = 20
-    e_layers: tuple[int, ...] = (2, 3, 4)
+    g_length: int = 4
+    g_layers: tuple[int, ...] = (0,)
+    e_length: int = 8
+    e_layers: tuple[int, ...] = (1, 2)
     match_weight: float = 1.0
 
 

@@ -34,16 +34,14 @@ class TensorStore(nn.Module):
         return getattr(self, name.replace(".", "__"))
 
 
-class EWC(Finetune):
+class EwcMixin:
     """EWC (Kirkpatrick et al., 2017) in its online form: one anchor, the Fishers of all tasks summed.
 
     After task ``t``: ``F <- F + F_t`` (empirical Fisher of task ``t``'s training data) and ``theta* <-``
     the parameters after task ``t``. Both live in the trainable state (``fisher.*``, ``anchor.*``), so the
-    next task's job - a separate process - continues from them.
+    next task's job - a separate process - continues from them. Mixed into a method of either family
+    (``self.cfg.lambda_ewc``); the protected parameters are everything it trains.
     """
-
-    CONFIG = EwcConfig
-    SECTION = "methods.ewc"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -56,10 +54,10 @@ class EWC(Finetune):
         return self.predict(x)
 
     def ewc_parameters(self) -> dict[str, torch.Tensor]:
-        """The protected parameters: everything the optimizer trains (prompt + head)."""
-        return {n: p for n, p in self.named_parameters() if p.requires_grad and n.startswith(("pool.", "head."))}
+        """The protected parameters: everything the optimizer trains (prompt + head, or the whole network)."""
+        return {n: p for n, p in self.named_parameters() if p.requires_grad}
 
-    def extra_terms(self, x: torch.Tensor, q: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    def extra_terms(self, x: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         if self.task == 0 or self.cfg.lambda_ewc == 0:
             return {}
         params = self.ewc_parameters()
@@ -86,3 +84,10 @@ class EWC(Finetune):
         info["ewc"] = {"task_fisher_mean": float(flat.mean()), "task_fisher_max": float(flat.max()),
                        "cumulative_fisher_mean": float(total.mean())}
         return info
+
+
+class EWC(EwcMixin, Finetune):
+    """EWC on the shared prompt + head."""
+
+    CONFIG = EwcConfig
+    SECTION = "methods.ewc"

@@ -20,10 +20,10 @@ from intact.models.shared_prompt import SharedPrompt
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """``methods.finetune`` in config.yaml: the shared prompt (reference CODA-P layers: blocks 0-4)."""
+    """``methods.finetune`` in config.yaml: the shared prompt (the same blocks as coda_p; reference: 0-4)."""
 
     length: int = 8
-    layers: tuple[int, ...] = (0, 1, 2, 3, 4)
+    layers: tuple[int, ...] = (0, 1, 2)
 
 
 class Finetune(PromptMethod):

@@ -15,9 +15,9 @@ from intact.models.l2p import L2PPool
 class L2PConfig:
     """``methods.l2p`` in config.yaml (reference: pool 30, length 20, top-5, block 0)."""
 
-    pool_size: int = 30
-    length: int = 20
-    top_k: int = 5
+    pool_size: int = 10
+    length: int = 8
+    top_k: int = 3
     layers: tuple[int, ...] = (0,)
     match_weight: float = 1.0
 

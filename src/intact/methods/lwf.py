@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from intact.methods.base import ContinualMethod
 from intact.methods.finetune import Finetune, FinetuneConfig
 from intact.regularizers.lwf import distillation_loss
+from intact.regularizers.regularizer import frozen_copy
 
 
 @dataclass(frozen=True)
@@ -22,34 +21,37 @@ class LwfConfig(FinetuneConfig):
     temperature: float = 2.0
 
 
-class LwF(Finetune):
-    """Learning without Forgetting (Li & Hoiem, 2017) with the frozen ViT and one shared prompt.
+class LwfMixin:
+    """Learning without Forgetting (Li & Hoiem, 2017), mixed into a method of either family.
 
-    Domain-incremental: old and new tasks share the head, so the distillation covers all its logits.
-    The teacher is the previous task's prompt + head (a snapshot taken at ``begin_task``, rebuilt from
-    the loaded state, never saved).
+    Domain-incremental: old and new tasks share the output layer, so the distillation covers all its
+    logits. The teacher is the previous task's trainable modules (``lwf_modules``: prompt + head, or the
+    network): a frozen eval-mode snapshot taken at ``begin_task`` from the loaded state, held outside the
+    module tree (``train()`` cannot reach it, it is never saved).
     """
-
-    CONFIG = LwfConfig
-    SECTION = "methods.lwf"
-    NOT_SAVED = (*ContinualMethod.NOT_SAVED, "previous.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.cfg.temperature <= 0:
-            raise ValueError(f"methods.lwf.temperature = {self.cfg.temperature}: expected > 0")
-        self.previous: nn.ModuleDict | None = None
+            raise ValueError(f"{self.SECTION}.temperature = {self.cfg.temperature}: expected > 0")
+        # a plain dict, not a ModuleDict: the snapshot must stay outside the module tree
+        self.previous: dict[str, nn.Module] | None = None
 
     def begin_task(self, task: int, train_set: Dataset) -> None:
         if task > 0:
-            snapshot = nn.ModuleDict({"pool": copy.deepcopy(self.pool), "head": copy.deepcopy(self.head)})
-            self.previous = snapshot.eval().requires_grad_(False)
+            self.previous = {name: frozen_copy(m) for name, m in self.lwf_modules().items()}
         super().begin_task(task, train_set)
 
-    def extra_terms(self, x: torch.Tensor, q: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    def extra_terms(self, x: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         if self.previous is None or self.cfg.lambda_lwf == 0:
             return {}
         with torch.no_grad():
-            z_old, _ = self.features(x, q, self.previous["pool"])
-            old_logits = self.previous["head"](z_old)
+            old_logits = self.logits_with(self.previous, x, q)
         return {"lwf": self.cfg.lambda_lwf * distillation_loss(logits, old_logits, self.cfg.temperature)}
+
+
+class LwF(LwfMixin, Finetune):
+    """LwF with the frozen ViT and one shared prompt."""
+
+    CONFIG = LwfConfig
+    SECTION = "methods.lwf"

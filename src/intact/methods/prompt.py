@@ -1,47 +1,40 @@
 """Shared machinery of prompt-based methods: query -> prompt pool -> prompted [CLS] -> head.
 
-Subclasses build the pool (CODA-Prompt, L2P, DualPrompt, ...). This class adds what every prompt
-method gets for free: cumulative hypercubes of the head's inputs after each task (a diagnostic for
-plain methods, the protected region for ``+intact``), the measured drift certificate, and - when the
-run name carries ``+intact`` - the four InTAct terms.
+Subclasses build the pool (CODA-Prompt, L2P, DualPrompt, ...). Every prompt method carries an
+:class:`~intact.regularizers.regularizer.IntactRegularizer` on its head (every Linear protected against
+its own input's box; the feature is the [CLS] token read by the first Linear; the teacher is the
+previous task's pool): without ``+intact`` it only records the hypercubes and the certificate, with
+``+intact`` it adds the four terms.
 """
 
 from __future__ import annotations
 
-import copy
 from abc import abstractmethod
 from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from intact.config import IntactConfig, RunConfig
-from intact.methods.base import ContinualMethod
+from intact.config import RunConfig
+from intact.methods.protected import ProtectedMethod
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 from intact.models.prefix import Prefix
-from intact.regularizers.hypercube import Hypercube
-from intact.regularizers.intact import Anchor, head_drift_certificate, intact_terms, snapshot_linears
+from intact.regularizers.regularizer import IntactRegularizer
 from intact.seeding import task_generator
 
 
-class PromptMethod(ContinualMethod):
+class PromptMethod(ProtectedMethod):
     """A prompt pool + shared head on a frozen ViT, optionally regularised by InTAct."""
 
     def __init__(self, run: RunConfig, backbone: FrozenViT, num_classes: int, num_tasks: int):
         super().__init__(run, backbone, num_classes, num_tasks)
         self.pool = self.build_pool(backbone.embed_dim, num_tasks)
         self.head = Head(backbone.embed_dim, num_classes, run.head)
-        self.intact: IntactConfig | None = run.intact
-        # hypercubes are kept for every prompt method; plain methods use the default percentile
-        self.alpha = (run.intact or IntactConfig()).percentile
-        self.percentile_method = (run.intact or IntactConfig()).percentile_method
-        self.anchor: Anchor | None = None
-        self.teacher: nn.Module | None = None
-        #: the cumulative hypercubes on the model's device, moved once per task (not once per batch)
-        self.protected: dict[str, Hypercube] = {}
+        layers = [n for n, _ in self.head.linears()]
+        self.reg = IntactRegularizer(run.intact, self.head, layers, feature=layers[0], teacher_source=self.pool)
 
     @abstractmethod
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
@@ -72,39 +65,26 @@ class PromptMethod(ContinualMethod):
     # ---- hooks ----------------------------------------------------------------------------------
     def begin_task(self, task: int, train_set: Dataset) -> None:
         super().begin_task(task, train_set)
-        if task > 0:
-            self.anchor = snapshot_linears(self.head.linears())
-            if self.intact is not None and self.intact.lambda_feat > 0:
-                # the teacher: the previous task's prompts on the same frozen backbone
-                self.teacher = copy.deepcopy(self.pool).eval().requires_grad_(False)
+        # before the pool moves on: the anchors and the teacher are the previous task's head and pool
+        self.reg.begin_task(task)
         self.pool.begin_task(task, task_generator(self.run.seed, task, "prompts"))
-        device = next(self.head.parameters()).device
-        self.protected = {k: v.to(device) for k, v in self.hypercubes.items()}
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         q = self.query(x)
         z, aux = self.features(x, q)
-        logits, tracked = self.head.forward_tracked(z)
+        logits = self.head(z)
         ce = F.cross_entropy(logits, y)
         terms: dict[str, torch.Tensor] = {"ce": ce}
         # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
-        total = 2 * ce if (self.intact is not None and self.intact.double_ce) else ce
+        intact = self.reg.cfg
+        total = 2 * ce if (intact is not None and intact.double_ce) else ce
         if aux.requires_grad or aux.item() != 0.0:
             terms["aux"] = aux
             total = total + aux
         for name, value in self.extra_terms(x, q, logits).items():
             terms[name] = value
             total = total + value
-        if self.intact is not None:
-            z_teacher = None
-            if self.teacher is not None and self.task > 0:
-                with torch.no_grad():
-                    z_teacher, _ = self.features(x, q, self.teacher)
-            reg = intact_terms(self.intact, self.task, self.head.linears(), tracked, self.anchor, self.protected, z, z_teacher)
-            for name, value in reg.items():
-                terms[name] = value
-                if name != "feat_gate":
-                    total = total + value
+        total = self.add_penalty(total, terms, teacher=lambda pool: self.features(x, q, pool)[0])
         terms["acc"] = (logits.argmax(1) == y).float().mean()
         return total, {k: v.detach() for k, v in terms.items()}
 
@@ -112,55 +92,12 @@ class PromptMethod(ContinualMethod):
         """A method's own loss terms (EWC, LwF, ...), each added to the total; none by default."""
         return {}
 
-    @torch.no_grad()
-    def tracked_activations(self, data: Dataset, batch_size: int = 512) -> dict[str, torch.Tensor]:
-        """Inputs of every head Linear over ``data`` (a final inference pass, eval mode)."""
-        was_training = self.training
-        self.eval()
-        device = next(self.head.parameters()).device
-        chunks: dict[str, list[torch.Tensor]] = {}
-        for x, _ in DataLoader(data, batch_size=batch_size, shuffle=False):
-            x = x.to(device)
-            z, _ = self.features(x, self.query(x))
-            _, tracked = self.head.forward_tracked(z)
-            for name, h in tracked.items():
-                chunks.setdefault(name, []).append(h.float().cpu())
-        self.train(was_training)
-        return {k: torch.cat(v) for k, v in chunks.items()}
+    # LwF's view of the family: what its snapshot holds and how it computes logits
+    def lwf_modules(self) -> dict[str, nn.Module]:
+        return {"pool": self.pool, "head": self.head}
 
-    def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
-        """Update the cumulative hypercubes from this task's training data; measure the certificate."""
-        acts = self.tracked_activations(train_set, self.run.optim.eval_batch_size)
-        info: dict[str, Any] = {"hypercube": {}, "inside_previous": {}}
-        if task > 0 and self.anchor is not None and "fc0" in self.protected:
-            # the anchor and the protected box already live on the head's device (begin_task)
-            cube = self.protected["fc0"]
-            info.update(head_drift_certificate(self.head.linears(), self.anchor, cube, self.run.head.negative_slope))
-            info["sampled_drift"] = self._sampled_drift(cube)
-        new_cubes = {}
-        for name, h in acts.items():
-            task_cube = Hypercube.from_activations(h, self.alpha, self.percentile_method)
-            previous = self.hypercubes.get(name)
-            if previous is not None:
-                # how much of this task's data already lay in the protected region
-                info["inside_previous"][name] = {
-                    "samples": float(previous.contains(h).float().mean()),
-                    "coordinates": previous.inside_fraction(h),
-                }
-            new_cubes[name] = task_cube.union(previous)
-            info["hypercube"][name] = {"task": task_cube.summary(), "cumulative": new_cubes[name].summary()}
-        self.hypercubes = new_cubes
-        return info
-
-    @torch.no_grad()
-    def _sampled_drift(self, cube: Hypercube, n: int = 4096) -> float:
-        """Largest |logit drift| seen at points drawn in the box: an empirical check of the certificate."""
-        old = copy.deepcopy(self.head)
-        for name, layer in old.linears():
-            layer.weight.copy_(self.anchor[name][0])
-            layer.bias.copy_(self.anchor[name][1])
-        z = cube.sample(n, torch.Generator().manual_seed(0)).to(cube.lower.device)
-        return float((self.head(z) - old(z)).abs().max())
+    def logits_with(self, modules: dict[str, nn.Module], x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return modules["head"](self.features(x, q, modules["pool"])[0])
 
     def param_groups(self) -> list[dict[str, Any]]:
         o = self.run.optim

@@ -1,7 +1,7 @@
 """The shared classifier head: Linear, or Linear -> LeakyReLU -> ... -> Linear.
 
-InTAct protects every Linear of the head against the hypercube of *its own input*; so the head
-reports those inputs ("tracked layers") alongside the logits.
+InTAct protects every Linear of the head against the hypercube of *its own input* (captured by the
+regularizer's forward hooks; the layer names ``fc0, fc1, ...`` are the hypercubes' names).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from intact.config import HeadConfig
 
 
 class Head(nn.Sequential):
-    """A classifier whose Linear layers are named ``fc0, fc1, ...``; tracked inputs share the names."""
+    """A classifier whose Linear layers are named ``fc0, fc1, ...``."""
 
     def __init__(self, in_dim: int, num_classes: int, cfg: HeadConfig):
         layers: list[tuple[str, nn.Module]] = []
@@ -29,13 +29,3 @@ class Head(nn.Sequential):
 
     def linears(self) -> list[tuple[str, nn.Linear]]:
         return [(n, m) for n, m in self.named_children() if isinstance(m, nn.Linear)]
-
-    def forward_tracked(self, z: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits and the input of every Linear layer, keyed by the layer's name."""
-        inputs: dict[str, torch.Tensor] = {}
-        h = z
-        for name, module in self.named_children():
-            if isinstance(module, nn.Linear):
-                inputs[name] = h
-            h = module(h)
-        return h, inputs

@@ -42,7 +42,10 @@ class Hypercube:
 
     @classmethod
     def from_activations(cls, acts: torch.Tensor, alpha: float, method: str = "linear") -> "Hypercube":
-        """Bounds at the ``alpha``-th and ``(100 - alpha)``-th percentile of each neuron."""
+        """Bounds at the ``alpha``-th and ``(100 - alpha)``-th percentile of each neuron.
+
+        ``acts`` is ``(N, ...)``: a conv input ``(N, C, H, W)`` gets one interval per (channel, position).
+        """
         acts = acts.detach().float()
         return cls(percentile(acts, alpha, method), percentile(acts, 100.0 - alpha, method))
 
@@ -74,8 +77,9 @@ class Hypercube:
         return float(torch.log(self.width.clamp_min(1e-30)).sum())
 
     def contains(self, x: torch.Tensor) -> torch.Tensor:
-        """Per sample: is every coordinate inside the box?"""
-        return ((x >= self.lower) & (x <= self.upper)).all(dim=-1)
+        """Per sample: is every coordinate inside the box? (``x``: a batch of the box's shape)"""
+        inside = (x >= self.lower) & (x <= self.upper)
+        return inside.reshape(*inside.shape[: inside.dim() - self.lower.dim()], -1).all(dim=-1)
 
     def inside_fraction(self, x: torch.Tensor) -> float:
         """Fraction of (sample, neuron) coordinates inside their interval."""
@@ -84,8 +88,12 @@ class Hypercube:
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` points drawn uniformly from the box."""
         # drawn on the CPU (a CPU generator): the same points on every device
-        u = torch.rand(n, self.dim, generator=generator, dtype=self.lower.dtype).to(self.lower.device)
+        u = torch.rand(n, *self.lower.shape, generator=generator, dtype=self.lower.dtype).to(self.lower.device)
         return self.lower + u * self.width
+
+    def flat(self) -> "Hypercube":
+        """The same box over the flattened coordinates (a conv input's (C, H, W) box as one vector)."""
+        return Hypercube(self.lower.flatten(), self.upper.flatten())
 
     def to(self, device: torch.device | str) -> "Hypercube":
         return Hypercube(self.lower.to(device), self.upper.to(device))

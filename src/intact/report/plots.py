@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 from intact.io import atomic_path  # noqa: E402
 
 
-def _save(fig: "plt.Figure", path: str | Path) -> None:
+def save_figure(fig: "plt.Figure", path: str | Path) -> None:
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=150, bbox_inches="tight")
@@ -45,7 +45,7 @@ def aa_evolution_plot(runs: pd.DataFrame, path: str | Path, methods: Sequence[st
     ax.set_title(title or "AA evolution")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def domain_preview(clean: np.ndarray, domains: dict[str, np.ndarray], labels: np.ndarray, path: str | Path) -> None:
@@ -63,7 +63,7 @@ def domain_preview(clean: np.ndarray, domains: dict[str, np.ndarray], labels: np
                 ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=8)
             if r == 0:
                 ax.set_title(str(labels[c]), fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 _LAMBDA_TITLES = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_feat": r"$\lambda_{Feat}$",
@@ -92,8 +92,8 @@ def sensitivity_plots(runs: pd.DataFrame, grid: dict[str, dict[float, str]], com
     for key, points in grid.items():
         fig, ax = plt.subplots(figsize=(5.0, 3.8))
         _sensitivity_panel(ax, runs, points, key)
-        _save(fig, per_family[key])
+        save_figure(fig, per_family[key])
     fig, axes = plt.subplots(1, len(grid), figsize=(5.0 * len(grid), 3.8), squeeze=False)
     for ax, (key, points) in zip(axes[0], grid.items()):
         _sensitivity_panel(ax, runs, points, key)
-    _save(fig, combined)
+    save_figure(fig, combined)

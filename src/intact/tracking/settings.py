@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from intact.paths import run_dir
+
 TRACKER_VERSION = 1  #: bump when what is logged changes: every run is then re-logged once
 MARKER = "tracking.json"
 DEFAULT_EXPERIMENT = "intact/{benchmark}"
@@ -88,7 +90,7 @@ def load_tracking_config(path: str | os.PathLike | None) -> TrackingConfig:
 
 def marker_path(benchmark: str, method: str, seed: int) -> str:
     """The tracking marker of one run (a Snakemake target, relative to the workdir)."""
-    return f"results/runs/{benchmark}/{method}/seed{seed}/{MARKER}"
+    return f"{run_dir(benchmark, method, seed)}/{MARKER}"
 
 
 def tracking_markers(benchmark: str, methods: Sequence[str], seeds: Sequence[int]) -> list[str]:

@@ -1,0 +1,87 @@
+"""The drift experiment's outputs: the figure (drift vs task, per method, one panel per hidden layer), the
+drift table and the accuracy matrices R (mean over seeds), from :func:`intact.experiments.drift.run_drift`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from intact.experiments.drift import HIDDEN, METHODS, drift_config, mean_drift_curves, run_drift, split_tasks
+from intact.io import write_json, write_text
+from intact.report.plots import plt, save_figure
+
+LABELS = {"finetune": "fine-tuning", "lwf": "LwF", "intact": "InTAct"}
+COLORS = {"finetune": "tab:red", "lwf": "tab:orange", "intact": "tab:blue"}
+LAYER_TITLES = {"fc1": "hidden layer 1 (L_Feat's feature)", "fc2": "hidden layer 2"}
+
+
+def plot_drift(curves: Mapping[str, Mapping[str, np.ndarray]], path: Path, title: str) -> None:
+    """Mean (line) and min-max over seeds (band) of the drift after each task, per method and layer."""
+    fig, axes = plt.subplots(1, len(HIDDEN), figsize=(5.2 * len(HIDDEN), 3.8), sharey=True)
+    for ax, layer in zip(axes, HIDDEN):
+        for method, per_layer in curves.items():
+            c = per_layer[layer][:, 1:]
+            tasks = np.arange(2, c.shape[1] + 2)
+            ax.plot(tasks, c.mean(0), "o-", color=COLORS[method], lw=2, label=LABELS[method])
+            ax.fill_between(tasks, c.min(0), c.max(0), color=COLORS[method], alpha=0.15, lw=0)
+        ax.set_title(LAYER_TITLES[layer], fontsize=10)
+        ax.set_xlabel("after training task")
+        ax.set_xticks(tasks)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("normalised L1 drift on earlier tasks' samples")
+    axes[0].legend(frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def _r_markdown(R: np.ndarray, method: str) -> str:
+    T = R.shape[0]
+    head = "| task \\ after | " + " | ".join(str(t + 1) for t in range(T)) + " |\n" + "|---" * (T + 1) + "|\n"
+    rows = "".join(f"| {i + 1} | " + " | ".join(f"{R[i, t]:.1f}" if t >= i else "" for t in range(T)) + " |\n" for i in range(T))
+    return f"### {LABELS[method]}\n\n{head}{rows}\n"
+
+
+def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md: Path, r_md: Path,
+                summary_json: Path, progress: bool = True) -> dict[str, Any]:
+    """Every method x seed of ``experiments.drift``; the figure, the drift table, R and a summary."""
+    dcfg = drift_config(cfg)
+    tasks = split_tasks(dcfg)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
+    jobs = [(m, s) for m in METHODS for s in dcfg.seeds]
+    for method, seed in tqdm(jobs, desc="study_drift", disable=not progress):
+        runs[method].append(run_drift(dcfg, tasks, method, seed))
+    curves = mean_drift_curves(runs)
+    source = "MNIST" if dcfg.mnist_path else "scikit-learn digits"
+    plot_drift(curves, figure, f"Internal drift, Split-{source} (DIL), mean and range over {len(dcfg.seeds)} seeds")
+
+    rows = []
+    for method in METHODS:
+        for layer in HIDDEN:
+            c = curves[method][layer]
+            for t in range(1, c.shape[1]):
+                rows.append({"method": method, "layer": layer, "after_task": t + 1, "drift_mean": float(c[:, t].mean()),
+                             "drift_std": float(c[:, t].std())})
+    table = pd.DataFrame(rows)
+    write_text(drift_csv, table.to_csv(index=False, float_format="%.6g"))
+    wide = table.pivot_table(index=["layer", "method"], columns="after_task", values="drift_mean", sort=False)
+    md = "| layer | method | " + " | ".join(f"after task {t}" for t in wide.columns) + " |\n" + "|---" * (len(wide.columns) + 2) + "|\n"
+    md += "".join(f"| hidden {layer[-1]} (input of {layer}) | {LABELS[m]} | " + " | ".join(f"{v:.3f}" for v in vals) + " |\n" for (layer, m), vals in wide.iterrows())
+    write_text(drift_md, f"# Normalised L1 drift of hidden activations on earlier tasks' samples (mean over {len(dcfg.seeds)} seeds)\n\n{md}")
+
+    summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": dataclasses.asdict(dcfg)}
+    r_text = f"# Accuracy matrices R (%; rows: task, columns: after task; mean over {len(dcfg.seeds)} seeds)\n\n"
+    for method in METHODS:
+        R = np.mean([r["R"] for r in runs[method]], axis=0)
+        aa = [r["metrics"]["aa"] for r in runs[method]]
+        r_text += _r_markdown(R, method) + f"AA {np.mean(aa):.1f} ± {np.std(aa):.1f}\n\n"
+        summary[method] = {"aa_mean": float(np.mean(aa)), "aa_std": float(np.std(aa)), "R_mean": R.tolist(),
+                           "final_drift": {layer: float(curves[method][layer][:, -1].mean()) for layer in HIDDEN}}
+    write_text(r_md, r_text)
+    write_json(summary_json, summary)
+    return summary

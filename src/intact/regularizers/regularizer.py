@@ -1,0 +1,211 @@
+"""InTAct as a component that any method and any network can use (DESIGN.md section 7).
+
+::
+
+    reg = IntactRegularizer(cfg, model, layers=["fc0", "fc1"], feature="fc0", teacher_source=pool)
+    reg.begin_task(t)                       # anchors (a frozen copy of ``model``), teacher, boxes on device
+    logits = model(...)                     # forward hooks capture every protected layer's input
+    terms = reg.penalty(teacher=fn)         # {"var", "intdrift", "feat", "feat_gate", "align"}: add to the loss
+    info = reg.end_task(t, reg.collect(fn, loader))   # certificate, then the cumulative hypercubes
+
+Protected layers are Linear, Conv2d and BatchNorm (1d / 2d) modules of ``model``, named as in
+``model.named_modules()`` - the one spelling used for the hypercubes, ``train.json`` and the config.
+Each layer is protected against the cumulative hypercube of *its own input*. A conv input's hypercube
+is per element, i.e. per (channel, position): the drift bound is then exact per output position, and
+a per-channel box (the same interval at every position) would be a superset of it - wider where a
+channel is quiet (image borders), so it would protect inputs no earlier task produced and cost
+plasticity for nothing (``tests/test_regularizer.py`` measures both).
+
+With ``cfg=None`` the component only keeps the books (hypercubes and the certificate after every task):
+plain prompt methods record them as diagnostics. The teacher (L_Feat) and the anchors are frozen copies
+held outside the method's module tree, so ``method.train()`` cannot switch them back to training mode
+and they are never part of the saved state.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from intact.config import IntactConfig
+from intact.regularizers.hypercube import Hypercube
+from intact.regularizers.intact import (
+    align_loss, align_loss_reference, feat_loss, feat_loss_reference, intdrift_loss, var_loss,
+)
+from intact.regularizers.interval import AFFINE, sequential_drift_bounds
+
+#: teacher feature function: the frozen teacher module -> the feature ``z^(t-1)`` of the current batch
+TeacherFn = Callable[[nn.Module], torch.Tensor]
+
+
+def frozen_copy(module: nn.Module) -> nn.Module:
+    """A detached snapshot in eval mode (no dropout, BatchNorm on its running statistics)."""
+    return copy.deepcopy(module).eval().requires_grad_(False)
+
+
+class IntactRegularizer:
+    """Anchors, cumulative hypercubes, the four terms and the certificate for the protected layers of ``model``.
+
+    ``feature`` names the layer whose *input* is L_Feat's feature (the [CLS] feature read by the head's
+    first Linear; the first hidden layer's output in the MLP experiment); its hypercube gates L_Feat.
+    ``teacher_source`` is the module frozen as the teacher at each task (default: ``model``).
+    """
+
+    def __init__(self, cfg: IntactConfig | None, model: nn.Module, layers: Sequence[str], feature: str | None = None,
+                 teacher_source: nn.Module | None = None, percentile: float | None = None,
+                 percentile_method: str | None = None):
+        self.cfg = cfg
+        self.model = model
+        modules = dict(model.named_modules())
+        for name in layers:
+            if name not in modules or not isinstance(modules[name], AFFINE):
+                raise ValueError(f"protected layer {name!r}: expected a Linear / Conv2d / BatchNorm module of the model")
+        if not layers:
+            raise ValueError("IntactRegularizer needs at least one protected layer")
+        if feature is not None and feature not in layers:
+            raise ValueError(f"feature layer {feature!r} is not protected (protected: {list(layers)})")
+        self.layers: dict[str, nn.Module] = {n: modules[n] for n in layers}
+        self.feature = feature
+        self.teacher_source = teacher_source if teacher_source is not None else model
+        defaults = cfg or IntactConfig()
+        self.alpha = defaults.percentile if percentile is None else percentile
+        self.percentile_method = percentile_method or defaults.percentile_method
+        #: cumulative hypercubes after the last finished task (saved with each task), and their device copy
+        self.hypercubes: dict[str, Hypercube] = {}
+        self.protected: dict[str, Hypercube] = {}
+        self.previous: nn.Module | None = None     #: ``model`` after the last task: the anchors
+        self.teacher: nn.Module | None = None
+        self.task = 0
+        #: the input of every protected layer in the last forward pass of ``model`` (not of its copies)
+        self.inputs: dict[str, torch.Tensor] = {}
+        self._hooks = [m.register_forward_hook(self._capture(n, m)) for n, m in self.layers.items()]
+
+    def _capture(self, name: str, module: nn.Module):
+        def hook(mod: nn.Module, args: tuple, out: Any) -> None:
+            if mod is module:  # deep copies (teacher, anchors) carry the hook too: ignore them
+                self.inputs[name] = args[0]
+        return hook
+
+    # ---- the task cycle ----------------------------------------------------------------------------
+    def begin_task(self, task: int) -> None:
+        """Freeze the anchors (and the teacher) as they are after the previous task; move the boxes."""
+        self.task = task
+        if task > 0:
+            self.previous = frozen_copy(self.model)
+            if self.cfg is not None and self.cfg.lambda_feat > 0:
+                # the whole model as teacher: the anchors' snapshot already is it (one copy, not two)
+                same = self.teacher_source is self.model
+                self.teacher = self.previous if same else frozen_copy(self.teacher_source)
+        device = next(self.model.parameters()).device
+        self.protected = {k: v.to(device) for k, v in self.hypercubes.items()}
+
+    def penalty(self, teacher: TeacherFn | None = None, z_teacher: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The active InTAct terms of the last forward pass (``feat_gate`` is a diagnostic, not a loss).
+
+        L_Feat needs the teacher's feature of the same batch: ``z_teacher`` if given (precomputed), else
+        ``teacher(self.teacher)`` without gradients.
+        """
+        cfg = self.cfg
+        if cfg is None:
+            return {}
+        tracked = {n: self.inputs[n] for n in self.layers}
+        layers = self.layers
+        if cfg.protected_layers == "cls":  # the reference code protects only the layer reading the feature
+            tracked = {n: h for n, h in tracked.items() if n == self.feature}
+            layers = {n: m for n, m in layers.items() if n == self.feature}
+        out: dict[str, torch.Tensor] = {}
+        if cfg.lambda_var > 0:
+            out["var"] = sum(var_loss(h.flatten(1), cfg.lambda_var) for h in tracked.values())
+        if self.task == 0:
+            return out
+        cubes = self.protected
+        if cfg.lambda_intdrift > 0 and self.previous is not None:
+            old = dict(self.previous.named_modules())
+            out["intdrift"] = intdrift_loss([(n, m, old[n]) for n, m in layers.items()], cubes, cfg.lambda_intdrift)
+        if cfg.lambda_feat > 0 and self.feature is not None:
+            if z_teacher is None and teacher is not None and self.teacher is not None:
+                with torch.no_grad():
+                    z_teacher = teacher(self.teacher)
+            if z_teacher is not None:
+                feat = feat_loss_reference if cfg.feat_gate == "student_element" else feat_loss
+                z = self.inputs[self.feature]
+                out["feat"], gate = feat(z.flatten(1), z_teacher.flatten(1), cubes[self.feature].flat(), cfg.lambda_feat)
+                out["feat_gate"] = gate.detach()
+        if cfg.lambda_align > 0:
+            out["align"] = sum(
+                align_loss_reference(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.align_eps) if cfg.align_form == "reference"
+                else align_loss(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.percentile, cfg.align_eps)
+                for n, h in tracked.items() if n in cubes
+            )
+        return out
+
+    def teacher_feature(self, x: torch.Tensor) -> torch.Tensor:
+        """The feature layer's input when the frozen teacher (a copy of ``model``) runs on ``x``."""
+        captured: dict[str, torch.Tensor] = {}
+        layer = dict(self.teacher.named_modules())[self.feature]
+        # (a forward hook that returns a value replaces the layer's output: this one returns None)
+        handle = layer.register_forward_hook(lambda m, args, out: captured.update(z=args[0]))
+        try:
+            self.teacher(x)
+        finally:
+            handle.remove()
+        return captured["z"]
+
+    @torch.no_grad()
+    def collect(self, forward: Callable[[torch.Tensor], Any], batches: Iterable[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Every protected layer's input over ``batches`` (the caller sets eval mode and the device)."""
+        chunks: dict[str, list[torch.Tensor]] = {}
+        for x in batches:
+            forward(x)
+            for name in self.layers:
+                chunks.setdefault(name, []).append(self.inputs[name].float().cpu())
+        self.inputs = {}
+        return {k: torch.cat(v) for k, v in chunks.items()}
+
+    def end_task(self, task: int, acts: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """The certificate over the previous box, then the cumulative hypercubes with this task's inputs."""
+        info: dict[str, Any] = {"hypercube": {}, "inside_previous": {}}
+        first = next(iter(self.layers))
+        chain = self._chain(first)
+        if task > 0 and self.previous is not None and first in self.protected and chain is not None:
+            info.update(self.certificate(*chain, self.protected[first]))
+        new_cubes = {}
+        for name, h in acts.items():
+            task_cube = Hypercube.from_activations(h, self.alpha, self.percentile_method)
+            previous = self.hypercubes.get(name)
+            if previous is not None:
+                # how much of this task's data already lay in the protected region
+                info["inside_previous"][name] = {
+                    "samples": float(previous.contains(h).float().mean()),
+                    "coordinates": previous.inside_fraction(h),
+                }
+            new_cubes[name] = task_cube.union(previous)
+            info["hypercube"][name] = {"task": task_cube.summary(), "cumulative": new_cubes[name].summary()}
+        self.hypercubes = new_cubes
+        return info
+
+    # ---- the guarantee, measured --------------------------------------------------------------------
+    def _chain(self, first: str) -> tuple[nn.Sequential, nn.Sequential] | None:
+        """The layers from ``first`` to the output, now and after the previous task (Sequential models)."""
+        names = [n for n, _ in self.model.named_children()]
+        if not isinstance(self.model, nn.Sequential) or first not in names or self.previous is None:
+            return None
+        i = names.index(first)
+        return nn.Sequential(*list(self.model.children())[i:]), nn.Sequential(*list(self.previous.children())[i:])
+
+    @torch.no_grad()
+    def certificate(self, new: nn.Sequential, old: nn.Sequential, cube: Hypercube, samples: int = 4096) -> dict[str, Any]:
+        """A sound bound of ``|f_t(z) - f_(t-1)(z)|`` for every ``z`` in ``cube`` (max over outputs of
+        max(|lower|, |upper|); exact for one affine layer), and the largest drift seen at ``samples``
+        points drawn in the box (an empirical check: never above the certificate)."""
+        lo, hi = sequential_drift_bounds(list(new), list(old), cube.lower, cube.upper)
+        z = cube.sample(samples, torch.Generator().manual_seed(0)).to(cube.lower.device)
+        return {
+            "certificate": float(torch.maximum(lo.abs(), hi.abs()).max()),
+            "drift_lower": lo.tolist(),
+            "drift_upper": hi.tolist(),
+            "sampled_drift": float((new(z) - old(z)).abs().max()),
+        }

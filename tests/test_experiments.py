@@ -1,0 +1,95 @@
+"""The paper's non-prompt experiments: the toy (Fig. 2) and the MLP drift experiment, shrunk to seconds."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from conftest import REPO, snakemake, write_config
+from intact.config import validate_config
+from intact.experiments.drift import DriftConfig, drift_config, read_idx, run_drift, split_tasks
+from intact.experiments.drift_report import study_drift
+from intact.experiments.nets import build_network
+from intact.experiments.toy import study_toy
+
+
+def _config() -> dict:
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    validate_config(cfg, check_files=False)
+    return copy.deepcopy(cfg)
+
+
+def test_toy_intact_keeps_earlier_intervals_while_finetuning_moves_them(tmp_path):
+    cfg = _config()
+    cfg["experiments"]["toy"].update(steps=300, samples_per_task=100, grid_points=201)
+    torch.set_num_threads(1)
+    out = study_toy(cfg, tmp_path / "toy.png", tmp_path / "t.csv", tmp_path / "t.md", tmp_path / "s.json")
+    assert (tmp_path / "toy.png").stat().st_size > 10_000
+    rows = (tmp_path / "t.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 3                         # (after 2: task 1), (after 3: tasks 1, 2) per method
+    assert out["finetune_max_drift"] > 0.05               # fine-tuning does move the earlier fits
+    assert out["intact_max_drift"] < 0.2 * out["finetune_max_drift"]
+    assert json.loads((tmp_path / "s.json").read_text())["config"]["steps"] == 300
+
+
+def test_drift_study_writes_figure_tables_and_drift_per_hidden_layer(tmp_path):
+    cfg = _config()
+    cfg["experiments"]["drift"].update(pairs=[[0, 1], [2, 3], [4, 5]], epochs=5, seeds=[0], hidden=[16, 16])
+    torch.set_num_threads(1)
+    o = tmp_path
+    summary = study_drift(cfg, o / "d.png", o / "d.csv", o / "d.md", o / "R.md", o / "s.json", progress=False)
+    assert (o / "d.png").stat().st_size > 10_000
+    assert set(summary) >= {"finetune", "lwf", "intact"}
+    for m in ("finetune", "lwf", "intact"):
+        R = np.array(summary[m]["R_mean"])
+        assert R.shape == (3, 3) and np.isfinite(R).all()
+        assert all(v > 0 for v in summary[m]["final_drift"].values())
+    assert (np.diag(np.array(summary["finetune"]["R_mean"])) > 80).all()   # binary tasks, each learned
+    assert len((o / "d.csv").read_text().splitlines()) == 1 + 3 * 2 * 2   # methods x layers x (tasks 2, 3)
+    assert "after task 3" in (o / "d.md").read_text() and "### InTAct" in (o / "R.md").read_text()
+
+
+def test_drift_of_an_untouched_model_is_zero_and_labels_are_binary():
+    cfg = drift_config(_config())
+    cfg = DriftConfig(**{**cfg.__dict__, "pairs": ((0, 1), (2, 3)), "epochs": 1, "lr": 1e-12, "hidden": (8, 8)})
+    tasks = split_tasks(cfg)
+    assert all(set(t["y"].tolist()) == {0, 1} for t in tasks)
+    r = run_drift(cfg, tasks, "finetune", 0)
+    assert r["drift"]["fc1"][0, 1] < 1e-6                 # (almost) no step: (almost) no drift
+
+
+def test_drift_reads_mnist_idx_files(tmp_path):
+    g = np.random.default_rng(0)
+    for prefix, n in (("train", 40), ("t10k", 20)):
+        images = g.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        labels = np.arange(n, dtype=np.uint8) % 10
+        for kind, arr in (("images-idx3-ubyte", images), ("labels-idx1-ubyte", labels)):
+            header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
+            with gzip.open(tmp_path / f"{prefix}-{kind}.gz", "wb") as f:
+                f.write(header + arr.tobytes())
+    assert read_idx(tmp_path / "train-images-idx3-ubyte.gz").shape == (40, 28, 28)
+    cfg = drift_config(_config())
+    cfg = DriftConfig(**{**cfg.__dict__, "mnist_path": str(tmp_path), "max_per_task": 6})
+    tasks = split_tasks(cfg)
+    assert len(tasks) == 5 and tasks[0]["x"].shape == (6, 784) and tasks[0]["x_test"].shape == (4, 784)
+    assert float(tasks[0]["x"].max()) <= 1.0
+
+
+def test_networks_are_built_by_name():
+    assert build_network("mlp", (1, 8, 8), (16,), 10)(torch.rand(2, 1, 8, 8)).shape == (2, 10)
+    cnn = build_network("cnn_bn", (1, 8, 8), (4, 8), 10)
+    assert cnn(torch.rand(2, 1, 8, 8)).shape == (2, 10) and hasattr(cnn, "bn1")
+    with pytest.raises(ValueError, match="expected one of"):
+        build_network("resnet", (1, 8, 8), (4,), 10)
+
+
+def test_experiment_targets_dry_run(tmp_path):
+    write_config(tmp_path, _config())
+    out = snakemake(tmp_path, "-n", "study_toy", "study_drift").stdout
+    assert "study_toy" in out and "study_drift" in out

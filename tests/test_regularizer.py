@@ -1,0 +1,189 @@
+"""IntactRegularizer on any network: Conv2d / BatchNorm drift bounds against brute force, the certificate of
+a Conv/BN network, the conv hypercube's granularity, and frozen snapshots that stay frozen."""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+
+import pytest
+import torch
+from torch import nn
+
+from intact.config import IntactConfig
+from intact.regularizers.hypercube import Hypercube
+from intact.regularizers.interval import layer_drift_bounds, sequential_drift_bounds
+from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+
+
+def _box(shape, g):
+    a, b = torch.randn(*shape, generator=g, dtype=torch.float64), torch.randn(*shape, generator=g, dtype=torch.float64)
+    return torch.minimum(a, b), torch.maximum(a, b)
+
+
+def _corners(lower, upper):
+    mask = torch.tensor(list(itertools.product([0.0, 1.0], repeat=lower.numel())), dtype=lower.dtype)
+    return (lower.flatten() + mask * (upper - lower).flatten()).view(-1, *lower.shape)
+
+
+def _perturb(m: nn.Module, g: torch.Generator, scale: float = 0.3) -> None:
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g, dtype=p.dtype))
+
+
+CONVS = [  # (in, out, kernel, stride, padding, dilation, groups, H, W): every patch has at most 12 inputs
+    (1, 2, 2, 1, 0, 1, 1, 3, 3), (2, 3, 2, 1, 1, 1, 1, 3, 2), (1, 2, 3, 2, 1, 1, 1, 3, 4),
+    (2, 2, 2, 1, 0, 1, 2, 3, 3), (1, 1, 2, 1, 0, 2, 1, 4, 3),
+]
+
+
+@pytest.mark.parametrize("spec", CONVS)
+def test_conv2d_drift_bound_equals_brute_force_over_each_output_patch(spec):
+    cin, cout, k, stride, pad, dil, groups, H, W = spec
+    g = torch.Generator().manual_seed(sum(spec))
+    old = nn.Conv2d(cin, cout, k, stride, pad, dil, groups).double()
+    new = frozen_copy(old)
+    _perturb(new, g)
+    lower, upper = _box((cin, H, W), g)
+    lo, hi = layer_drift_bounds(new, old, lower, upper)
+    # brute force: every corner of the whole (small) input box reaches every output patch's extremes
+    pts = _corners(lower, upper)
+    drift = new(pts) - old(pts)
+    torch.testing.assert_close(lo, drift.min(0).values)
+    torch.testing.assert_close(hi, drift.max(0).values)
+
+
+@pytest.mark.parametrize("kind", ["1d", "2d"])
+def test_batchnorm_drift_bound_equals_brute_force_even_when_running_statistics_move(kind):
+    g = torch.Generator().manual_seed(3)
+    old = (nn.BatchNorm1d(3) if kind == "1d" else nn.BatchNorm2d(2)).double().eval()
+    with torch.no_grad():
+        old.running_mean.copy_(torch.randn(old.num_features, generator=g))
+        old.running_var.copy_(torch.rand(old.num_features, generator=g) + 0.5)
+    new = frozen_copy(old)
+    _perturb(new, g)
+    shape = (3,) if kind == "1d" else (2, 2, 2)
+    lower, upper = _box(shape, g)
+    pts = _corners(lower, upper)
+    for moved in (False, True):
+        if moved:
+            new.running_mean.add_(0.5)
+            new.running_var.mul_(2.0)
+        lo, hi = layer_drift_bounds(new, old, lower, upper)
+        drift = new(pts) - old(pts)
+        torch.testing.assert_close(lo, drift.min(0).values)
+        torch.testing.assert_close(hi, drift.max(0).values)
+
+
+def _cnn() -> nn.Sequential:
+    return nn.Sequential(OrderedDict(
+        conv0=nn.Conv2d(1, 3, 3, padding=1), bn0=nn.BatchNorm2d(3), act0=nn.ReLU(),
+        conv1=nn.Conv2d(3, 2, 2, stride=2), act1=nn.LeakyReLU(0.1), flat=nn.Flatten(), fc0=nn.Linear(2 * 2 * 2, 3),
+    )).double()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_certificate_of_a_conv_bn_network_is_never_below_the_sampled_drift(seed):
+    g = torch.Generator().manual_seed(seed)
+    old = _cnn().eval()
+    with torch.no_grad():
+        old.bn0.running_mean.copy_(torch.randn(3, generator=g))
+        old.bn0.running_var.copy_(torch.rand(3, generator=g) + 0.5)
+    new = frozen_copy(old)
+    _perturb(new, g, 0.2)
+    lower, upper = _box((1, 4, 4), g)
+    lo, hi = sequential_drift_bounds(list(new), list(old), lower, upper)
+    x = torch.cat([lower[None], upper[None], lower + torch.rand(5000, 1, 4, 4, generator=g, dtype=torch.float64) * (upper - lower)])
+    drift = new(x) - old(x)
+    assert (drift >= lo - 1e-9).all() and (drift <= hi + 1e-9).all()
+    zl, zh = sequential_drift_bounds(list(old), list(old), lower, upper)       # unchanged network: zero
+    assert float(zl.abs().max()) == 0.0 and float(zh.abs().max()) == 0.0
+
+
+def test_regularizer_protects_conv_and_batchnorm_layers_and_certifies_the_network():
+    torch.manual_seed(0)
+    net = _cnn().float()
+    cfg = IntactConfig(lambda_intdrift=1.0, lambda_feat=1.0, lambda_var=1.0, lambda_align=1.0)
+    reg = IntactRegularizer(cfg, net, ["conv0", "bn0", "conv1", "fc0"], feature="fc0")
+    x = torch.rand(32, 1, 4, 4)
+    net.eval()
+    acts = reg.collect(net, [x[:16], x[16:]])
+    assert acts["conv0"].shape == (32, 1, 4, 4) and acts["bn0"].shape == (32, 3, 4, 4) and acts["fc0"].shape == (32, 8)
+    info = reg.end_task(0, acts)
+    assert reg.hypercubes["bn0"].lower.shape == (3, 4, 4)          # one interval per (channel, position)
+    assert set(info["hypercube"]) == {"conv0", "bn0", "conv1", "fc0"}
+    reg.begin_task(1)
+    net(x)                                                          # eval mode: BatchNorm statistics unchanged
+    terms = reg.penalty(teacher=lambda t: reg.teacher_feature(x))
+    assert terms["intdrift"].item() == 0.0 and terms["feat"].item() == 0.0   # nothing moved yet
+    net.train()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05)
+    net(x)
+    terms = reg.penalty(teacher=lambda t: reg.teacher_feature(x))
+    assert terms["intdrift"].item() > 0 and terms["feat"].item() > 0
+    sum(v for k, v in terms.items() if k != "feat_gate").backward()
+    assert net.bn0.weight.grad.abs().sum() > 0 and net.conv0.weight.grad.abs().sum() > 0
+    net.eval()
+    info = reg.end_task(1, reg.collect(net, [x]))
+    assert info["certificate"] >= info["sampled_drift"] > 0
+
+
+def test_per_position_conv_box_is_tighter_than_a_per_channel_box():
+    """Why the conv hypercube is per (channel, position): digit images are quiet at the borders, a
+    per-channel box gives every position the widest interval any position has, so its drift bound -
+    what L_IntDrift pushes down - covers inputs no task ever produced."""
+    from intact.data.digits import load_digit_images
+
+    x, _ = load_digit_images(8)
+    element = Hypercube.from_activations(x, 5.0)
+    per_channel = Hypercube.from_activations(x.transpose(0, 1).reshape(1, -1).T, 5.0)   # (1,) over N*H*W
+    channel = Hypercube(per_channel.lower.view(1, 1, 1).expand_as(element.lower), per_channel.upper.view(1, 1, 1).expand_as(element.upper))
+    assert (channel.lower <= element.lower).all() and (channel.upper >= element.upper).all()
+    assert float(element.width.mean()) < 0.8 * float(channel.width.mean())
+    g = torch.Generator().manual_seed(0)
+    old = nn.Conv2d(1, 4, 3, padding=1)
+    new = frozen_copy(old)
+    _perturb(new, g, 0.1)
+    with torch.no_grad():
+        e_lo, e_hi = layer_drift_bounds(new, old, element.lower, element.upper)
+        c_lo, c_hi = layer_drift_bounds(new, old, channel.lower, channel.upper)
+    assert (e_lo >= c_lo - 1e-6).all() and (e_hi <= c_hi + 1e-6).all()
+    assert float((e_hi - e_lo).mean()) < float((c_hi - c_lo).mean())
+
+
+def test_snapshots_stay_in_eval_mode_when_the_method_trains():
+    """method.train() must not reach the teacher or LwF's previous model (DualPrompt's teacher in
+    training mode would use the previous task's own E-prompt instead of its best key)."""
+    from conftest import tiny_config
+    from intact.config import resolve_run
+    from intact.methods import create_method
+    from intact.models.backbone import FrozenViT, create_vit
+
+    torch.manual_seed(0)
+    backbone = FrozenViT(create_vit("vit_digits_p8"), (0.5,), (0.5,))
+    x = torch.rand(4, 1, 32, 32)
+    for name in ("dualprompt+intact", "lwf"):
+        method = create_method(resolve_run(tiny_config(), "digits", name, 0), backbone, 10, 3)
+        method.begin_task(0, None)
+        method.reg.hypercubes = {"fc0": Hypercube(-torch.ones(64), torch.ones(64))}
+        method.begin_task(1, None)
+        method.train()
+        snapshots = [method.reg.previous] + ([method.reg.teacher] if name.endswith("+intact") else list(method.previous.values()))
+        assert all(not m.training for s in snapshots for m in s.modules())
+        state = method.trainable_state()
+        assert not any(k.startswith(("backbone.", "teacher.", "previous.")) for k in state) and "head.fc0.weight" in state
+    # DualPrompt's teacher after task 1 picks each image's best key among tasks 0-1 (not E-prompt 1 for all)
+    method = create_method(resolve_run(tiny_config(), "digits", "dualprompt+intact", 0), backbone, 10, 3)
+    method.begin_task(0, None)
+    method.begin_task(1, None)
+    q = method.query(x)
+    with torch.no_grad():
+        method.pool.keys[0].copy_(q[0])
+        method.pool.keys[1].copy_(-q[0])
+    method.begin_task(2, None)
+    method.train()
+    _, idx = method.reg.teacher.select(q)
+    assert int(method.reg.teacher.task) == 1 and idx[0] == 0

@@ -1,0 +1,44 @@
+# The paper's non-prompt experiments (config: `experiments:`), independent of the benchmark pipeline:
+#   snakemake study_toy     Fig. 2: the 1-D Gaussian toy, with and without InTAct (seconds)
+#   snakemake study_drift   appendix "Evolution of Internal Drift": MLP on Split-digits DIL, InTAct vs LwF vs fine-tuning
+
+
+rule study_toy:
+    """Three-panel figure of both fits after each task, and the drift inside earlier tasks' intervals."""
+    input:
+        code=package_code("experiments/toy.py", "experiments/nets.py", "regularizers/regularizer.py"),
+    output:
+        figure="results/experiments/toy/toy.png",
+        csv="results/experiments/toy/toy_drift.csv",
+        md="results/experiments/toy/toy_drift.md",
+        summary="results/experiments/toy/summary.json",
+    log:
+        "results/logs/study_toy.log",
+    params:
+        experiments=config.get("experiments", {}),
+    threads: 1
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/study_toy.py"
+
+
+rule study_drift:
+    """Drift of each hidden layer on earlier tasks' samples after every task, per method; R tables."""
+    input:
+        code=package_code("experiments/drift.py", "experiments/drift_report.py", "regularizers/regularizer.py"),
+    output:
+        figure="results/experiments/drift/drift.png",
+        csv="results/experiments/drift/drift.csv",
+        md="results/experiments/drift/drift.md",
+        R="results/experiments/drift/R.md",
+        summary="results/experiments/drift/summary.json",
+    log:
+        "results/logs/study_drift.log",
+    params:
+        experiments=config.get("experiments", {}),
+    threads: 1
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/study_drift.py"

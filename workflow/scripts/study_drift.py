@@ -1,0 +1,11 @@
+"""Snakemake adapter: the MLP drift experiment (appendix "Evolution of Internal Drift")."""
+import torch
+
+from intact.experiments.drift_report import study_drift
+from intact.joblog import log_to
+
+with log_to(snakemake.log[0], snakemake.rule):
+    torch.set_num_threads(snakemake.threads)
+    o = snakemake.output
+    summary = study_drift({"experiments": snakemake.params.experiments}, o.figure, o.csv, o.md, o.R, o.summary)
+    print({m: summary[m]["final_drift"] for m in ("finetune", "lwf", "intact")})
