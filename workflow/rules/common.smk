@@ -2,18 +2,28 @@
 import dataclasses
 import os
 import re
+import sys
 
-from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
+from intact.config import ConfigError, backbone_config, benchmark_config, missing_data, resolve_run, validate_config, weights_path
+from intact.data.image_config import IMAGE_TYPES
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.studies import expand_studies, sensitivity_grid
 from intact.tracking import tracking_config, tracking_markers
 
 try:
-    validate_config(config)
+    # a dry run lists the grid before data and weights are in place; a real run stops here naming them
+    validate_config(config, check_files=not workflow.dryrun)
     TRACKING = tracking_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+if workflow.dryrun:
+    _missing = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
+    _missing += [f"backbones.{n}.weights: weights file {weights_path(config, n)!r} does not exist"
+                 for n in {config["benchmarks"][b]["backbone"] for b in config["run"]["benchmarks"]}
+                 if weights_path(config, n) != "pretrain" and not os.path.isfile(weights_path(config, n))]
+    for _m in _missing:
+        print(f"intact: MISSING (a real run stops here): {_m}", file=sys.stderr)
 
 
 
@@ -37,6 +47,8 @@ def one_of(names):
 
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
+IMAGE_BENCHMARKS = [n for n, b in config["benchmarks"].items() if b["type"] in IMAGE_TYPES]
+DIGITS_BENCHMARKS = [n for n, b in config["benchmarks"].items() if b["type"] not in IMAGE_TYPES]
 
 
 wildcard_constraints:
@@ -48,7 +60,7 @@ wildcard_constraints:
 
 
 def num_tasks(benchmark):
-    return len(config["benchmarks"][benchmark]["domains"])
+    return benchmark_config(config, benchmark).num_tasks
 
 
 def run_config(wildcards):
@@ -71,10 +83,10 @@ def backbone_name(benchmark):
 def backbone_weights(wildcards):
     """The frozen backbone of the run's benchmark: pretrained by the pipeline or a user's local file."""
     name = backbone_name(wildcards.benchmark)
-    weights = config["backbones"][name]["weights"]
+    weights = weights_path(config, name)
     if weights == "pretrain":
         return f"results/backbones/{name}.safetensors"
-    return os.path.expanduser(weights)
+    return weights
 
 
 def backbone_info(wildcards):

@@ -15,9 +15,10 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from intact.config import IntactConfig, RunConfig
+from intact.data.loader import eval_batches
 from intact.methods.base import ContinualMethod
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
@@ -119,8 +120,7 @@ class PromptMethod(ContinualMethod):
         self.eval()
         device = next(self.head.parameters()).device
         chunks: dict[str, list[torch.Tensor]] = {}
-        for x, _ in DataLoader(data, batch_size=batch_size, shuffle=False):
-            x = x.to(device)
+        for x, _ in eval_batches(data, batch_size, device):
             z, _ = self.features(x, self.query(x))
             _, tracked = self.head.forward_tracked(z)
             for name, h in tracked.items():
