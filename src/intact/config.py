@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -177,8 +178,15 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return cfg
 
 
+@functools.lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
+    # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
     return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(_schema())
 
 
 def _key(path: typing.Iterable[Any]) -> str:
@@ -206,8 +214,7 @@ def _schema_error(err: jsonschema.ValidationError, where: str = "config") -> Con
 
 
 def _check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise _schema_error(jsonschema.exceptions.best_match(errors), where)
 
@@ -226,9 +233,9 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
             raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under 'backbones' (defined: {', '.join(cfg['backbones'])})")
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]}
     for name in used_backbones:
-        _check_backbone(cfg, name, check_files)
+        _check_backbone(cfg, name)
     if check_files:
-        missing = missing_data(cfg)
+        missing = missing_files(cfg)
         if missing:
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     from intact.studies import expand_studies
@@ -241,12 +248,18 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
             resolve_run(cfg, b, method, cfg["run"]["seeds"][0])
 
 
-def missing_data(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
-    """Messages naming every data root or split folder of the run's image benchmarks that is not there.
+def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
+    """Messages naming every weights file, data root or split folder the run needs that is not there.
 
     ``prepared(name)`` tells whether a benchmark is already prepared (then its raw images are not needed).
     """
     out = []
+    for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]}):
+        raw, path = cfg["backbones"][name]["weights"], weights_path(cfg, name)
+        if path != "pretrain" and not Path(path).is_file():
+            unset = " (an environment variable in it is not set)" if "$" in path else ""
+            out.append(f"key 'backbones.{name}.weights': weights file {raw!r} does not exist{unset} "
+                       "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
     for b in cfg["run"]["benchmarks"]:
         bench = benchmark_config(cfg, b)
         if isinstance(bench, ImageBenchmarkConfig) and not prepared(b):
@@ -260,18 +273,12 @@ def weights_path(cfg: Mapping[str, Any], name: str) -> str:
     return w if w == "pretrain" else expand_path(w)
 
 
-def _check_backbone(cfg: Mapping[str, Any], name: str, check_files: bool) -> None:
+def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
     bb = cfg["backbones"][name]
     if bb["weights"] == "pretrain":
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
-        return
-    if check_files and not Path(weights_path(cfg, name)).is_file():
-        raise ConfigError(
-            f"config: key 'backbones.{name}.weights': weights file {bb['weights']!r} does not exist "
-            "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)"
-        )
 
 
 def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:

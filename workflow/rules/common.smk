@@ -4,26 +4,39 @@ import os
 import re
 import sys
 
-from intact.config import ConfigError, backbone_config, benchmark_config, missing_data, resolve_run, validate_config, weights_path
+from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
 from intact.data.image_config import IMAGE_TYPES
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.studies import expand_studies, sensitivity_grid
 from intact.tracking import tracking_config, tracking_markers
 
+def _dry_run():
+    """-n / --dry-run: the workflow object learns it only after parsing, so read the command line too."""
+    flags = sys.argv[1:]
+    return workflow.dryrun or any(a in ("--dry-run", "--dryrun") or re.fullmatch(r"-[A-Za-z]*n[A-Za-z]*", a) for a in flags)
+
+
 try:
-    # a dry run lists the grid before data and weights are in place; a real run stops here naming them
-    validate_config(config, check_files=not workflow.dryrun)
+    validate_config(config, check_files=False)
     TRACKING = tracking_config(config)
+    # weights and raw data: a dry run lists the grid before they are in place (and says what is
+    # missing); a real run stops here naming them. A prepared benchmark no longer needs its raw images.
+    _missing = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
+    if _missing and not _dry_run():
+        raise ConfigError("config: " + "; ".join(_missing))
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
-if workflow.dryrun:
-    _missing = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
-    _missing += [f"backbones.{n}.weights: weights file {weights_path(config, n)!r} does not exist"
-                 for n in {config["benchmarks"][b]["backbone"] for b in config["run"]["benchmarks"]}
-                 if weights_path(config, n) != "pretrain" and not os.path.isfile(weights_path(config, n))]
-    for _m in _missing:
-        print(f"intact: MISSING (a real run stops here): {_m}", file=sys.stderr)
+for _m in _missing:
+    print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
+DRY_RUN_MISSING = bool(_missing)
+
+
+def weights_input(name):
+    """The weights file of backbone ``name`` as a job input; none in a dry run where it is still missing
+    (the grid is listed, the message above names the file)."""
+    path = weights_path(config, name)
+    return [] if DRY_RUN_MISSING and not os.path.isfile(path) else path
 
 
 
@@ -63,9 +76,16 @@ def num_tasks(benchmark):
     return benchmark_config(config, benchmark).num_tasks
 
 
+_RUN_CONFIGS = {}
+
+
 def run_config(wildcards):
-    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run."""
-    return resolve_run(config, wildcards.benchmark, wildcards.method, int(wildcards.seed)).to_dict()
+    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run.
+    Resolved once per run (not per task job): a paper grid has thousands of jobs."""
+    key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
+    if key not in _RUN_CONFIGS:
+        _RUN_CONFIGS[key] = resolve_run(config, *key).to_dict()
+    return _RUN_CONFIGS[key]
 
 
 def as_dict(obj):
@@ -83,10 +103,9 @@ def backbone_name(benchmark):
 def backbone_weights(wildcards):
     """The frozen backbone of the run's benchmark: pretrained by the pipeline or a user's local file."""
     name = backbone_name(wildcards.benchmark)
-    weights = weights_path(config, name)
-    if weights == "pretrain":
+    if weights_path(config, name) == "pretrain":
         return f"results/backbones/{name}.safetensors"
-    return weights
+    return weights_input(name)
 
 
 def backbone_info(wildcards):

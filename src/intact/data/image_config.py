@@ -79,10 +79,11 @@ class ImageBenchmarkConfig:
 
     def missing_inputs(self) -> list[str]:
         """Messages for roots (and a user's split folder) that are not there: empty when all exist."""
-        out = [f"benchmarks.{self.name}.{k}: data root {p!r} does not exist" for k, p in self.roots().items()
-               if not Path(p).is_dir()]
+        out = [f"key 'benchmarks.{self.name}.{k}': data root {p!r} does not exist"
+               + (" (an environment variable in it is not set)" if "$" in p else "")
+               for k, p in self.roots().items() if not Path(p).is_dir()]
         split = self.split_name
         if split not in SHIPPED_SPLITS[self.type] and not Path(expand_path(split)).is_dir():
-            out.append(f"benchmarks.{self.name}.split: {split!r} is neither one of {list(SHIPPED_SPLITS[self.type])} "
-                       "nor an existing folder of split lists")
+            out.append(f"key 'benchmarks.{self.name}.split' = {split!r}: neither a split of this type "
+                       f"({', '.join(SHIPPED_SPLITS[self.type])}) nor an existing folder of split lists")
         return out
