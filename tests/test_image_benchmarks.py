@@ -19,7 +19,7 @@ from intact.config import ConfigError, build_dataclass, resolve_run, validate_co
 from intact.data import benchmark_class, open_benchmark
 from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
-from intact.data.splits import SPLITS_DIR, SplitError, check_split
+from intact.data.split_lists import SPLITS_DIR, SplitError, check_split
 
 R2, C2 = ["art", "cartoon"], ["defocus_blur", "glass_blur"]
 
@@ -80,7 +80,7 @@ CODA_COUNTS = {"art": (1239, 289), "cartoon": (2969, 757), "deviantart": (1732, 
 def test_real_imagenet_r_splits_pass_the_check_with_the_paper_counts(tmp_path):
     """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are protocols.md's."""
     from intact.data.imagenet_r import ImageNetR
-    from intact.data.splits import read_list
+    from intact.data.split_lists import read_list
 
     root = tmp_path / "imagenet-r"
     paths = {p for f in ("coda_train", "coda_test", "ka_train", "ka_test") for p, _ in read_list(SPLITS_DIR / f"imagenet-r_{f}.txt.xz")}
@@ -262,7 +262,7 @@ def test_config_errors_name_the_key_the_type_and_the_missing_file(tree, weights,
     with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.split' = 'kaa': neither a split of this type \(coda, ka\)"):
         validate_config(bad)
     bad = paper_like_config(tree, weights, root="$NO_SUCH_ROOT_VAR/imagenet-r")
-    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.root': data root '\$NO_SUCH_ROOT_VAR/imagenet-r' does not exist \(an environment variable"):
+    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.root': data root '\$NO_SUCH_ROOT_VAR/imagenet-r' does not exist \(environment variable \$NO_SUCH_ROOT_VAR is not set\)"):
         validate_config(bad)
     validate_config(bad, check_files=False)  # the dry run's check
     bad = paper_like_config(tree, weights, domains=["art", "fog"])

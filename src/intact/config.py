@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
-from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
 from intact.hashing import stable_hash
 from intact.naming import MethodNameError, parse_method_name
 
@@ -257,8 +257,7 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
     for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]}):
         raw, path = cfg["backbones"][name]["weights"], weights_path(cfg, name)
         if path != "pretrain" and not Path(path).is_file():
-            unset = " (an environment variable in it is not set)" if "$" in path else ""
-            out.append(f"key 'backbones.{name}.weights': weights file {raw!r} does not exist{unset} "
+            out.append(f"key 'backbones.{name}.weights': " + missing_path("weights file", raw) + " "
                        "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
     for b in cfg["run"]["benchmarks"]:
         bench = benchmark_config(cfg, b)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from intact.data.image_config import ImageBenchmarkConfig, expand_path
 from intact.data.prepare_images import TaskPlan
-from intact.data.splits import bucket, describe_file, find_list, read_list
+from intact.data.split_lists import bucket, describe_file, find_list, read_list
 from intact.data.stored import ImageBenchmark
 
 

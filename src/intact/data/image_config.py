@@ -7,6 +7,7 @@ the standard library. Task orders and class counts follow ``reference/protocols.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,14 @@ IMAGE_TYPES = tuple(TASK_ORDERS)
 def expand_path(value: str) -> str:
     """``~`` and ``$VARS`` expanded: data roots and weights may come from the environment."""
     return os.path.expanduser(os.path.expandvars(value))
+
+
+def missing_path(what: str, raw: str) -> str:
+    """"<what> '<raw>' (= expanded) does not exist", naming environment variables in it that are unset or empty."""
+    path = expand_path(raw)
+    text = f"{what} {raw!r}" + (f" (= {path!r})" if path != raw else "") + " does not exist"
+    unset = [v for v in re.findall(r"\$\{?(\w+)\}?", raw) if not os.environ.get(v)]
+    return text + (f" (environment variable {', '.join('$' + v for v in unset)} is not set)" if unset else "")
 
 
 @dataclass(frozen=True)
@@ -79,9 +88,8 @@ class ImageBenchmarkConfig:
 
     def missing_inputs(self) -> list[str]:
         """Messages for roots (and a user's split folder) that are not there: empty when all exist."""
-        out = [f"key 'benchmarks.{self.name}.{k}': data root {p!r} does not exist"
-               + (" (an environment variable in it is not set)" if "$" in p else "")
-               for k, p in self.roots().items() if not Path(p).is_dir()]
+        out = [f"key 'benchmarks.{self.name}.{k}': " + missing_path("data root", getattr(self, k))
+               for k, p in self.roots().items() if not p or not Path(p).is_dir()]
         split = self.split_name
         if split not in SHIPPED_SPLITS[self.type] and not Path(expand_path(split)).is_dir():
             out.append(f"key 'benchmarks.{self.name}.split' = {split!r}: neither a split of this type "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from intact.data.image_config import ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_r import list_file
 from intact.data.prepare_images import TaskPlan
-from intact.data.splits import SplitList, bucket, describe_file, read_list
+from intact.data.split_lists import SplitList, bucket, describe_file, read_list
 from intact.data.stored import ImageBenchmark
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from intact.data.image_config import ImageBenchmarkConfig, expand_path
 from intact.data.prepare_images import TaskPlan
-from intact.data.splits import SplitList, bucket, describe_file, find_list, read_list, shipped_split
+from intact.data.split_lists import SplitList, bucket, describe_file, find_list, read_list, shipped_split
 from intact.data.stored import ImageBenchmark
 
 

@@ -23,7 +23,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from intact.data.image_config import ImageBenchmarkConfig
-from intact.data.splits import SplitList, check_split
+from intact.data.split_lists import SplitList, check_split
 from intact.hashing import sha256_file
 from intact.io import read_json, write_json
 
