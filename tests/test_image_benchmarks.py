@@ -143,6 +143,7 @@ def test_manifest_records_counts_split_files_and_hashes(prepared):
     assert [t["name"] for t in m["tasks"]] == ["real", "quickdraw"]
     assert [(t["train"], t["test"], t["classes_in_train"]) for t in m["tasks"]] == [(8, 4, 4), (8, 4, 4)]
     assert m["num_classes"] == 345 and m["skipped"] == []
+    assert m["class_names"][:4] == ["aircraft_carrier", "apple", "bee", "zebra"] and m["class_names"][4] is None
     assert {f["file"].rsplit("/", 1)[-1] for f in m["split_files"]} == {"real_train.txt", "real_test.txt", "quickdraw_train.txt", "quickdraw_test.txt"}
     for rel, digest in m["files"].items():
         assert hashlib.sha256((prepared["domainnet"].parent / rel).read_bytes()).hexdigest() == digest
@@ -299,6 +300,24 @@ def test_loader_crops_and_flips_as_its_plan_says(prepared):
     # evaluation / the hypercube pass: the centre crop, unflipped, in order - as item access gives it
     ex, ey = next(iter(eval_batches(data, n)))
     assert torch.equal(ex, torch.stack([data[i][0] for i in range(n)])) and torch.equal(ey, data.labels)
+
+
+def test_joint_training_over_tasks_stored_at_different_sizes(prepared):
+    """ImageNet-Mix's joint baseline concatenates C tasks (stored at 33 for the crop) and R tasks (32)."""
+    from torch.utils.data import ConcatDataset
+
+    bench = open_benchmark(prepared["imagenet_mix"])
+    parts = [bench.train_set(0), bench.train_set(1)]
+    assert [p.stored_size for p in parts] == [33, 32]
+    data = ConcatDataset(parts)
+    plan = EpochPlan.draw(0, 1, 0, len(data))
+    batches = list(train_batches(data, seed=0, task=1, epoch=0, batch_size=5))
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    assert x.shape == (16, 3, 32, 32) and torch.equal(y, torch.cat([p.labels for p in parts])[plan.order])
+    k = int(torch.nonzero(plan.order >= 8)[0])  # an R image: no crop room, so only the flip applies
+    ref = parts[1][int(plan.order[k]) - 8][0]
+    assert torch.equal(x[k], ref.flip(-1) if plan.flip[k] else ref)
 
 
 def test_drop_last_drops_the_partial_batch(prepared):

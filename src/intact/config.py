@@ -278,6 +278,9 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
+        if cfg["benchmarks"][src]["type"] in IMAGE_TYPES:
+            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded benchmark "
+                              "pretrains a backbone here; give the image benchmarks' backbone a local weights file")
 
 
 def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:

@@ -122,6 +122,17 @@ def _store_split(out_dir: Path, task: str, split: str, s: SplitList, resize: int
     return done
 
 
+def class_names(plan: list[TaskPlan], num_classes: int) -> list[str | None]:
+    """Label -> class name, read from the image's folder (a wnid, or DomainNet's class); None if never listed."""
+    names: list[str | None] = [None] * num_classes
+    for t in plan:
+        for s in (t.train, t.test):
+            for rel, y in zip(s.paths, s.labels):
+                if names[y] is None:
+                    names[y] = os.path.basename(os.path.dirname(rel))
+    return names
+
+
 def default_workers() -> int:
     """The cores this process may use (the job's allocation under SLURM / taskset)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -161,7 +172,8 @@ def prepare_images(cfg: ImageBenchmarkConfig, plan: list[TaskPlan], split_files:
             pool.join()
     manifest = {
         "benchmark": cfg.name, "type": cfg.type, "config": asdict(cfg), "num_classes": cfg.num_classes,
-        "image_size": cfg.image_size, "split": cfg.split_name, "tasks": tasks,
+        "image_size": cfg.image_size, "split": cfg.split_name, "class_names": class_names(plan, cfg.num_classes),
+        "tasks": tasks,
         "train_images": sum(t["train"] for t in tasks), "test_images": sum(t["test"] for t in tasks),
         "split_files": split_files, "skipped": skipped, "files": files,
         "bytes": sum((out_dir / f).stat().st_size for f in files),
