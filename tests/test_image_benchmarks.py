@@ -297,6 +297,8 @@ def test_loader_crops_and_flips_as_its_plan_says(prepared):
         assert torch.equal(x[k], ref.flip(-1) if plan.flip[k] else ref)
         assert int(y[k]) == int(data.labels[i])
     assert plan.flip.any() and (~plan.flip).any()
+    (_, _, index, flips), = list(train_batches(data, seed=5, task=1, epoch=0, batch_size=n, keys=True))
+    assert torch.equal(index, plan.order) and torch.equal(flips, plan.flip)  # a cache's (task, index, flip) keys
     # evaluation / the hypercube pass: the centre crop, unflipped, in order - as item access gives it
     ex, ey = next(iter(eval_batches(data, n)))
     assert torch.equal(ex, torch.stack([data[i][0] for i in range(n)])) and torch.equal(ey, data.labels)

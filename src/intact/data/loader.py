@@ -5,7 +5,8 @@ them as the joint baseline trains on) a batch is one fancy-index read of the mem
 the device and one gather that does the random crop and the horizontal flip together; the float
 conversion (``/255``, as ``ToTensor``) also runs on the device. Every random choice of an epoch is
 drawn up front from a CPU generator seeded by (seed, task, epoch) - the :class:`EpochPlan` - so a
-resumed epoch sees the same batches, and a later feature cache can key images by (task, index, flip).
+resumed epoch sees the same batches, and a later feature cache can key images by (task, index, flip)
+(``train_batches(..., keys=True)``; ImageNet-C's random crop would add the plan's crop offsets to the key).
 
 Any other dataset (the embedded digits benchmark) keeps the plain ``DataLoader`` path unchanged.
 """
@@ -129,24 +130,33 @@ def _prefetched(loads: Iterator, fn) -> Iterator:
 
 
 def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size: int, first: int = 0,
-                  device: torch.device | str = "cpu", drop_last: bool = False) -> Iterator[Batch]:
-    """Batches ``first, first+1, ...`` of the epoch, on ``device``; stored images are flipped / cropped there."""
+                  device: torch.device | str = "cpu", drop_last: bool = False, keys: bool = False) -> Iterator[tuple]:
+    """Batches ``first, first+1, ...`` of the epoch, on ``device``; stored images are flipped / cropped there.
+
+    ``keys=True`` also yields each image's dataset index and flip (CPU tensors): what a feature cache of
+    (task, index, flip) needs to look a batch up. Yields ``(x, y)`` or ``(x, y, index, flip)``.
+    """
     n = len(data)
     stop = steps_per_epoch(n, batch_size, drop_last) * batch_size if drop_last else n
     parts = _parts(data)
     if parts is None:  # the DataLoader path (digits): unchanged batches
         order = epoch_order(seed, task, epoch, n)[:stop]
-        for x, y in DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False):
-            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loader = DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False)
+        for k, (x, y) in enumerate(loader, first):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            index = order[k * batch_size:(k + 1) * batch_size]
+            yield (x, y, index, torch.zeros(len(index), dtype=torch.bool)) if keys else (x, y)
         return
     plan = EpochPlan.draw(seed, task, epoch, n)
     augment = all(p.augment for p in parts)
     slices = [slice(s, min(s + batch_size, stop)) for s in range(first * batch_size, stop, batch_size)]
     for sl, groups in _prefetched(slices, lambda sl: (sl, _gather(parts, plan.order[sl].numpy()))):
         if augment:
-            yield _assemble(groups, plan.flip[sl], plan.top[sl], plan.left[sl], device)
+            x, y = _assemble(groups, plan.flip[sl], plan.top[sl], plan.left[sl], device)
         else:
-            yield _assemble(groups, None, None, None, device)
+            x, y = _assemble(groups, None, None, None, device)
+        flip = plan.flip[sl] if augment else torch.zeros(len(y), dtype=torch.bool)
+        yield (x, y, plan.order[sl], flip) if keys else (x, y)
 
 
 def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "cpu") -> Iterator[Batch]:
