@@ -86,14 +86,22 @@ def _gather(parts: list[StoredImages], index: np.ndarray) -> list[Group]:
 
 
 def crop_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor, size: int) -> torch.Tensor:
-    """(B, S, S, 3) uint8 -> (B, 3, size, size) float in [0, 1]: per-image crop at (top, left), then flip."""
+    """(B, S, S, 3) uint8 -> (B, 3, size, size) float in [0, 1]: per-image crop at (top, left), then flip.
+
+    The pixel work stays in uint8 until the last step; ``/255`` in float32 is what ``ToTensor`` does.
+    """
     dev = pixels.device
-    ar = torch.arange(size, device=dev)
-    rows = top.to(dev)[:, None] + ar
-    cols = left.to(dev)[:, None] + torch.where(flip.to(dev)[:, None], size - 1 - ar, ar)
-    b = torch.arange(len(pixels), device=dev)[:, None, None]
-    out = pixels[b, rows[:, :, None], cols[:, None, :]]
-    return out.permute(0, 3, 1, 2).float().div_(255).contiguous()
+    if pixels.shape[1] == size:  # nothing to crop (every image stored at the input size): flip only
+        out = pixels.permute(0, 3, 1, 2).contiguous()
+        if bool(flip.any()):
+            out = torch.where(flip.to(dev).view(-1, 1, 1, 1), out.flip(3), out)
+    else:
+        ar = torch.arange(size, device=dev)
+        rows = top.to(dev)[:, None] + ar
+        cols = left.to(dev)[:, None] + torch.where(flip.to(dev)[:, None], size - 1 - ar, ar)
+        b = torch.arange(len(pixels), device=dev)[:, None, None]
+        out = pixels[b, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2).contiguous()
+    return out.float().div_(255)
 
 
 def _assemble(groups: list[Group], flip: torch.Tensor | None, top: torch.Tensor | None, left: torch.Tensor | None,
