@@ -331,6 +331,19 @@ def test_drop_last_drops_the_partial_batch(prepared):
         steps_per_epoch(8, 16, True)
 
 
+def test_drop_last_at_its_default_leaves_existing_run_settings_unchanged(tiny_bench):
+    """A new option at its default must not change a run's params / hash (Snakemake would redo finished runs)."""
+    from intact.config import RunConfig
+
+    cfg = copy.deepcopy(tiny_bench["config"])
+    plain = resolve_run(cfg, "digits", "coda_p", 0)
+    assert "drop_last" not in plain.to_dict()["optim"] and RunConfig.from_dict(plain.to_dict()) == plain
+    cfg["optim"]["drop_last"] = True
+    dropped = resolve_run(cfg, "digits", "coda_p", 0)
+    assert dropped.to_dict()["optim"]["drop_last"] is True and dropped.hash() != plain.hash()
+    assert RunConfig.from_dict(dropped.to_dict()) == dropped
+
+
 def test_digits_keep_the_dataloader_batches(tiny_bench):
     """The embedded benchmark's batches are exactly the previous DataLoader(Subset(order)) batches."""
     from torch.utils.data import DataLoader, Subset

@@ -97,3 +97,16 @@ def test_image_benchmark_through_the_workflow(tmp_path):
     assert len((work / target).read_text().splitlines()) == 3
     assert (work / "results/data/ir/tasks/cartoon/test_x.npy").is_file()
     assert "Nothing to be done" in snakemake(work, target, "-n", env=env).stdout
+
+
+def test_integration_entries_give_their_settings_to_the_intact_run_only():
+    from intact.report.tables import integration_table
+    from intact.studies import expand_studies
+    from test_studies import _fake_runs
+
+    study = expand_studies(layered("domainnet"))["integration"]
+    assert study.methods == ("l2p", "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1",
+                             "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3")
+    runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
+    table = integration_table(runs, study.spec["methods"])
+    assert list(table["method"]) == ["l2p"] and table.loc[0, "delta_aa"] == pytest.approx(3.0)

@@ -137,6 +137,10 @@ class OptimConfig:
     drop_last: bool = False  #: drop each epoch's last partial batch (the reference code does)
 
 
+#: (section, class, keys) added after runs were recorded (see RunConfig.to_dict)
+LATER_KEYS = (("optim", OptimConfig, ("drop_last",)),)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines one run's results (benchmark x method x seed)."""
@@ -153,7 +157,14 @@ class RunConfig:
     eval_split: str = "test"
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(dataclasses.asdict(self))
+        """Plain settings (job params, hash). Keys added after results existed are left out while at their
+        default, so a new option never makes Snakemake redo finished runs."""
+        out = _to_plain(dataclasses.asdict(self))
+        for section, cls, keys in LATER_KEYS:
+            for k in keys:
+                if out[section].get(k) == getattr(cls, k):
+                    del out[section][k]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
