@@ -62,6 +62,13 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
         assert f"environment variable ${var} is not set" in line
 
 
+def test_paper_config_lints_clean_before_the_data_exists(tmp_path):
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    proc = snakemake(tmp_path, "--lint", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False, env=NO_ENV)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Lints for" not in proc.stdout + proc.stderr
+
+
 def test_paper_real_run_stops_at_start_up_naming_the_missing_root(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     weights = tmp_path / "vit.safetensors"

@@ -11,10 +11,15 @@ from intact.naming import NAME_PATTERN, parse_method_name
 from intact.studies import expand_studies, sensitivity_grid
 from intact.tracking import tracking_config, tracking_markers
 
+NOT_EXECUTING = ("--dry-run", "--dryrun", "--lint", "--dag", "--rulegraph", "--filegraph", "--d3dag", "--summary",
+                 "--detailed-summary", "--list-rules", "--list-target-rules", "--list", "--lt")
+
+
 def _dry_run():
-    """-n / --dry-run: the workflow object learns it only after parsing, so read the command line too."""
+    """-n / --dry-run (or lint, DAG drawing, listings): nothing runs, so missing data and weights only warn.
+    The workflow object learns of -n only after parsing, so the command line is read too."""
     flags = sys.argv[1:]
-    return workflow.dryrun or any(a in ("--dry-run", "--dryrun") or re.fullmatch(r"-[A-Za-z]*n[A-Za-z]*", a) for a in flags)
+    return workflow.dryrun or any(a in NOT_EXECUTING or re.fullmatch(r"-[A-Za-z]*n[A-Za-z]*", a) for a in flags)
 
 
 try:
