@@ -20,6 +20,7 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/images.smk"
 include: "workflow/rules/backbone.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"

@@ -50,5 +50,5 @@ def test_default_sequence_has_at_least_ten_domains():
 def test_schema_lists_exactly_the_registered_domains():
     from intact.config import _schema
 
-    enum = _schema()["properties"]["benchmarks"]["additionalProperties"]["properties"]["domains"]["items"]["enum"]
+    enum = _schema()["$defs"]["bench_digits"]["properties"]["domains"]["items"]["enum"]
     assert sorted(enum) == sorted(DOMAINS)

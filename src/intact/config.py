@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
+from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
 from intact.hashing import stable_hash
 from intact.naming import MethodNameError, parse_method_name
 
@@ -136,13 +138,18 @@ class OptimConfig:
     weight_decay: float = 0.0
     schedule: str = "cosine_step"
     amp: bool = True
+    drop_last: bool = False  #: drop each epoch's last partial batch (the reference code does)
+
+
+#: (section, class, keys) added after runs were recorded (see RunConfig.to_dict)
+LATER_KEYS = (("optim", OptimConfig, ("drop_last",)),)
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines one run's results (benchmark x method x seed)."""
 
-    benchmark: BenchmarkConfig
+    benchmark: BenchmarkConfig | ImageBenchmarkConfig
     backbone: BackboneConfig
     method: str
     base: str
@@ -154,7 +161,14 @@ class RunConfig:
     eval_split: str = "test"
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(dataclasses.asdict(self))
+        """Plain settings (job params, hash). Keys added after results existed are left out while at their
+        default, so a new option never makes Snakemake redo finished runs."""
+        out = _to_plain(dataclasses.asdict(self))
+        for section, cls, keys in LATER_KEYS:
+            for k in keys:
+                if out[section].get(k) == getattr(cls, k):
+                    del out[section][k]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
@@ -179,8 +193,15 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return cfg
 
 
+@functools.lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
+    # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
     return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(_schema())
 
 
 def _key(path: typing.Iterable[Any]) -> str:
@@ -197,6 +218,8 @@ def _schema_error(err: jsonschema.ValidationError, where: str = "config") -> Con
         extra = sorted(set(err.instance) - set(allowed))
         keys = ", ".join(f"'{_key([*err.absolute_path, e])}'" for e in extra)
         hint = f"expected one of: {', '.join(allowed)}" if allowed else "expected no other keys"
+        if isinstance(err.instance, Mapping) and isinstance(err.instance.get("type"), str):
+            hint += f" for a benchmark of type {err.instance['type']!r}"
         return ConfigError(f"{where}: unknown key {keys} ({hint})")
     if err.validator == "required":
         return ConfigError(f"{where}: key '{key}' is missing a required entry: {err.message}")
@@ -206,8 +229,7 @@ def _schema_error(err: jsonschema.ValidationError, where: str = "config") -> Con
 
 
 def _check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise _schema_error(jsonschema.exceptions.best_match(errors), where)
 
@@ -226,7 +248,11 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
             raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under 'backbones' (defined: {', '.join(cfg['backbones'])})")
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]}
     for name in used_backbones:
-        _check_backbone(cfg, name, check_files)
+        _check_backbone(cfg, name)
+    if check_files:
+        missing = missing_files(cfg)
+        if missing:
+            raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     from intact.studies import expand_studies
 
     methods = list(cfg["run"]["methods"])
@@ -237,18 +263,39 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
             resolve_run(cfg, b, method, cfg["run"]["seeds"][0])
 
 
-def _check_backbone(cfg: Mapping[str, Any], name: str, check_files: bool) -> None:
+def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
+    """Messages naming every weights file, data root or split folder the run needs that is not there.
+
+    ``prepared(name)`` tells whether a benchmark is already prepared (then its raw images are not needed).
+    """
+    out = []
+    for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]}):
+        raw, path = cfg["backbones"][name]["weights"], weights_path(cfg, name)
+        if path != "pretrain" and not Path(path).is_file():
+            out.append(f"key 'backbones.{name}.weights': " + missing_path("weights file", raw) + " "
+                       "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
+    for b in cfg["run"]["benchmarks"]:
+        bench = benchmark_config(cfg, b)
+        if isinstance(bench, ImageBenchmarkConfig) and not prepared(b):
+            out += bench.missing_inputs()
+    return out
+
+
+def weights_path(cfg: Mapping[str, Any], name: str) -> str:
+    """The weights file of backbone ``name`` (``~`` and ``$VARS`` expanded), or ``pretrain``."""
+    w = cfg["backbones"][name]["weights"]
+    return w if w == "pretrain" else expand_path(w)
+
+
+def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
     bb = cfg["backbones"][name]
     if bb["weights"] == "pretrain":
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
-        return
-    if check_files and not Path(bb["weights"]).expanduser().is_file():
-        raise ConfigError(
-            f"config: key 'backbones.{name}.weights': weights file {bb['weights']!r} does not exist "
-            "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)"
-        )
+        if cfg["benchmarks"][src]["type"] in IMAGE_TYPES:
+            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded benchmark "
+                              "pretrains a backbone here; give the image benchmarks' backbone a local weights file")
 
 
 def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:
@@ -285,10 +332,8 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
     name, sections = _method_sections(cfg, benchmark, method)
-    bench_raw = {k: v for k, v in cfg["benchmarks"][benchmark].items() if k != "overrides"}
-    bench = build_dataclass(BenchmarkConfig, {"name": benchmark, **bench_raw}, f"benchmarks.{benchmark}")
-    bb_raw = cfg["backbones"][bench.backbone]
-    backbone = build_dataclass(BackboneConfig, {"name": bench.backbone, **bb_raw}, f"backbones.{bench.backbone}")
+    bench = benchmark_config(cfg, benchmark)
+    backbone = backbone_config(cfg, bench.backbone)
     return RunConfig(
         benchmark=bench,
         backbone=backbone,
@@ -304,12 +349,18 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
 
 
 def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
-    return build_dataclass(BackboneConfig, {"name": name, **cfg["backbones"][name]}, f"backbones.{name}")
+    raw = {**cfg["backbones"][name], "weights": weights_path(cfg, name)}
+    return build_dataclass(BackboneConfig, {"name": name, **raw}, f"backbones.{name}")
 
 
-def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkConfig:
+def benchmark_dataclass(kind: str | None) -> type:
+    """The settings class of a benchmark type: the image benchmarks share one, digits has its own."""
+    return ImageBenchmarkConfig if kind in IMAGE_TYPES else BenchmarkConfig
+
+
+def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkConfig | ImageBenchmarkConfig:
     raw = {k: v for k, v in cfg["benchmarks"][name].items() if k != "overrides"}
-    return build_dataclass(BenchmarkConfig, {"name": name, **raw}, f"benchmarks.{name}")
+    return build_dataclass(benchmark_dataclass(raw.get("type")), {"name": name, **raw}, f"benchmarks.{name}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -348,6 +399,8 @@ def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str) -> An
     kwargs = {}
     for key, value in data.items():
         hint = _unwrap_optional(hints[key])
+        if key == "benchmark" and isinstance(value, Mapping):  # a union over the benchmark families
+            hint = benchmark_dataclass(value.get("type"))
         if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
             value = build_dataclass(hint, value, f"{where}.{key}")
         elif typing.get_origin(hint) is tuple and isinstance(value, list):

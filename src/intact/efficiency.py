@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
+
+from intact.data.loader import eval_batches
 
 #: submodules that are copies of other parameters (the L_Feat teacher), not part of the model
 _COPIES = ("teacher.",)
@@ -42,10 +44,11 @@ def inference_seconds_per_batch(method: Any, data: Dataset, batch_size: int, dev
     was_training = method.training
     method.eval()
     times = []
-    for i, (x, _) in enumerate(DataLoader(data, batch_size=batch_size, shuffle=False, drop_last=len(data) > batch_size)):
+    for i, (x, _) in enumerate(eval_batches(data, batch_size, device)):
         if i > max_batches:
             break
-        x = x.to(device)
+        if len(x) < batch_size and i > 0:  # a last partial batch would bias the per-batch time
+            break
         _sync(device)
         t0 = time.perf_counter()
         method.predict(x)

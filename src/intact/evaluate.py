@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from intact.config import RunConfig
+from intact.data.loader import eval_batches
 from intact.io import write_json
 from intact.methods.base import ContinualMethod
 from intact.seeding import configure_torch
@@ -21,8 +22,7 @@ def accuracy(method: ContinualMethod, data: Dataset, batch_size: int, device: to
     """Top-1 accuracy (%) of ``method`` on ``data`` and the number of samples."""
     method.eval()
     correct, total = 0, 0
-    for x, y in DataLoader(data, batch_size=batch_size, shuffle=False):
-        x, y = x.to(device), y.to(device)
+    for x, y in eval_batches(data, batch_size, device):
         correct += int((method.predict(x).argmax(1) == y).sum())
         total += len(y)
     return 100.0 * correct / max(total, 1), total

@@ -6,6 +6,7 @@
       seeds: [0, 1, 2]
       main:        {methods: [finetune, ewc, ..., coda_p+intact, joint]}
       integration: {methods: [l2p, dualprompt, coda_p]}          # each with and without +intact
+      # an entry may carry the InTAct variant's own settings: l2p@lambda_var=1e-2 -> l2p, l2p+intact@lambda_var=1e-2
       ablation:    {method: coda_p+intact, terms: [intdrift, var, align, feat]}
       sensitivity: {method: coda_p+intact, seeds: [0, 1], grid: {lambda_intdrift: [...], ...}}
 
@@ -64,6 +65,12 @@ def ablation_name(method: str, term: str) -> str:
     return f"{base}-no_{term}" + (f"@{overrides}" if sep else "")
 
 
+def integration_pair(entry: str) -> tuple[str, str]:
+    """(plain run, InTAct run) of an integration entry; ``base@k=v`` gives the settings to the InTAct run only."""
+    base, sep, overrides = entry.partition("@")
+    return base, f"{base}+intact" + (f"@{overrides}" if sep else "")
+
+
 def sweep_name(method: str, key: str, value: float) -> str:
     sep = "," if "@" in method else "@"
     return f"{method}{sep}{key}={format_value(value)}"
@@ -75,7 +82,7 @@ def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, .
     if name == "main":
         methods = list(spec["methods"])
     elif name == "integration":
-        methods = [m for base in spec["methods"] for m in (base, f"{base}+intact")]
+        methods = [m for entry in spec["methods"] for m in integration_pair(entry)]
     elif name == "ablation":
         methods = [spec["method"]] + [ablation_name(spec["method"], t) for t in spec["terms"]]
     elif name == "sensitivity":
@@ -89,7 +96,8 @@ def expand_studies(cfg: Mapping[str, Any]) -> dict[str, Study]:
     """All studies declared under ``studies`` in the config (an empty dict if none)."""
     studies = cfg.get("studies") or {}
     default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
-    return {n: expand_study(n, studies[n], default_seeds) for n in STUDIES if n in studies}
+    # null switches off a study declared by a config this one is layered on (--configfile over config.yaml)
+    return {n: expand_study(n, studies[n], default_seeds) for n in STUDIES if studies.get(n) is not None}
 
 
 def ablation_variants(spec: Mapping[str, Any]) -> dict[str, str]:

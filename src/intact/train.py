@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset
+from torch.utils.data import ConcatDataset, Dataset
 from tqdm import tqdm
 
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
+from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
 from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS, create_method
@@ -31,7 +32,7 @@ from intact.methods.base import ContinualMethod
 from intact.models.backbone import create_backbone
 from intact.provenance import provenance
 from intact.regularizers.hypercube import load_hypercubes, save_hypercubes
-from intact.seeding import configure_torch, derive_seed, seed_everything, task_generator
+from intact.seeding import configure_torch, derive_seed, seed_everything
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -107,10 +108,6 @@ def hypercube_data(run: RunConfig, bench, task: int, train_set: Dataset) -> Data
     return ConcatDataset([bench.eval_set(i, run.eval_split) for i in range(task + 1)])
 
 
-def _batches(data: Dataset, order: torch.Tensor, batch_size: int, first: int) -> DataLoader:
-    return DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False)
-
-
 def train_task(
     run: RunConfig,
     task: int,
@@ -145,7 +142,7 @@ def train_task(
     method.begin_task(task, train_set)
     o = run.optim
     n = len(train_set)
-    steps_per_epoch = math.ceil(n / o.batch_size)
+    steps_per_epoch = count_steps(n, o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
 
@@ -178,8 +175,9 @@ def train_task(
     method.train()
     with _StopFlag() as stop:
         while epoch < o.epochs:
-            order = torch.randperm(n, generator=task_generator(run.seed, task, f"epoch{epoch}"))
-            bar = tqdm(_batches(train_set, order, o.batch_size, step), total=steps_per_epoch, initial=step,
+            batches = train_batches(train_set, seed=run.seed, task=task, epoch=epoch, batch_size=o.batch_size,
+                                    first=step, device=device, drop_last=o.drop_last)
+            bar = tqdm(batches, total=steps_per_epoch, initial=step,
                        desc=f"{run.method} task {task} epoch {epoch + 1}/{o.epochs}", disable=not progress,
                        file=sys.stderr, mininterval=1.0, leave=False)
             epoch_start = time.perf_counter()

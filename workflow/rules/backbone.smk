@@ -22,7 +22,7 @@ rule pretrain_backbone:
 rule describe_backbone:
     """Check a user's local weights file (exists, sha256, fits the model) and record its provenance."""
     input:
-        weights=lambda w: os.path.expanduser(config["backbones"][w.backbone]["weights"]),
+        weights=lambda w: weights_input(w.backbone),
     output:
         info="results/backbones/{backbone}.json",
     log:

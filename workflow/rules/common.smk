@@ -2,19 +2,47 @@
 import dataclasses
 import os
 import re
+import sys
 
-from intact.config import ConfigError, backbone_config, benchmark_config, resolve_run, validate_config
+from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
+from intact.data.image_config import IMAGE_TYPES
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.paths import RUN_DIR, run_dir
 from intact.studies import DEFAULT_RUN_REPORT, expand_studies, report_files
 from intact.tracking import tracking_config, tracking_markers
 
+NOT_EXECUTING = ("--dry-run", "--dryrun", "--lint", "--dag", "--rulegraph", "--filegraph", "--d3dag", "--summary",
+                 "--detailed-summary", "--list-rules", "--list-target-rules", "--list", "--lt")
+
+
+def _dry_run():
+    """-n / --dry-run (or lint, DAG drawing, listings): nothing runs, so missing data and weights only warn.
+    The workflow object learns of -n only after parsing, so the command line is read too."""
+    flags = sys.argv[1:]
+    return workflow.dryrun or any(a in NOT_EXECUTING or re.fullmatch(r"-[A-Za-z]*n[A-Za-z]*", a) for a in flags)
+
+
 try:
-    validate_config(config)
+    validate_config(config, check_files=False)
     TRACKING = tracking_config(config)
+    # weights and raw data: a dry run lists the grid before they are in place (and says what is
+    # missing); a real run stops here naming them. A prepared benchmark no longer needs its raw images.
+    _missing = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
+    if _missing and not _dry_run():
+        raise ConfigError("config: " + "; ".join(_missing))
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+for _m in _missing:
+    print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
+DRY_RUN_MISSING = bool(_missing)
+
+
+def weights_input(name):
+    """The weights file of backbone ``name`` as a job input; none in a dry run where it is still missing
+    (the grid is listed, the message above names the file)."""
+    path = weights_path(config, name)
+    return [] if DRY_RUN_MISSING and not os.path.isfile(path) else path
 
 
 
@@ -38,6 +66,8 @@ def one_of(names):
 
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
+IMAGE_BENCHMARKS = [n for n, b in config["benchmarks"].items() if b["type"] in IMAGE_TYPES]
+DIGITS_BENCHMARKS = [n for n, b in config["benchmarks"].items() if b["type"] not in IMAGE_TYPES]
 
 
 wildcard_constraints:
@@ -49,12 +79,19 @@ wildcard_constraints:
 
 
 def num_tasks(benchmark):
-    return len(config["benchmarks"][benchmark]["domains"])
+    return benchmark_config(config, benchmark).num_tasks
+
+
+_RUN_CONFIGS = {}
 
 
 def run_config(wildcards):
-    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run."""
-    return resolve_run(config, wildcards.benchmark, wildcards.method, int(wildcards.seed)).to_dict()
+    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run.
+    Resolved once per run (not per task job): a paper grid has thousands of jobs."""
+    key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
+    if key not in _RUN_CONFIGS:
+        _RUN_CONFIGS[key] = resolve_run(config, *key).to_dict()
+    return _RUN_CONFIGS[key]
 
 
 def as_dict(obj):
@@ -72,10 +109,9 @@ def backbone_name(benchmark):
 def backbone_weights(wildcards):
     """The frozen backbone of the run's benchmark: pretrained by the pipeline or a user's local file."""
     name = backbone_name(wildcards.benchmark)
-    weights = config["backbones"][name]["weights"]
-    if weights == "pretrain":
+    if weights_path(config, name) == "pretrain":
         return f"results/backbones/{name}.safetensors"
-    return os.path.expanduser(weights)
+    return weights_input(name)
 
 
 def backbone_info(wildcards):

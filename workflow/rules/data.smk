@@ -7,6 +7,8 @@ rule prepare_data:
         "results/logs/prepare_data/{benchmark}.log",
     benchmark:
         "results/timings/prepare_data/{benchmark}.tsv"
+    wildcard_constraints:
+        benchmark=one_of(DIGITS_BENCHMARKS),
     params:
         benchmark=lambda w: as_dict(benchmark_config(config, w.benchmark)),
     conda:

@@ -6,6 +6,10 @@ from intact.registry import load_target, resolve
 
 BENCHMARKS: dict[str, str] = {
     "digits": "intact.data.digits:DigitsBenchmark",
+    "domainnet": "intact.data.domainnet:DomainNet",
+    "imagenet_r": "intact.data.imagenet_r:ImageNetR",
+    "imagenet_c": "intact.data.imagenet_c:ImageNetC",
+    "imagenet_mix": "intact.data.imagenet_mix:ImageNetMix",
 }
 
 

@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
+from intact.data.loader import eval_batches
 from intact.methods.finetune import Finetune, FinetuneConfig
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
 
@@ -73,7 +74,7 @@ class EwcMixin:
             return F.cross_entropy(functional_call(self, p, (x,), strict=False), y, reduction="sum")
 
         device = next(iter(params.values())).device
-        batches = ((x.to(device), y.to(device)) for x, y in DataLoader(train_set, batch_size=self.run.optim.eval_batch_size))
+        batches = eval_batches(train_set, self.run.optim.eval_batch_size, device)
         fisher_t = empirical_fisher(nll, params, batches, chunk_size=64)
         with torch.no_grad():
             for n, p in params.items():

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
+from intact.data.loader import eval_batches
 from intact.methods.base import ContinualMethod
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
@@ -43,7 +44,7 @@ class ProtectedMethod(ContinualMethod):
         was_training = self.training
         self.eval()
         device = next(self.reg.model.parameters()).device
-        loader = DataLoader(train_set, batch_size=self.run.optim.eval_batch_size, shuffle=False)
-        acts = self.reg.collect(self.predict, (x.to(device) for x, _ in loader))
+        batches = eval_batches(train_set, self.run.optim.eval_batch_size, device)
+        acts = self.reg.collect(self.predict, (x for x, _ in batches))
         self.train(was_training)
         return self.reg.end_task(task, acts)

@@ -34,3 +34,10 @@ def vit_digits_p8(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
 def vit_digits_p4(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
     """ViT with 4x4 patches (64 patches + [CLS]), width 64, depth 4, 4 heads."""
     return _vit_digits(4, **kwargs)
+
+
+@register_model
+def vit_rgb_p8(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    """RGB ViT with 8x8 patches at 32 px, width 64, depth 4: the image benchmarks at ``image_size: 32``
+    on a laptop or in tests (the paper's runs use ViT-B/16 at 224)."""
+    return _vit_digits(8, **{"in_chans": 3, **kwargs})

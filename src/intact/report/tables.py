@@ -13,6 +13,7 @@ import pandas as pd
 
 from intact.io import write_text
 from intact.naming import TERMS
+from intact.studies import integration_pair
 
 #: metric key -> column title
 METRICS = {
@@ -112,8 +113,8 @@ def integration_table(runs: pd.DataFrame, bases: Sequence[str]) -> pd.DataFrame:
     """Each prompt method with and without InTAct."""
     summary = summarize_runs(runs).set_index("method")
     rows = []
-    for base in bases:
-        with_ = f"{base}+intact"
+    for entry in bases:
+        base, with_ = integration_pair(entry)
         if base not in summary.index or with_ not in summary.index:
             continue
         b, w = summary.loc[base], summary.loc[with_]

@@ -1,0 +1,53 @@
+"""ImageNet-R as a 15-domain sequence (200 classes); the task of an image is its file-name prefix.
+
+Layout: ``<root>/<wnid>/<domain>_<n>.jpg``. ``split: coda`` (default) is the InTAct paper's
+CODA-Prompt 80/20 split, ``split: ka`` the KA-Prompt / C-Prompt lists (another label map and test
+set); a folder path holds a user's ``train.txt`` / ``test.txt`` in the same format. The 5-task
+variant sets ``domains`` to the first five.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from intact.data.image_config import ImageBenchmarkConfig, expand_path
+from intact.data.prepare_images import TaskPlan
+from intact.data.split_lists import SplitList, bucket, describe_file, find_list, read_list, shipped_split
+from intact.data.stored import ImageBenchmark
+
+
+def domain_of(rel: str) -> str:
+    """``n01443537/art_12.jpg`` -> ``art``."""
+    return os.path.basename(rel).split("_", 1)[0]
+
+
+def list_file(split: str, part: str, shipped: dict[str, str], user_stem: str = "") -> Path:
+    """The list of ``part`` (train/test): a shipped file for a named split, else ``<folder>/<stem>.txt``."""
+    if split in shipped:
+        return shipped_split(shipped[split].format(part=part))
+    return find_list(expand_path(split), f"{user_stem}{part}")
+
+
+def r_lists(split: str, root: str, domains: tuple[str, ...], user_stem: str = "") -> tuple[dict[str, dict[str, SplitList]], list[dict]]:
+    """ImageNet-R lists bucketed by domain: {domain: {"train": ..., "test": ...}} and the files read."""
+    shipped = {"coda": "imagenet-r_coda_{part}.txt.xz", "ka": "imagenet-r_ka_{part}.txt.xz"}
+    out: dict[str, dict[str, SplitList]] = {d: {} for d in domains}
+    files = []
+    for part in ("train", "test"):
+        path = list_file(split, part, shipped, user_stem)
+        files.append({"split": part, **describe_file(path)})
+        for d, s in bucket(read_list(path), domain_of, domains, root).items():
+            out[d][part] = s
+    return out, files
+
+
+class ImageNetR(ImageBenchmark):
+    """ImageNet-R in the paper's order art, cartoon, ..., videogame."""
+
+    @classmethod
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list[TaskPlan], list[dict]]:
+        lists, files = r_lists(cfg.split_name, expand_path(cfg.root), cfg.tasks)
+        size = cfg.image_size
+        return [TaskPlan(d, lists[d]["train"], lists[d]["test"], size, size, size) for d in cfg.tasks], files
+

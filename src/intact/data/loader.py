@@ -1,0 +1,179 @@
+"""The fast loader: batches gathered from stored uint8 arrays, augmented on the device.
+
+For prepared image benchmarks (:class:`~intact.data.stored.StoredImages`, or a concatenation of
+them as the joint baseline trains on) a batch is one fancy-index read of the memory map, a copy to
+the device and one gather that does the random crop and the horizontal flip together; the float
+conversion (``/255``, as ``ToTensor``) also runs on the device. Every random choice of an epoch is
+drawn up front from a CPU generator seeded by (seed, task, epoch) - the :class:`EpochPlan` - so a
+resumed epoch sees the same batches, and a later feature cache can key images by (task, index, flip)
+(``train_batches(..., keys=True)``; ImageNet-C's random crop would add the plan's crop offsets to the key).
+
+Any other dataset (the embedded digits benchmark) keeps the plain ``DataLoader`` path unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset
+
+from intact.data.stored import StoredImages, center_offset
+from intact.seeding import task_generator
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def steps_per_epoch(n: int, batch_size: int, drop_last: bool) -> int:
+    """Optimizer steps in one epoch of ``n`` samples."""
+    if drop_last and n < batch_size:
+        raise ValueError(f"optim.drop_last: the task has {n} training images, fewer than one batch of "
+                         f"{batch_size}, so no step would be taken; lower optim.batch_size or set drop_last: false")
+    return n // batch_size if drop_last else math.ceil(n / batch_size)
+
+
+def epoch_order(seed: int, task: int, epoch: int, n: int) -> torch.Tensor:
+    """The epoch's sample order: a pure function of (seed, task, epoch)."""
+    return torch.randperm(n, generator=task_generator(seed, task, f"epoch{epoch}"))
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """Order and augmentation of one epoch: ``order[k]`` is the k-th sample, ``flip[k]`` its flip, and
+    ``top[k]``/``left[k]`` in [0, 1) place its crop (offset = floor(u * (S - size + 1)) for stored side S)."""
+
+    order: torch.Tensor
+    flip: torch.Tensor
+    top: torch.Tensor
+    left: torch.Tensor
+
+    @classmethod
+    def draw(cls, seed: int, task: int, epoch: int, n: int) -> "EpochPlan":
+        # a generator of its own: the augmentation draws never shift the order's (digits stays bit-identical)
+        g = task_generator(seed, task, f"augment{epoch}")
+        flip = torch.rand(n, generator=g) < 0.5
+        top, left = torch.rand(n, generator=g, dtype=torch.float64), torch.rand(n, generator=g, dtype=torch.float64)
+        return cls(epoch_order(seed, task, epoch, n), flip, top, left)
+
+
+def _parts(data: Dataset) -> list[StoredImages] | None:
+    """The stored splits behind ``data`` (itself, or the parts of a ConcatDataset), else None."""
+    if isinstance(data, StoredImages):
+        return [data]
+    if isinstance(data, ConcatDataset) and all(isinstance(d, StoredImages) for d in data.datasets):
+        return list(data.datasets)
+    return None
+
+
+Group = tuple[np.ndarray, StoredImages, torch.Tensor, torch.Tensor]
+
+
+def _gather(parts: list[StoredImages], index: np.ndarray) -> list[Group]:
+    """Global indices over concatenated ``parts`` -> per part: (positions in the batch, part, pixels, labels)."""
+    if len(parts) == 1:
+        return [(np.arange(len(index)), parts[0], *parts[0].gather(index))]
+    bounds = np.cumsum([0] + [len(p) for p in parts])
+    which = np.searchsorted(bounds, index, side="right") - 1
+    out = []
+    for k in np.unique(which):
+        sel = np.flatnonzero(which == k)
+        out.append((sel, parts[k], *parts[k].gather(index[sel] - bounds[k])))
+    return out
+
+
+def crop_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, S, S, 3) uint8 -> (B, 3, size, size) float in [0, 1]: per-image crop at (top, left), then flip.
+
+    The pixel work stays in uint8 until the last step; ``/255`` in float32 is what ``ToTensor`` does.
+    """
+    dev = pixels.device
+    if pixels.shape[1] == size:  # nothing to crop (every image stored at the input size): flip only
+        out = pixels.permute(0, 3, 1, 2).contiguous()
+        if bool(flip.any()):
+            out = torch.where(flip.to(dev).view(-1, 1, 1, 1), out.flip(3), out)
+    else:
+        ar = torch.arange(size, device=dev)
+        rows = top.to(dev)[:, None] + ar
+        cols = left.to(dev)[:, None] + torch.where(flip.to(dev)[:, None], size - 1 - ar, ar)
+        b = torch.arange(len(pixels), device=dev)[:, None, None]
+        out = pixels[b, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2).contiguous()
+    return out.float().div_(255)
+
+
+def _assemble(groups: list[Group], flip: torch.Tensor | None, top: torch.Tensor | None, left: torch.Tensor | None,
+              device: torch.device | str) -> Batch:
+    """Move each group to ``device`` and crop/flip it there (centre crop, unflipped, when ``flip`` is None)."""
+    n = sum(len(sel) for sel, *_ in groups)
+    size = groups[0][1].size
+    x = torch.empty((n, 3, size, size), device=device)
+    y = torch.empty(n, dtype=torch.int64, device=device)
+    for sel, part, pixels, labels in groups:
+        span = part.stored_size - size + 1
+        if flip is None:
+            t = l = torch.full((len(sel),), center_offset(part.stored_size, size))
+            f = torch.zeros(len(sel), dtype=torch.bool)
+        else:
+            s = torch.from_numpy(sel)
+            f, t, l = flip[s], (top[s] * span).long(), (left[s] * span).long()
+        x[torch.from_numpy(sel).to(device)] = crop_flip(pixels.to(device, non_blocking=True), t, l, f, size)
+        y[torch.from_numpy(sel).to(device)] = labels.to(device, non_blocking=True)
+    return x, y
+
+
+def _prefetched(loads: Iterator, fn) -> Iterator:
+    """``fn(item)`` for each item, computing the next one on a thread while the caller works."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        items = iter(loads)
+        nxt = next(items, None)
+        pending = pool.submit(fn, nxt) if nxt is not None else None
+        while pending is not None:
+            result = pending.result()
+            nxt = next(items, None)
+            pending = pool.submit(fn, nxt) if nxt is not None else None
+            yield result
+
+
+def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size: int, first: int = 0,
+                  device: torch.device | str = "cpu", drop_last: bool = False, keys: bool = False) -> Iterator[tuple]:
+    """Batches ``first, first+1, ...`` of the epoch, on ``device``; stored images are flipped / cropped there.
+
+    ``keys=True`` also yields each image's dataset index and flip (CPU tensors): what a feature cache of
+    (task, index, flip) needs to look a batch up. Yields ``(x, y)`` or ``(x, y, index, flip)``.
+    """
+    n = len(data)
+    stop = steps_per_epoch(n, batch_size, drop_last) * batch_size if drop_last else n
+    parts = _parts(data)
+    if parts is None:  # the DataLoader path (digits): unchanged batches
+        order = epoch_order(seed, task, epoch, n)[:stop]
+        loader = DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False)
+        for k, (x, y) in enumerate(loader, first):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            index = order[k * batch_size:(k + 1) * batch_size]
+            yield (x, y, index, torch.zeros(len(index), dtype=torch.bool)) if keys else (x, y)
+        return
+    plan = EpochPlan.draw(seed, task, epoch, n)
+    augment = all(p.augment for p in parts)
+    slices = [slice(s, min(s + batch_size, stop)) for s in range(first * batch_size, stop, batch_size)]
+    for sl, groups in _prefetched(slices, lambda sl: (sl, _gather(parts, plan.order[sl].numpy()))):
+        if augment:
+            x, y = _assemble(groups, plan.flip[sl], plan.top[sl], plan.left[sl], device)
+        else:
+            x, y = _assemble(groups, None, None, None, device)
+        flip = plan.flip[sl] if augment else torch.zeros(len(y), dtype=torch.bool)
+        yield (x, y, plan.order[sl], flip) if keys else (x, y)
+
+
+def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "cpu") -> Iterator[Batch]:
+    """Batches of ``data`` in order, no augmentation (evaluation, the hypercube pass, EWC's Fisher)."""
+    parts = _parts(data)
+    if parts is None:
+        for x, y in DataLoader(data, batch_size=batch_size, shuffle=False):
+            yield x.to(device), y.to(device)
+        return
+    n = len(data)
+    for groups in _prefetched(range(0, n, batch_size), lambda s: _gather(parts, np.arange(s, min(s + batch_size, n)))):
+        yield _assemble(groups, None, None, None, device)

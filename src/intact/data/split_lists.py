@@ -1,0 +1,136 @@
+"""Split lists (``relative/path label`` per line): the shipped files, a user's own, and their check.
+
+The shipped lists (``splits/*.txt.xz``, with provenance in ``splits/README.md``) are package data;
+every list a benchmark reads is recorded with its sha256, so a manifest says exactly which split
+produced it. :func:`check_split` runs before any image is decoded.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from intact.hashing import sha256_file
+
+SPLITS_DIR = Path(__file__).with_name("splits")
+#: how many offending entries an error message shows
+SHOW = 5
+
+
+class SplitError(ValueError):
+    """A split list that is missing, malformed, or does not match the image root."""
+
+
+@dataclass
+class SplitList:
+    """The entries of one split of one task: paths relative to ``root`` and integer labels."""
+
+    root: str
+    paths: list[str] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+def shipped_split(name: str) -> Path:
+    """The packaged split file ``name`` (e.g. ``imagenet-r_coda_train.txt.xz``)."""
+    path = SPLITS_DIR / name
+    if not path.is_file():
+        raise SplitError(f"split file {name!r} is not shipped with the package (looked in {SPLITS_DIR})")
+    return path
+
+
+def find_list(folder: str | os.PathLike, stem: str) -> Path:
+    """``<folder>/<stem>.txt`` or ``<stem>.txt.xz``; a :class:`SplitError` naming both if neither exists."""
+    for suffix in (".txt", ".txt.xz"):
+        path = Path(folder) / f"{stem}{suffix}"
+        if path.is_file():
+            return path
+    raise SplitError(f"split list {stem}.txt (or {stem}.txt.xz) not found in {str(folder)!r}")
+
+
+def read_list(path: str | os.PathLike) -> list[tuple[str, int]]:
+    """The ``(path, label)`` lines of a list file (``.xz`` decompressed); a malformed line is an error."""
+    path = Path(path)
+    opener = lzma.open if path.suffix == ".xz" else open
+    out = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            rel, _, label = line.rpartition(" ")
+            try:
+                out.append((rel.strip(), int(label)))
+            except ValueError:
+                raise SplitError(f"{path}:{lineno}: expected 'relative/path integer_label', got {line!r}") from None
+            if not rel.strip():
+                raise SplitError(f"{path}:{lineno}: expected 'relative/path integer_label', got {line!r}")
+    return out
+
+
+def describe_file(path: Path) -> dict[str, str]:
+    """A split file's record for the manifest: where it came from and its sha256."""
+    shipped = path.parent.resolve() == SPLITS_DIR.resolve()
+    return {"file": path.name if shipped else str(path), "shipped": shipped, "sha256": sha256_file(path)}
+
+
+def bucket(entries: Iterable[tuple[str, int]], task_of: Callable[[str], str], tasks: Iterable[str],
+           root: str) -> dict[str, SplitList]:
+    """Group entries by task (entries of tasks not in ``tasks`` are dropped), keeping list order."""
+    out = {t: SplitList(root) for t in tasks}
+    for rel, label in entries:
+        s = out.get(task_of(rel))
+        if s is not None:
+            s.paths.append(rel)
+            s.labels.append(label)
+    return out
+
+
+def _fail(what: str, bad: list[str], total: int) -> SplitError:
+    shown = "; ".join(bad[:SHOW]) + ("; ..." if len(bad) > SHOW else "")
+    return SplitError(f"split check failed: {len(bad)} of {total} entries {what}: {shown}")
+
+
+def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check_files: bool = True) -> None:
+    """Check every (task, split) list: non-empty, labels in range, no duplicated path, every file present.
+
+    ``splits`` maps task -> {"train"/"test": SplitList}. Raises :class:`SplitError` with the count and
+    the first offending entries; nothing is decoded or written before this passes.
+    """
+    total = sum(len(s) for parts in splits.values() for s in parts.values())
+    empty = [f"{t}/{p}" for t, parts in splits.items() for p, s in parts.items() if len(s) == 0]
+    if empty:
+        raise SplitError(f"split check failed: no entries for {', '.join(empty)} (check the task names and lists)")
+    bad = [f"{r} (label {y})" for parts in splits.values() for s in parts.values()
+           for r, y in zip(s.paths, s.labels) if not 0 <= y < num_classes]
+    if bad:
+        raise _fail(f"have a label outside [0, {num_classes})", bad, total)
+    for part in ("train", "test"):
+        seen: set[tuple[str, str]] = set()
+        dup = []
+        for parts in splits.values():
+            s = parts[part]
+            for r in s.paths:
+                key = (s.root, r)
+                if key in seen:
+                    dup.append(f"{r} ({part})")
+                seen.add(key)
+        if dup:
+            raise _fail("are duplicated lines", dup, total)
+    if not check_files:
+        return
+    missing = []
+    roots = {s.root for parts in splits.values() for s in parts.values()}
+    for root in roots:
+        if not Path(root).is_dir():
+            raise SplitError(f"data root {root!r} does not exist")
+    for parts in splits.values():
+        for s in parts.values():
+            missing += [os.path.join(s.root, r) for r in s.paths if not os.path.isfile(os.path.join(s.root, r))]
+    if missing:
+        raise _fail("are missing files", missing, total)

@@ -1,0 +1,125 @@
+"""Prepared image benchmarks: per-task uint8 arrays opened as memory maps, and the benchmark class.
+
+``prepare_data`` (see :mod:`intact.data.prepare_images`) stores every image once after the
+deterministic part of the protocol's transform (Resize + CenterCrop) as ``(N, S, S, 3)`` uint8 in a
+``.npy`` file. Training images of ImageNet-C keep S = 230 so the random 224 crop can follow on the
+device; everything else is stored at the network's input size. Nothing is unpickled: ``np.load``
+runs with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from intact.data.base import Benchmark
+from intact.data.image_config import ImageBenchmarkConfig
+
+
+def center_offset(stored: int, size: int) -> int:
+    """Top/left offset of a centre crop, as torchvision's CenterCrop computes it."""
+    return int(round((stored - size) / 2.0))
+
+
+class StoredImages(Dataset):
+    """One split of one task: ``x`` (N, S, S, 3) uint8 (a memory map) and labels, cropped to ``size``.
+
+    ``augment`` marks a training set: the fast loader (:mod:`intact.data.loader`) then draws a random
+    horizontal flip (and a random crop where S > size) per image on the device. Item access (the
+    DataLoader path of code that does not use the fast loader) always gives the deterministic view:
+    the centre crop, unflipped, as float CHW in [0, 1] - what evaluation and the hypercube pass see.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, size: int, augment: bool, task: int):
+        keep = np.flatnonzero(y >= 0)  # label -1 marks an image skipped as unreadable
+        self.x, self.y, self.size, self.augment, self.task = x, y, size, augment, task
+        self.rows = keep if len(keep) < len(y) else None
+        self.labels = torch.from_numpy(np.array(y[keep] if self.rows is not None else y, dtype=np.int64))
+
+    @property
+    def stored_size(self) -> int:
+        return int(self.x.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def row(self, index: np.ndarray) -> np.ndarray:
+        """Rows of the stored array for dataset indices ``index``."""
+        return index if self.rows is None else self.rows[index]
+
+    def gather(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """uint8 (B, S, S, 3) pixels and int64 labels of dataset indices ``index`` (no per-sample Python)."""
+        index = np.asarray(index, dtype=np.int64)
+        rows = self.row(index)
+        # a sorted read is sequential on disk; the permutation back restores the batch order
+        sort = np.argsort(rows, kind="stable")
+        pixels = np.empty((len(rows), *self.x.shape[1:]), dtype=np.uint8)
+        pixels[sort] = self.x[rows[sort]]
+        return torch.from_numpy(pixels), self.labels[torch.from_numpy(index)]
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        r = int(self.row(np.asarray([i]))[0])
+        o = center_offset(self.stored_size, self.size)
+        img = torch.from_numpy(np.array(self.x[r, o:o + self.size, o:o + self.size]))
+        return img.permute(2, 0, 1).float().div(255), self.labels[i]
+
+
+class ImageBenchmark(Benchmark):
+    """Opens a prepared image benchmark from its ``manifest.json``; the type modules add ``plan``."""
+
+    def __init__(self, manifest_path: str | Path):
+        super().__init__(manifest_path)
+        self._arrays: dict[str, np.ndarray] = {}
+
+    @property
+    def image_size(self) -> int:
+        return int(self.manifest["image_size"])
+
+    def _array(self, rel: str) -> np.ndarray:
+        if rel not in self._arrays:
+            self._arrays[rel] = np.load(self.root / rel, mmap_mode="r", allow_pickle=False)
+        return self._arrays[rel]
+
+    def _split(self, task: int, split: str, augment: bool) -> StoredImages:
+        files = self.manifest["tasks"][task]["arrays"][split]
+        return StoredImages(self._array(files["x"]), np.asarray(self._array(files["y"])), self.image_size, augment, task)
+
+    def _no_val(self, eval_split: str) -> None:
+        if eval_split != "test":
+            raise ValueError(f"benchmark {self.name!r} ({self.manifest['type']}): run.eval_split = {eval_split!r} "
+                             "is not available; the image benchmarks have train and test splits only")
+
+    def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
+        self._no_val(eval_split)
+        return self._split(task, "train", augment=True)
+
+    def eval_set(self, task: int, eval_split: str = "test") -> StoredImages:
+        self._no_val(eval_split)
+        return self._split(task, "test", augment=False)
+
+    def preview(self, per_task: int = 8) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
+        """Up to ``per_task`` test images per task (evenly spaced through the list), centre-cropped, and labels."""
+        images, labels = {}, {}
+        for t, name in enumerate(self.task_names):
+            data = self.eval_set(t)
+            idx = np.linspace(0, len(data) - 1, num=min(per_task, len(data))).astype(np.int64)
+            images[name] = np.stack([data[int(i)][0].permute(1, 2, 0).numpy() for i in idx])
+            labels[name] = [int(data.labels[int(i)]) for i in idx]
+        return images, labels
+
+    @classmethod
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+        """The tasks' split lists (and the list files read, with sha256) of ``cfg``: per type."""
+        raise NotImplementedError
+
+    @classmethod
+    def prepare(cls, cfg: ImageBenchmarkConfig, out_dir: str | Path, workers: int | None = None,
+                progress: bool = True) -> Path:
+        """Check the split, decode and store every image; return the manifest path."""
+        from intact.data.prepare_images import prepare_images
+
+        tasks, split_files = cls.plan(cfg)
+        return prepare_images(cfg, tasks, split_files, out_dir, workers=workers, progress=progress)

@@ -1,0 +1,384 @@
+"""The image benchmarks on synthetic trees in the real layouts: prepare, pixels, loader, bad input, end to end."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+import image_trees as trees
+from conftest import REPO
+from intact.config import ConfigError, build_dataclass, resolve_run, validate_config
+from intact.data import benchmark_class, open_benchmark
+from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
+from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
+from intact.data.split_lists import SPLITS_DIR, SplitError, check_split
+
+R2, C2 = ["art", "cartoon"], ["defocus_blur", "glass_blur"]
+
+
+def bench_cfg(name: str, **kw) -> ImageBenchmarkConfig:
+    return build_dataclass(ImageBenchmarkConfig, {"name": name, "backbone": "vit_rgb", "image_size": 32, **kw}, name)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """One tree per layout (2 tasks, 4 classes, 3 images per class and task)."""
+    base = tmp_path_factory.mktemp("trees")
+    trees.imagenet_r(base / "imagenet-r", base / "r_lists", R2)
+    trees.imagenet_c(base / "imagenet-c", base / "c_lists", C2)
+    trees.domainnet(base / "DomainNet", ["real", "quickdraw"])
+    mix = base / "mix_lists"
+    mix.mkdir()
+    for half in ("r", "c"):
+        for part in ("train", "test"):
+            (mix / f"{half}_{part}.txt").write_text((base / f"{half}_lists" / f"{part}.txt").read_text())
+    return base
+
+
+def configs(base: Path) -> dict[str, dict]:
+    """The four benchmark types as config blocks over the synthetic trees."""
+    return {
+        "imagenet_r": {"type": "imagenet_r", "root": str(base / "imagenet-r"), "split": str(base / "r_lists"), "domains": R2},
+        "imagenet_c": {"type": "imagenet_c", "root": str(base / "imagenet-c"), "split": str(base / "c_lists"), "domains": C2},
+        "domainnet": {"type": "domainnet", "root": str(base / "DomainNet"), "domains": ["real", "quickdraw"]},
+        "imagenet_mix": {"type": "imagenet_mix", "root_r": str(base / "imagenet-r"), "root_c": str(base / "imagenet-c"),
+                         "split": str(base / "mix_lists"), "domains": ["c_defocus_blur", "r_art"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def prepared(tree, tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("prepared")
+    return {name: benchmark_class(c["type"]).prepare(bench_cfg(name, **c), out / name, workers=2, progress=False)
+            for name, c in configs(tree).items()}
+
+
+# ---- the shipped split files ---------------------------------------------------------------------------
+
+def test_shipped_split_files_match_their_checksums():
+    sums = dict(reversed(line.split()) for line in (SPLITS_DIR / "SHA256SUMS").read_text().splitlines())
+    assert len(sums) == 6
+    for name, digest in sums.items():
+        assert hashlib.sha256((SPLITS_DIR / name).read_bytes()).hexdigest() == digest
+    assert (SPLITS_DIR / "README.md").is_file() and (SPLITS_DIR / "SHA256SUMS.orig").is_file()
+
+
+CODA_COUNTS = {"art": (1239, 289), "cartoon": (2969, 757), "deviantart": (1732, 431), "graffiti": (730, 211),
+               "embroidery": (582, 140), "graphic": (533, 111), "origami": (442, 108), "painting": (2297, 538),
+               "misc": (4574, 1099), "sticker": (394, 114), "sculpture": (977, 219), "sketch": (3662, 972),
+               "tattoo": (1529, 418), "toy": (1179, 332), "videogame": (1161, 261)}
+
+
+def test_real_imagenet_r_splits_pass_the_check_with_the_paper_counts(tmp_path):
+    """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are protocols.md's."""
+    from intact.data.imagenet_r import ImageNetR
+    from intact.data.split_lists import read_list
+
+    root = tmp_path / "imagenet-r"
+    paths = {p for f in ("coda_train", "coda_test", "ka_train", "ka_test") for p, _ in read_list(SPLITS_DIR / f"imagenet-r_{f}.txt.xz")}
+    for d in {p.split("/")[0] for p in paths}:
+        (root / d).mkdir(parents=True)
+    for p in paths:
+        (root / p).touch()
+    tasks, files = ImageNetR.plan(bench_cfg("imagenet_r", type="imagenet_r", root=str(root), split="coda"))
+    assert [t.name for t in tasks] == list(IMAGENET_R)
+    assert {t.name: (len(t.train), len(t.test)) for t in tasks} == CODA_COUNTS
+    check_split({t.name: {"train": t.train, "test": t.test} for t in tasks}, 200)
+    assert [f["file"] for f in files] == ["imagenet-r_coda_train.txt.xz", "imagenet-r_coda_test.txt.xz"]
+    ka, _ = ImageNetR.plan(bench_cfg("r_ka", type="imagenet_r", root=str(root), split="ka"))
+    check_split({t.name: {"train": t.train, "test": t.test} for t in ka}, 200)
+    assert (sum(len(t.train) for t in ka), sum(len(t.test) for t in ka)) == (21964, 8036)
+
+
+def test_real_imagenet_c_and_mix_splits_give_the_paper_counts():
+    from intact.data.imagenet_c import ImageNetC
+    from intact.data.imagenet_mix import ImageNetMix
+
+    c, _ = ImageNetC.plan(bench_cfg("c", type="imagenet_c", root="/data/c"))
+    assert [t.name for t in c] == list(IMAGENET_C)
+    assert all((len(t.train), len(t.test)) == (7000, 3000) for t in c)
+    assert (c[0].resize, c[0].train_crop, c[0].test_crop) == (33, 33, 32)  # Resize(230) / crop 224, scaled to 32 px
+    mix, files = ImageNetMix.plan(bench_cfg("m", type="imagenet_mix", root_r="/data/r", root_c="/data/c"))
+    assert [t.name for t in mix] == list(IMAGENET_MIX) and len(mix) == 30 and mix[1].name == "r_art"
+    assert sum(len(t.train) for t in mix) == 105000 + 21964
+    assert {f["file"] for f in files} == {"imagenet-c_train.txt.xz", "imagenet-c_test.txt.xz",
+                                          "imagenet-r_ka_train.txt.xz", "imagenet-r_ka_test.txt.xz"}
+
+
+# ---- prepare_data ---------------------------------------------------------------------------------------
+
+def reference_transform(path: Path, resize: int, crop: int) -> np.ndarray:
+    """What the reference code feeds the network: torchvision Resize + CenterCrop + ToTensor, as uint8 HWC."""
+    from torchvision import transforms
+
+    t = transforms.Compose([transforms.Resize(resize), transforms.CenterCrop(crop), transforms.ToTensor()])
+    x = t(Image.open(path).convert("RGB"))
+    return (x * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+
+
+def test_stored_pixels_equal_torchvision_resize_center_crop(prepared, tree):
+    for name, resize, crop_train, crop_test in (("imagenet_r", 32, 32, 32), ("imagenet_c", 33, 33, 32)):
+        bench = open_benchmark(prepared[name])
+        task = bench.manifest["tasks"][1]
+        for split, crop in (("train", crop_train), ("test", crop_test)):
+            x = np.load(bench.root / task["arrays"][split]["x"])
+            lists = Path(configs(tree)[name]["split"]) / f"{split}.txt"
+            rel = [ln.split()[0] for ln in lists.read_text().splitlines() if task["name"] in ln]
+            assert x.shape == (len(rel), crop, crop, 3)
+            root = Path(configs(tree)[name]["root"])
+            for i in (0, len(rel) - 1):
+                np.testing.assert_array_equal(x[i], reference_transform(root / rel[i], resize, crop))
+
+
+def test_manifest_records_counts_split_files_and_hashes(prepared):
+    m = json.loads(prepared["domainnet"].read_text())
+    assert [t["name"] for t in m["tasks"]] == ["real", "quickdraw"]
+    assert [(t["train"], t["test"], t["classes_in_train"]) for t in m["tasks"]] == [(8, 4, 4), (8, 4, 4)]
+    assert m["num_classes"] == 345 and m["skipped"] == []
+    assert m["class_names"][:4] == ["aircraft_carrier", "apple", "bee", "zebra"] and m["class_names"][4] is None
+    assert {f["file"].rsplit("/", 1)[-1] for f in m["split_files"]} == {"real_train.txt", "real_test.txt", "quickdraw_train.txt", "quickdraw_test.txt"}
+    for rel, digest in m["files"].items():
+        assert hashlib.sha256((prepared["domainnet"].parent / rel).read_bytes()).hexdigest() == digest
+
+
+def test_prepare_resumes_after_a_failure_and_redoes_nothing_finished(tree, tmp_path, monkeypatch):
+    import intact.data.prepare_images as prep
+
+    monkeypatch.setattr(prep, "CHUNK", 3)
+    base = tmp_path / "r"
+    trees.imagenet_r(base, tmp_path / "lists", R2)
+    bad = base / trees.WNIDS[3] / "cartoon_1.jpg"
+    good = bad.read_bytes()
+    bad.write_bytes(b"not a jpeg")
+    cfg = bench_cfg("r", type="imagenet_r", root=str(base), split=str(tmp_path / "lists"), domains=R2)
+    with pytest.raises(prep.ImageError, match="cartoon_1.jpg"):
+        benchmark_class("imagenet_r").prepare(cfg, tmp_path / "out", workers=1, progress=False)
+    out = tmp_path / "out"
+    assert not (out / "manifest.json").exists() and not (out / "tasks/cartoon/train_x.npy").exists()
+    assert (out / "tasks/art/train_x.npy").exists()  # the first task finished
+    progress = json.loads((out / "tasks/cartoon/train.progress.json").read_text())
+    assert progress["done"] == [0, 3]  # the chunks before the bad file (row 7 of 8) are recorded
+    bad.write_bytes(good)
+    decoded: list[int] = []
+    real = prep._decode_chunk
+    monkeypatch.setattr(prep, "_decode_chunk", lambda job: decoded.append(job[1]) or real(job))
+    manifest = benchmark_class("imagenet_r").prepare(cfg, out, workers=1, progress=False)
+    assert decoded == [6, 0, 3]  # cartoon train's last chunk, then cartoon test; art is not decoded again
+    fresh = benchmark_class("imagenet_r").prepare(cfg, tmp_path / "fresh", workers=1, progress=False)
+    assert json.loads(manifest.read_text())["files"] == json.loads(fresh.read_text())["files"]
+
+
+def test_unreadable_image_can_be_skipped_and_is_listed(tree, tmp_path):
+    base = tmp_path / "r"
+    trees.imagenet_r(base, tmp_path / "lists", R2)
+    (base / trees.WNIDS[0] / "art_0.jpg").write_bytes(b"\xff\xd8 broken")
+    cfg = bench_cfg("r", type="imagenet_r", root=str(base), split=str(tmp_path / "lists"), domains=R2, skip_unreadable=True)
+    m = benchmark_class("imagenet_r").prepare(cfg, tmp_path / "out", workers=1, progress=False)
+    man = json.loads(m.read_text())
+    assert [s["path"].rsplit("/", 2)[-2:] for s in man["skipped"]] == [[trees.WNIDS[0], "art_0.jpg"]]
+    assert man["tasks"][0]["train"] == 7
+    bench = open_benchmark(m)
+    assert len(bench.train_set(0)) == 7 and len(next(iter(eval_batches(bench.train_set(0), 100)))[1]) == 7
+
+
+# ---- bad input: clear messages before any training ------------------------------------------------------
+
+def _prepare(cfg, out):
+    return benchmark_class(cfg.type).prepare(cfg, out, workers=1, progress=False)
+
+
+def test_bad_inputs_name_the_problem(tree, tmp_path):
+    lists = tmp_path / "lists"
+    root = tree / "imagenet-r"
+    ok = (tree / "r_lists" / "train.txt").read_text()
+    test = (tree / "r_lists" / "test.txt").read_text()
+
+    def with_train(text: str) -> ImageBenchmarkConfig:
+        lists.mkdir(exist_ok=True)
+        (lists / "train.txt").write_text(text)
+        (lists / "test.txt").write_text(test)
+        return bench_cfg("r", type="imagenet_r", root=str(root), split=str(lists), domains=R2)
+
+    with pytest.raises(SplitError, match=r"data root .*/nowhere' does not exist"):
+        _prepare(bench_cfg("r", type="imagenet_r", root=str(tmp_path / "nowhere"), split=str(tree / "r_lists"), domains=R2), tmp_path / "o1")
+    with pytest.raises(SplitError, match=r"1 of 25 entries are missing files: .*art_99.jpg"):
+        _prepare(with_train(ok + f"{trees.WNIDS[0]}/art_99.jpg 0\n"), tmp_path / "o2")
+    with pytest.raises(SplitError, match=r"label outside \[0, 200\): .*art_0.jpg \(label 200\)"):
+        _prepare(with_train(ok.replace(f"{trees.WNIDS[0]}/art_0.jpg 0", f"{trees.WNIDS[0]}/art_0.jpg 200")), tmp_path / "o3")
+    with pytest.raises(SplitError, match=r"duplicated lines: .*art_0.jpg \(train\)"):
+        _prepare(with_train(ok + f"{trees.WNIDS[0]}/art_0.jpg 0\n"), tmp_path / "o4")
+    with pytest.raises(SplitError, match=r"expected 'relative/path integer_label'"):
+        _prepare(with_train(ok + "just_a_path.jpg\n"), tmp_path / "o5")
+    for out in ("o1", "o2", "o3", "o4", "o5"):
+        assert not (tmp_path / out / "manifest.json").exists() and not (tmp_path / out / "tasks").exists()
+    corrupt = tmp_path / "corrupt"
+    trees.imagenet_r(corrupt, tmp_path / "clists", R2)
+    (corrupt / trees.WNIDS[2] / "cartoon_0.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    with pytest.raises(ValueError, match=r"cannot read image .*cartoon_0.jpg.*skip_unreadable"):
+        _prepare(bench_cfg("r", type="imagenet_r", root=str(corrupt), split=str(tmp_path / "clists"), domains=R2), tmp_path / "o6")
+    assert not (tmp_path / "o6" / "manifest.json").exists()
+
+
+def paper_like_config(tree: Path, weights: Path, **bench) -> dict:
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["backbones"]["vit_rgb"] = {"model": "vit_rgb_p8", "weights": str(weights), "sha256": None,
+                                   "input_mean": [0.0, 0.0, 0.0], "input_std": [1.0, 1.0, 1.0]}
+    cfg["benchmarks"].update({n: {**c, "backbone": "vit_rgb", "image_size": 32} for n, c in configs(tree).items()})
+    cfg["benchmarks"]["imagenet_r"].update(bench)
+    cfg["run"].update(benchmarks=["imagenet_r"], seeds=[0], methods=["coda_p", "coda_p+intact@preset=reference"])
+    cfg["tracking"]["enabled"] = False
+    cfg["optim"].update(epochs=1, batch_size=4, drop_last=True)
+    cfg["methods"]["coda_p"]["pool_size"] = 6
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory) -> Path:
+    from safetensors.torch import save_file
+
+    from intact.models.backbone import create_vit
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("w") / "vit_rgb.safetensors"
+    save_file(create_vit("vit_rgb_p8").state_dict(), str(path))
+    return path
+
+
+def test_config_errors_name_the_key_the_type_and_the_missing_file(tree, weights, tmp_path):
+    cfg = paper_like_config(tree, weights)
+    validate_config(cfg)
+    bad = copy.deepcopy(cfg)
+    bad["benchmarks"]["imagenet_r"]["root_c"] = "/x"
+    with pytest.raises(ConfigError, match=r"unknown key 'benchmarks.imagenet_r.root_c'.*for a benchmark of type 'imagenet_r'"):
+        validate_config(bad)
+    bad = paper_like_config(tree, weights, split="kaa")
+    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.split' = 'kaa': neither a split of this type \(coda, ka\)"):
+        validate_config(bad)
+    bad = paper_like_config(tree, weights, root="$NO_SUCH_ROOT_VAR/imagenet-r")
+    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.root': data root '\$NO_SUCH_ROOT_VAR/imagenet-r' does not exist \(environment variable \$NO_SUCH_ROOT_VAR is not set\)"):
+        validate_config(bad)
+    validate_config(bad, check_files=False)  # the dry run's check
+    bad = paper_like_config(tree, weights, domains=["art", "fog"])
+    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.domains\[1\]' = 'fog' is not allowed"):
+        validate_config(bad)
+
+
+# ---- the loader -----------------------------------------------------------------------------------------
+
+def test_loader_resumed_epoch_gives_identical_batches(prepared):
+    data = open_benchmark(prepared["imagenet_c"]).train_set(0)
+    kw = dict(seed=3, task=0, epoch=2, batch_size=3, device="cpu")
+    full = list(train_batches(data, **kw))
+    resumed = list(train_batches(data, first=1, **kw))
+    assert len(full) == 3 and len(resumed) == 2
+    for (x, y), (xr, yr) in zip(full[1:], resumed):
+        assert torch.equal(x, xr) and torch.equal(y, yr)
+    other = list(train_batches(data, **{**kw, "epoch": 3}))
+    assert not all(torch.equal(a[0], b[0]) for a, b in zip(full, other))
+
+
+def test_loader_crops_and_flips_as_its_plan_says(prepared):
+    data = open_benchmark(prepared["imagenet_c"]).train_set(1)  # stored at 33, crop 32: 2 x 2 offsets
+    n = len(data)
+    plan = EpochPlan.draw(5, 1, 0, n)
+    (x, y), = list(train_batches(data, seed=5, task=1, epoch=0, batch_size=n))
+    for k in range(n):
+        i = int(plan.order[k])
+        t, l = int(plan.top[k] * 2), int(plan.left[k] * 2)
+        ref = torch.from_numpy(np.array(data.x[i, t:t + 32, l:l + 32])).permute(2, 0, 1).float() / 255
+        assert torch.equal(x[k], ref.flip(-1) if plan.flip[k] else ref)
+        assert int(y[k]) == int(data.labels[i])
+    assert plan.flip.any() and (~plan.flip).any()
+    (_, _, index, flips), = list(train_batches(data, seed=5, task=1, epoch=0, batch_size=n, keys=True))
+    assert torch.equal(index, plan.order) and torch.equal(flips, plan.flip)  # a cache's (task, index, flip) keys
+    # evaluation / the hypercube pass: the centre crop, unflipped, in order - as item access gives it
+    ex, ey = next(iter(eval_batches(data, n)))
+    assert torch.equal(ex, torch.stack([data[i][0] for i in range(n)])) and torch.equal(ey, data.labels)
+
+
+def test_joint_training_over_tasks_stored_at_different_sizes(prepared):
+    """ImageNet-Mix's joint baseline concatenates C tasks (stored at 33 for the crop) and R tasks (32)."""
+    from torch.utils.data import ConcatDataset
+
+    bench = open_benchmark(prepared["imagenet_mix"])
+    parts = [bench.train_set(0), bench.train_set(1)]
+    assert [p.stored_size for p in parts] == [33, 32]
+    data = ConcatDataset(parts)
+    plan = EpochPlan.draw(0, 1, 0, len(data))
+    batches = list(train_batches(data, seed=0, task=1, epoch=0, batch_size=5))
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    assert x.shape == (16, 3, 32, 32) and torch.equal(y, torch.cat([p.labels for p in parts])[plan.order])
+    k = int(torch.nonzero(plan.order >= 8)[0])  # an R image: no crop room, so only the flip applies
+    ref = parts[1][int(plan.order[k]) - 8][0]
+    assert torch.equal(x[k], ref.flip(-1) if plan.flip[k] else ref)
+
+
+def test_drop_last_drops_the_partial_batch(prepared):
+    data = open_benchmark(prepared["domainnet"]).train_set(0)  # 8 images
+    sizes = [len(y) for _, y in train_batches(data, seed=0, task=0, epoch=0, batch_size=3, drop_last=True)]
+    assert sizes == [3, 3] and steps_per_epoch(8, 3, True) == 2 and steps_per_epoch(8, 3, False) == 3
+    assert [len(y) for _, y in train_batches(data, seed=0, task=0, epoch=0, batch_size=3)] == [3, 3, 2]
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        steps_per_epoch(8, 16, True)
+
+
+def test_drop_last_at_its_default_leaves_existing_run_settings_unchanged(tiny_bench):
+    """A new option at its default must not change a run's params / hash (Snakemake would redo finished runs)."""
+    from intact.config import RunConfig
+
+    cfg = copy.deepcopy(tiny_bench["config"])
+    plain = resolve_run(cfg, "digits", "coda_p", 0)
+    assert "drop_last" not in plain.to_dict()["optim"] and RunConfig.from_dict(plain.to_dict()) == plain
+    cfg["optim"]["drop_last"] = True
+    dropped = resolve_run(cfg, "digits", "coda_p", 0)
+    assert dropped.to_dict()["optim"]["drop_last"] is True and dropped.hash() != plain.hash()
+    assert RunConfig.from_dict(dropped.to_dict()) == dropped
+
+
+def test_digits_keep_the_dataloader_batches(tiny_bench):
+    """The embedded benchmark's batches are exactly the previous DataLoader(Subset(order)) batches."""
+    from torch.utils.data import DataLoader, Subset
+
+    from intact.seeding import task_generator
+
+    data = open_benchmark(tiny_bench["manifest"]).train_set(1)
+    order = torch.randperm(len(data), generator=task_generator(0, 1, "epoch0"))
+    old = list(DataLoader(Subset(data, order[64:].tolist()), batch_size=32, shuffle=False))
+    new = list(train_batches(data, seed=0, task=1, epoch=0, batch_size=32, first=2))
+    assert len(old) == len(new) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(old, new))
+
+
+# ---- end to end -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["imagenet_r", "imagenet_c", "domainnet", "imagenet_mix"])
+def test_prepare_train_two_tasks_and_collect_R(name, prepared, tree, weights, tmp_path):
+    from intact.evaluate import evaluate_task
+    from intact.results import collect_run
+    from intact.train import train_task
+
+    cfg = paper_like_config(tree, weights)
+    cfg["run"]["benchmarks"] = [name]
+    validate_config(cfg)
+    run = resolve_run(cfg, name, "coda_p+intact@preset=reference", 0)
+    evals, trains = [], []
+    for t in range(2):
+        out = tmp_path / f"task{t}"
+        rec = train_task(run, t, manifest=prepared[name], backbone_weights=weights, out_dir=out,
+                         prev_dir=tmp_path / f"task{t - 1}" if t else None, threads=1, progress=False)
+        assert rec["train_images"] == 8 and len(rec["epochs"]) == 1
+        evaluate_task(run, t, manifest=prepared[name], backbone_weights=weights, state=out / "state.safetensors",
+                      out_path=out / "eval.json", threads=1)
+        evals.append(out / "eval.json")
+        trains.append(out / "train.json")
+    collect_run(evals, trains, tmp_path / "R.csv", tmp_path / "metrics.json", 200)
+    lines = (tmp_path / "R.csv").read_text().splitlines()
+    assert len(lines) == 3  # header + one row per task

@@ -1,0 +1,119 @@
+"""The paper configs (configs/paper/*.yaml) and the image benchmarks through Snakemake."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+
+import pytest
+import yaml
+
+import image_trees as trees
+from conftest import REPO, snakemake, tiny_config, write_config
+from test_workflow import job_counts
+
+PAPER = REPO / "configs" / "paper"
+NO_ENV = {k: "" for k in ("INTACT_VIT_B16", "IMAGENET_R_ROOT", "IMAGENET_C_ROOT", "DOMAINNET_ROOT")}
+
+
+def layered(name: str) -> dict:
+    """config.yaml with the paper config over it, as `snakemake --configfile` merges them."""
+    from snakemake.utils import update_config
+
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(cfg, yaml.safe_load((PAPER / f"{name}.yaml").read_text()))
+    return cfg
+
+
+@pytest.mark.parametrize("name, tasks, lambdas, epochs, studies", [
+    ("domainnet", 6, (1e-3, 1e-4, 1.0), 10, {"main", "integration"}),
+    ("imagenet_r", 15, (1e-3, 1e-1, 1e-1), 50, {"main", "integration", "ablation", "sensitivity"}),
+    ("imagenet_c", 15, (1e-4, 1e-1, 1e-1), 50, {"main"}),
+    ("imagenet_mix", 30, (1e-4, 1e-1, 1e-1), 50, {"main"}),
+])
+def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studies):
+    from intact.config import benchmark_config, resolve_run, validate_config
+    from intact.studies import expand_studies
+
+    cfg = layered(name)
+    validate_config(cfg, check_files=False)
+    assert set(expand_studies(cfg)) == studies
+    assert benchmark_config(cfg, name).num_tasks == tasks
+    for method in ("coda_p+intact", "coda_p+intact@preset=reference"):
+        run = resolve_run(cfg, name, method, 0)
+        assert (run.intact.lambda_intdrift, run.intact.lambda_feat, run.intact.lambda_var, run.intact.lambda_align) == (*lambdas, 1.0)
+        o = run.optim
+        assert (o.epochs, o.batch_size, o.lr_head, o.lr_prompt, o.schedule, o.drop_last) == (epochs, 64, 1e-3, 1e-3, "cosine_epoch", True)
+        assert run.backbone.model == "vit_base_patch16_224.augreg_in21k" and run.backbone.input_std == (1.0, 1.0, 1.0)
+        assert run.settings["pool_size"] == 100 and run.settings["layers"] == [0, 1, 2, 3, 4]
+    assert resolve_run(cfg, name, "coda_p+intact@preset=reference", 0).intact.double_ce is True
+    assert expand_studies(cfg)["main"].seeds == (0, 1, 2)
+
+
+def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
+    counts = job_counts(proc.stdout)
+    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 7 * 3 and counts["collect_run"] == 7 * 3
+    for missing, var in (("backbones.vit_b16.weights", "INTACT_VIT_B16"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
+                         ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT")):
+        line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
+        assert f"environment variable ${var} is not set" in line
+
+
+def test_paper_config_lints_clean_before_the_data_exists(tmp_path):
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    proc = snakemake(tmp_path, "--lint", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False, env=NO_ENV)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Lints for" not in proc.stdout + proc.stderr
+
+
+def test_paper_real_run_stops_at_start_up_naming_the_missing_root(tmp_path):
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    weights = tmp_path / "vit.safetensors"
+    weights.write_bytes(b"x")
+    proc = snakemake(tmp_path, "all", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False,
+                     env={**NO_ENV, "INTACT_VIT_B16": str(weights), "IMAGENET_R_ROOT": str(tmp_path / "not-here")})
+    assert proc.returncode != 0
+    assert f"key 'benchmarks.imagenet_r.root': data root '$IMAGENET_R_ROOT' (= '{tmp_path / 'not-here'}') does not exist" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_image_benchmark_through_the_workflow(tmp_path):
+    """prepare_images -> train 2 tasks -> evaluate -> R.csv through the rules, then nothing left to do."""
+    from safetensors.torch import save_file
+
+    from intact.models.backbone import create_vit
+
+    base = tmp_path / "data"
+    trees.imagenet_r(base / "imagenet-r", base / "lists", ["art", "cartoon"])
+    save_file(create_vit("vit_rgb_p8").state_dict(), str(base / "vit.safetensors"))
+    cfg = tiny_config(benchmarks=["ir"], methods=["coda_p"])
+    cfg["tracking"]["enabled"] = False
+    cfg["backbones"]["vit_rgb"] = {"model": "vit_rgb_p8", "weights": "$TREE/vit.safetensors",
+                                   "input_mean": [0.0, 0.0, 0.0], "input_std": [1.0, 1.0, 1.0]}
+    cfg["benchmarks"]["ir"] = {"type": "imagenet_r", "root": "$TREE/imagenet-r", "split": "$TREE/lists",
+                               "domains": ["art", "cartoon"], "backbone": "vit_rgb", "image_size": 32}
+    work = tmp_path / "work"
+    write_config(work, cfg)
+    target = "results/runs/ir/coda_p/seed0/R.csv"
+    env = {"TREE": str(base)}
+    snakemake(work, target, "results/figures/ir/domains.png", env=env)
+    assert len((work / target).read_text().splitlines()) == 3
+    assert (work / "results/data/ir/tasks/cartoon/test_x.npy").is_file()
+    assert "Nothing to be done" in snakemake(work, target, "-n", env=env).stdout
+
+
+def test_integration_entries_give_their_settings_to_the_intact_run_only():
+    from intact.report.tables import integration_table
+    from intact.studies import expand_studies
+    from test_studies import _fake_runs
+
+    study = expand_studies(layered("domainnet"))["integration"]
+    assert study.methods == ("l2p", "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1",
+                             "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3")
+    runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
+    table = integration_table(runs, study.spec["methods"])
+    assert list(table["method"]) == ["l2p"] and table.loc[0, "delta_aa"] == pytest.approx(3.0)

@@ -1,0 +1,82 @@
+"""Throughput of the image-benchmark data path: prepare_data (images/s decoded and stored) and the fast
+loader (images/s delivered as float batches on the device, augmentation included).
+
+    # prepare an ImageNet-R-layout tree with your own lists, at the protocol's 224 px, over N cores
+    python tools/bench_image_data.py prepare --root /data/imagenet-r --split /data/lists --out /scratch/bench --workers 2
+    # the loader over the prepared benchmark's first task, batch 64, a few epochs
+    python tools/bench_image_data.py loader --manifest /scratch/bench/manifest.json --epochs 2
+
+Run with `PYTHONPATH=src` from the repository root (or with the package installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def bench_prepare(args: argparse.Namespace) -> dict:
+    from intact.config import build_dataclass
+    from intact.data import benchmark_class
+    from intact.data.image_config import ImageBenchmarkConfig
+
+    cfg = build_dataclass(ImageBenchmarkConfig, {"name": "bench", "type": args.type, "backbone": "none", "root": args.root,
+                                                 "split": args.split, "image_size": args.image_size,
+                                                 **({"domains": args.domains} if args.domains else {})}, "bench")
+    t0 = time.perf_counter()
+    manifest = benchmark_class(cfg.type).prepare(cfg, args.out, workers=args.workers)
+    seconds = time.perf_counter() - t0
+    m = json.loads(manifest.read_text())
+    n = m["train_images"] + m["test_images"]
+    return {"what": "prepare", "images": n, "seconds": seconds, "images_per_s": n / seconds, "workers": args.workers,
+            "bytes": m["bytes"], "image_size": args.image_size}
+
+
+def bench_loader(args: argparse.Namespace) -> dict:
+    import torch
+
+    from intact.data import open_benchmark
+    from intact.data.loader import train_batches
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    bench = open_benchmark(args.manifest)
+    data = bench.train_set(args.task)
+    n, t0 = 0, time.perf_counter()
+    for epoch in range(args.epochs):
+        for x, y in train_batches(data, seed=0, task=args.task, epoch=epoch, batch_size=args.batch_size, device=device):
+            n += len(y)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    return {"what": "loader", "images": n, "seconds": seconds, "images_per_s": n / seconds, "device": str(device),
+            "batch_size": args.batch_size, "image_size": bench.image_size, "shape": list(x.shape), "threads": torch.get_num_threads()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--type", default="imagenet_r")
+    p.add_argument("--root", required=True)
+    p.add_argument("--split", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--domains", nargs="*")
+    p.set_defaults(fn=bench_prepare)
+    q = sub.add_parser("loader")
+    q.add_argument("--manifest", required=True)
+    q.add_argument("--task", type=int, default=0)
+    q.add_argument("--epochs", type=int, default=2)
+    q.add_argument("--batch-size", type=int, default=64)
+    q.add_argument("--threads", type=int, default=None)
+    q.set_defaults(fn=bench_loader)
+    args = ap.parse_args()
+    print(json.dumps(args.fn(args), indent=2))
+
+
+if __name__ == "__main__":
+    main()

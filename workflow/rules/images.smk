@@ -1,0 +1,22 @@
+# The image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix): one prepare job per benchmark
+# checks the split against the data root, decodes every image once over the job's cores and stores
+# uint8 arrays + manifest.json (resumable: a rerun continues from the chunks already stored).
+
+
+rule prepare_images:
+    output:
+        manifest="results/data/{benchmark}/manifest.json",
+        preview="results/figures/{benchmark}/domains.png",
+    log:
+        "results/logs/prepare_images/{benchmark}.log",
+    benchmark:
+        "results/timings/prepare_images/{benchmark}.tsv"
+    wildcard_constraints:
+        benchmark=one_of(IMAGE_BENCHMARKS),
+    params:
+        benchmark=lambda w: as_dict(benchmark_config(config, w.benchmark)),
+    threads: 16
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/prepare_images.py"
