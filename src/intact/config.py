@@ -132,6 +132,8 @@ class OptimConfig:
     weight_decay: float = 0.0
     schedule: str = "cosine_step"
     amp: bool = True
+    on_nonfinite: str = "stop"
+    max_skipped_fraction: float = 0.01
 
 
 @dataclass(frozen=True)
