@@ -225,14 +225,9 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]}
     for name in used_backbones:
         _check_backbone(cfg, name, check_files)
-    from intact.studies import expand_studies
+    from intact.checks import check_runs
 
-    methods = list(cfg["run"]["methods"])
-    for study in expand_studies(cfg).values():
-        methods += study.methods
-    for b in cfg["run"]["benchmarks"]:
-        for method in dict.fromkeys(methods):
-            resolve_run(cfg, b, method, cfg["run"]["seeds"][0])
+    check_runs(cfg)  # resolves every declared run and checks what can be checked without training
 
 
 def _check_backbone(cfg: Mapping[str, Any], name: str, check_files: bool) -> None:
