@@ -25,7 +25,7 @@ from tqdm import tqdm
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.guard import CHECK_EVERY, DivergenceGuard, NonFiniteError
-from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
+from intact.io import damaged, load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS, create_method
 from intact.methods.base import ContinualMethod
 from intact.models.backbone import create_backbone
@@ -59,16 +59,27 @@ def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: in
     return opt, sched
 
 
+def stored_by(run: RunConfig, task: int) -> dict[str, str]:
+    """The metadata of a task's state / hypercube files: who wrote them (checked when they are loaded)."""
+    return {"method": run.method, "task": str(task), "config_hash": run.hash()}
+
+
 def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
-                state: Path | None = None, hypercubes: Path | None = None):
-    """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given."""
+                state: Path | None = None, hypercubes: Path | None = None, state_task: int | None = None):
+    """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given; with
+    ``state_task``, files written by another method, task or config are refused."""
     bench = open_benchmark(manifest)
     backbone, digest = create_backbone(run.backbone, backbone_weights)
     method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
+    expect = stored_by(run, state_task) if state_task is not None else None
     if state is not None:
-        method.load_trainable_state(load_tensors(state))
+        tensors = load_tensors(state, expect)
+        try:
+            method.load_trainable_state(tensors)
+        except (ValueError, RuntimeError) as err:
+            raise damaged(state, str(err)) from None
     if hypercubes is not None:
-        method.hypercubes = load_hypercubes(hypercubes)
+        method.hypercubes = load_hypercubes(hypercubes, expect)
     return bench, method.to(device), digest
 
 
@@ -140,7 +151,7 @@ def train_task(
     bench, method, backbone_sha = load_method(
         run, manifest, backbone_weights, device,
         state=prev / "state.safetensors" if prev else None,
-        hypercubes=prev / "hypercube.safetensors" if prev else None,
+        hypercubes=prev / "hypercube.safetensors" if prev else None, state_task=task - 1,
     )
     train_set = method.training_data(bench, task)
     method.begin_task(task, train_set)
@@ -240,8 +251,6 @@ def train_task(
     train_seconds = elapsed + time.perf_counter() - t0
     method.eval()
     end = method.end_task(task, hypercube_data(run, bench, task, train_set))
-    save_tensors(out_dir / "state.safetensors", method.trainable_state(), {"method": run.method, "task": str(task)})
-    save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, {"method": run.method, "task": str(task)})
     peak = (torch.cuda.max_memory_allocated() if device.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     record = {
         "benchmark": run.benchmark.name, "method": run.method, "seed": run.seed, "task": task,
@@ -253,6 +262,14 @@ def train_task(
         "resumed_from": resumed_from, "nonfinite": guard.summary(), "backbone_sha256": backbone_sha,
         "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),
     }
-    write_json(out_dir / "train.json", record)
+    try:
+        save_tensors(out_dir / "state.safetensors", method.trainable_state(), stored_by(run, task))
+        save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, stored_by(run, task))
+        write_json(out_dir / "train.json", record)
+    except BaseException:
+        # a failed write (a full disk) leaves no part of the task's results that could pass for finished
+        for name in ("state.safetensors", "hypercube.safetensors", "train.json"):
+            (out_dir / name).unlink(missing_ok=True)
+        raise
     ckpt_path.unlink(missing_ok=True)
     return record
