@@ -168,3 +168,65 @@ def test_damaged_checkpoint_names_the_file_and_says_to_delete_it(tiny_bench, tmp
     with pytest.raises(ArtifactError) as err:
         _train(tiny_bench, run, tmp_path, 0)
     _assert_names(err, ckpt, redo="delete")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A tmpfs mounted by the test (root only; skipped with a message otherwise); ``resize(bytes)`` remounts it."""
+    import subprocess
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "intact-full-disk-test", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {proc.stderr.strip() or proc.returncode}")
+    try:
+        yield mnt, lambda size: subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_disk_fails_the_job_cleanly_and_a_rerun_after_freeing_space_finishes(tiny_bench, two_tasks, tmp_path, tiny_disk):
+    """Task 1 writes into a filesystem too small for its files - at its epoch checkpoint, its state, its record:
+    each time the job fails with a message naming the file, and leaves no result and no temporary file; with
+    space again, the rerun (resuming where it can) ends bit-identical to a run that never hit a full disk."""
+    import os
+
+    from intact.io import load_checkpoint
+
+    mnt, resize = tiny_disk
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    probe = tmp_path / "probe"
+    shutil.copytree(two_tasks / "task0", probe / "task0")
+    with pytest.raises(Preempted):
+        _train(tiny_bench, run, probe, 1, max_steps=1)
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = {f: -(-(p.stat().st_size) // page) for f, p in [("ckpt", probe / "task1/checkpoint.pt"),
+             *[(n, two_tasks / f"task1/{n}") for n in ("state.safetensors", "hypercube.safetensors", "train.json")]]}
+    sizes = [pages["ckpt"] // 2,                                                  # the epoch checkpoint does not fit
+             pages["ckpt"] + 1 + pages["state.safetensors"] // 2,                 # the state does not fit
+             pages["ckpt"] + pages["state.safetensors"] + pages["hypercube.safetensors"] + 1]   # the record does not
+    shutil.copytree(two_tasks / "task0", tmp_path / "prev/task0")
+    named = set()
+    out = mnt / "task1"
+    for size in sizes:
+        resize(size * page)
+        with pytest.raises(OSError) as err:
+            train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out,
+                       prev_dir=tmp_path / "prev/task0", threads=1, progress=False)
+        msg = str(err.value)
+        assert "no space left on the device while writing" in msg and "free some space and rerun" in msg, msg
+        named.add(msg.split("while writing ")[1].split(" (")[0].rsplit("/", 1)[1])
+        left = {p.name for p in out.iterdir()}
+        assert left <= {"checkpoint.pt"}, left                      # no result, no temporary file
+        if left:
+            load_checkpoint(out / "checkpoint.pt")                   # and what is kept is whole
+    print("the full disk stopped writes of:", sorted(named))
+    assert {"checkpoint.pt", "state.safetensors"} <= named, named
+    resize(4 << 20)
+    record = train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out,
+                        prev_dir=tmp_path / "prev/task0", threads=1, progress=False)
+    assert record["resumed_from"] == {"epoch": 1, "step": 0}
+    assert {p.name for p in out.iterdir()} == {"state.safetensors", "hypercube.safetensors", "train.json"}
+    a, b = load_tensors(out / "state.safetensors"), load_tensors(two_tasks / "task1/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in b)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from typing import Any, Iterator
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 from intact.hashing import json_default as _json_default
 
@@ -86,8 +87,9 @@ def save_tensors(
 ) -> None:
     """Save a flat dict of tensors with safetensors, atomically."""
     flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    data = save(flat, metadata=metadata)  # serialised in memory: a full disk then surfaces as Python's OSError
     with atomic_path(path) as tmp:
-        save_file(flat, str(tmp), metadata=metadata)
+        tmp.write_bytes(data)
 
 
 def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
@@ -112,8 +114,10 @@ def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:
 
     Loaded back with ``weights_only=True`` so nothing executable is ever unpickled.
     """
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)  # in memory first: torch's own writer reports a full disk as an opaque RuntimeError
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        tmp.write_bytes(buffer.getbuffer())
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
