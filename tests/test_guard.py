@@ -115,3 +115,24 @@ def test_guard_order_terms_then_gradients_then_parameters():
     g2.observe(loss, {"ce": loss.detach(), "var": torch.tensor(float("inf"))})
     with pytest.raises(NonFiniteError, match=r"step 3/4: the loss term 'var'"):
         g2.check("kept")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the no-sync property is about a GPU)")
+def test_guard_observe_never_synchronises_with_the_gpu():
+    """The default policy's per-step work is device-only: CUDA's sync debug mode raises on any sync."""
+    dev = torch.device("cuda")
+    w = torch.nn.Parameter(torch.ones(3, device=dev))
+    guard = DivergenceGuard("b/m/seed0", 0, 1, 8, [("w", w)], dev)
+    loss = (w * w).sum()
+    loss.backward()
+    terms = {"ce": loss.detach(), "var": loss.detach() * float("inf")}
+    guard.observe(loss, terms)                  # the first step of a name set uploads its index (once)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            guard.observe(loss, terms)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    with pytest.raises(NonFiniteError, match="step 1/8: the loss term 'var'"):
+        guard.check("kept")

@@ -84,7 +84,8 @@ class DivergenceGuard:
                     self.names.append(n)
             index = self._index[names] = torch.tensor([self.names.index(n) for n in names], device=self.device)
         new = (self.first[0] < 0) & ~ok.all()
-        here = torch.stack([self.gstep, index[torch.argmin(ok.to(torch.uint8))]])  # argmin: the first False
+        # argmin: the first False; index_select, not index[tensor], which may read the index on the host
+        here = torch.stack([self.gstep, index.index_select(0, torch.argmin(ok.to(torch.uint8)).view(1))[0]])
         self.first = torch.where(new, here, self.first)
         self.gstep += 1
 

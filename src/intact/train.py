@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
-from intact.guard import CHECK_EVERY, DivergenceGuard, NonFiniteError
+from intact.guard import CHECK_EVERY, DivergenceGuard
 from intact.io import damaged, load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS, create_method
 from intact.methods.base import ContinualMethod
