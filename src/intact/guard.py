@@ -14,7 +14,7 @@ step) and skips a batch whose terms or gradients are not finite; the job still f
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -67,8 +67,10 @@ class DivergenceGuard:
                 values.append(p.detach())
         return tuple(names), values
 
-    def _finite(self, values: Iterable[torch.Tensor]) -> torch.Tensor:
-        return torch.stack([torch.isfinite(v).all() for v in values])
+    def _finite(self, values: Sequence[torch.Tensor]) -> torch.Tensor:
+        # max |x| of each tensor is finite exactly when all its elements are (no overflow, NaN propagates);
+        # one fused multi-tensor kernel on CUDA instead of two small kernels per tensor
+        return torch.isfinite(torch.stack(torch._foreach_norm(list(values), float("inf"), dtype=torch.float32)))
 
     def observe(self, loss: torch.Tensor, terms: dict[str, torch.Tensor], with_terms: bool = True) -> None:
         """Record the first non-finite value of this step (after ``optimizer.step``), on the device."""
