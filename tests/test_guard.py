@@ -30,7 +30,9 @@ def inject(monkeypatch, at: set[int], kind: str = "term") -> None:
     """Make the loss of the given (0-based) calls non-finite: a NaN 'ce' term, or NaN gradients only."""
     from intact.methods.coda_p import CodaPrompt
 
-    original = CodaPrompt.loss
+    # wrap the method's own loss, never an earlier injection of the same test
+    original = CodaPrompt.__dict__.get("_unfaulted_loss", CodaPrompt.loss)
+    monkeypatch.setattr(CodaPrompt, "_unfaulted_loss", original, raising=False)
     calls = {"n": 0}
 
     def loss(self, x, y):
@@ -91,6 +93,27 @@ def test_skip_batch_counts_skipped_batches_and_fails_past_the_allowed_fraction(t
         _train(tiny_bench, tmp_path / "b", f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1")
     assert "3 batches" in str(err.value) and "max_skipped_fraction" in str(err.value)
     assert not (tmp_path / "b/task0/train.json").exists() and not (tmp_path / "b/task0/state.safetensors").exists()
+
+
+def test_skipped_batches_survive_a_resume(tiny_bench, tmp_path, monkeypatch):
+    """The skip count is part of the checkpoint: a job preempted after a skipped batch and resumed records the
+    same skips and ends bit-identical to the uninterrupted job."""
+    from intact.io import load_tensors
+    from intact.train import Preempted
+
+    method = f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1"
+    inject(monkeypatch, {2})
+    whole = _train(tiny_bench, tmp_path / "whole", method)
+    inject(monkeypatch, {2})
+    with pytest.raises(Preempted):
+        _train(tiny_bench, tmp_path / "cut", method, max_steps=5)
+    inject(monkeypatch, set())                   # the resumed job starts after the bad batch
+    resumed = _train(tiny_bench, tmp_path / "cut", method)
+    assert resumed["resumed_from"] == {"epoch": 0, "step": 5}
+    assert resumed["nonfinite"] == whole["nonfinite"] and whole["nonfinite"]["skipped_batches"] == 1
+    assert resumed["epochs"][0]["ce"] == whole["epochs"][0]["ce"]
+    a, b = load_tensors(tmp_path / "whole/task0/state.safetensors"), load_tensors(tmp_path / "cut/task0/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_guard_order_terms_then_gradients_then_parameters():
