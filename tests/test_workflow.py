@@ -158,51 +158,123 @@ def test_reports_from_copied_results_schedule_no_training(tiny_run, tmp_path):
     assert table.read_text() == (tiny_run / "results/tables/digits/default_run.md").read_text()
 
 
-@pytest.mark.slow
-def test_killed_workflow_resumes_exactly(tiny_run, tmp_path):
-    """SIGKILL the whole workflow while a task is mid-training: the restart keeps finished tasks, resumes the
-    interrupted one from its last epoch checkpoint, and ends with an R bit-identical to an uninterrupted run."""
-    import json
+#: where the random-kill test may SIGKILL the workflow: (name, trigger, rule, delay range in seconds)
+KILL_POINTS = [
+    ("training, after an epoch checkpoint", "checkpoint", "train_task", (0.0, 0.5)),
+    ("between tasks", "finished", "train_task", (0.0, 0.2)),
+    ("training, a random moment of a job", "started", "train_task", (0.0, 3.0)),
+    ("evaluation", "started", "evaluate_task", (0.0, 1.0)),
+    ("collection of R", "started", "collect_run", (0.0, 0.5)),
+]
+
+
+def _run_until_kill(workdir, point, rng, log):
+    """Start the workflow; SIGKILL its whole process group at ``point`` (or let it finish). Returns whether it
+    was killed, and the outputs of every job Snakemake reported as finished before that."""
     import os
+    import queue
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
-    write_config(tmp_path, workflow_config())
-    runs = tmp_path / "results/runs/digits"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    interrupted = None
-    deadline = time.time() + 600
+    name, trigger, rule, (lo, hi) = point
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    jobs, current, finished, fire_at, target = {}, None, [], None, None
+    deadline = time.time() + 900
     try:
-        while time.time() < deadline and proc.poll() is None:
-            ckpts = [c for c in runs.glob("*/seed0/task*/checkpoint.pt") if not (c.parent / "train.json").exists()]
-            if any(c.parent.name != "task0" for c in ckpts):
-                interrupted = next(c.parent for c in ckpts if c.parent.name != "task0")
+        while time.time() < deadline:
+            try:
+                line = lines.get(timeout=0.02)
+            except queue.Empty:
+                line = None
+                if proc.poll() is not None and lines.empty():
+                    break
+            if line is not None:
+                log.append(line)
+                if m := re.match(r"^(?:local)?rule (\w+):", line):
+                    current = {"rule": m[1], "output": []}
+                elif current is not None and (m := re.match(r"^\s+output: (.*)$", line)):
+                    current["output"] = m[1].split(", ")
+                elif current is not None and (m := re.match(r"^\s+jobid: (\d+)$", line)):
+                    jobs[m[1]] = current
+                    if fire_at is None and trigger == "started" and current["rule"] == rule:
+                        target, fire_at = current, time.time() + rng.uniform(lo, hi)
+                    current = None
+                elif m := re.match(r"^Finished jobid: (\d+) \(Rule: (\w+)\)", line):
+                    job = jobs.get(m[1])
+                    if job:
+                        finished.append(job)
+                    if fire_at is None and trigger == "finished" and m[2] == rule:
+                        target, fire_at = job, time.time() + rng.uniform(lo, hi)
+            if fire_at is None and trigger == "checkpoint":
+                for ck in workdir.glob("results/runs/*/*/seed*/task*/checkpoint.pt"):
+                    if not (ck.parent / "train.json").exists():
+                        target = {"rule": rule, "output": [str(ck.parent.relative_to(workdir) / "train.json")]}
+                        fire_at = time.time() + rng.uniform(lo, hi)
+                        break
+            if fire_at is not None and time.time() >= fire_at:
                 os.killpg(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.02)
+                proc.wait()
+                done = all((workdir / f).exists() for f in target["output"])
+                print(f"SIGKILL at: {name} - {target['rule']} -> {target['output'][0]} "
+                      f"({'its outputs were complete' if done else 'its outputs were not written yet'})")
+                return True, finished, done
+        return False, finished, None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert interrupted is not None, "never caught a task mid-training"
-    # a train job is surely finished (not merely written) when Snakemake has started the next task after it
-    def started(task_dir):
-        return (task_dir / "checkpoint.pt").exists() or (task_dir / "train.json").exists()
 
-    done = {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/task*/train.json")
-            if started(p.parent.with_name(f"task{int(p.parent.name[4:]) + 1}"))}
-    assert done, "no finished task before the kill"
 
-    snakemake(tmp_path, "--unlock")
-    snakemake(tmp_path, "--rerun-incomplete")
-    for path, mtime in done.items():
+@pytest.mark.slow
+def test_random_kills_resume_exactly(tiny_run, tmp_path):
+    """SIGKILL the whole workflow at randomly chosen moments (seeded; the seed and each kill are printed) -
+    during training (after an epoch checkpoint and at a random moment), between tasks, during evaluation and
+    collection - restarting each time as the README says (`snakemake --unlock`, then the same command).
+    Finished jobs are never redone, an interrupted task resumes from its checkpoint, and the final R is
+    bit-identical to the uninterrupted run's. To stay cheap, data and backbone are copied from that run and
+    MLflow tracking (a view of the results, not part of R) is off."""
+    import json
+    import os
+    import random
+
+    seed = int(os.environ.get("INTACT_KILL_SEED", "2026"))
+    rng = random.Random(seed)
+    print(f"random kill points: seed {seed} (set INTACT_KILL_SEED to replay another)")
+    cfg = workflow_config()
+    cfg["tracking"]["enabled"] = False
+    write_config(tmp_path, cfg)
+    for part in ("data", "backbones", "figures/digits/domains.png"):
+        src, dst = tiny_run / "results" / part, tmp_path / "results" / part
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    kills, kept, log = [], {}, []
+    for point in KILL_POINTS:
+        killed, finished, outputs_done = _run_until_kill(tmp_path, point, rng, log)
+        for job in finished:                             # surely complete: Snakemake said so before the kill
+            for f in job["output"]:
+                path = tmp_path / f
+                if path.exists() and path.suffix == ".json" and "train_task" == job["rule"]:
+                    kept.setdefault(path, path.stat().st_mtime_ns)
+        if not killed:
+            break
+        kills.append((point, outputs_done))
+        snakemake(tmp_path, "--unlock")
+    snakemake(tmp_path)                                  # the same command as the first start
+    assert len(kills) >= 5, f"only {len(kills)} kill points were reached:\n{''.join(log[-50:])}"
+    assert {p[0] for p, _ in kills} == {p[0] for p in KILL_POINTS}
+    during = {p[2] for p, done in kills if p[1] != "finished" and done is False}
+    assert {"train_task", "evaluate_task", "collect_run"} <= during, during
+    for path, mtime in kept.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was redone"
-    resumed = json.loads((interrupted / "train.json").read_text())["resumed_from"]
-    assert resumed is not None and resumed["epoch"] >= 1, resumed
-    assert not (interrupted / "checkpoint.pt").exists()
+    resumed = [json.loads(p.read_text())["resumed_from"] for p in tmp_path.glob("results/runs/*/*/seed0/task*/train.json")]
+    assert any(r is not None and r["epoch"] >= 1 for r in resumed), resumed
+    assert not list(tmp_path.glob("results/runs/**/checkpoint.pt"))
     for method in ("coda_p", "coda_p+intact"):
         a = (tmp_path / f"results/runs/digits/{method}/seed0/R.csv").read_bytes()
         b = (tiny_run / f"results/runs/digits/{method}/seed0/R.csv").read_bytes()
@@ -262,3 +334,25 @@ def test_paper_tables_from_copied_results_are_byte_identical(tiny_run, tmp_path)
     eff = pd.read_csv(tiny_run / "results/tables/paper/efficiency.csv").set_index(["benchmark", "run"])
     row = eff.loc[("digits", "coda_p+intact")]
     assert row["here_total"] == train["total_parameters"] and row["here_inference_batch"] > 0 and row["here_seeds"] == 1
+
+
+@pytest.mark.slow
+def test_diverging_config_fails_the_workflow_and_reaches_no_table(tiny_run, tmp_path):
+    """The issue's new-user config - InTAct lambdas of 1e38 - makes snakemake exit non-zero naming the term that
+    went non-finite; the diverged run leaves no task result and no table row. (The plain run is unchanged by
+    the intact section, so it is copied from the shared run instead of retrained.)"""
+    cfg = workflow_config()
+    cfg["intact"].update(lambda_var=1.0e38, lambda_feat=1.0e38)
+    write_config(tmp_path, cfg)
+    for part in ("data", "backbones", "figures/digits/domains.png", "runs/digits/coda_p"):
+        src, dst = tiny_run / "results" / part, tmp_path / "results" / part
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    proc = snakemake(tmp_path, "--keep-going", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "NonFiniteError" in out and "run digits/coda_p+intact/seed0, task 0, epoch 1/4, step 1/11: the loss term 'var'" in out, out[-3000:]
+    task0 = tmp_path / "results/runs/digits/coda_p+intact/seed0/task0"
+    assert not any((task0 / f).exists() for f in ("state.safetensors", "hypercube.safetensors", "train.json"))
+    tables = tmp_path / "results/tables"
+    assert not tables.exists() or not any("coda_p+intact" in f.read_text() for f in tables.rglob("*.*")), "a diverged run reached a table"

@@ -32,7 +32,7 @@ def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights
                   out_path: Path, threads: int | None = None) -> dict[str, Any]:
     """Evaluate the state after ``task`` on all tasks' evaluation sets; write ``eval.json``."""
     device = configure_torch(threads)
-    bench, method, _ = load_method(run, manifest, backbone_weights, device, state=state)
+    bench, method, _ = load_method(run, manifest, backbone_weights, device, state=state, state_task=task)
     method.task = task
     t0 = time.perf_counter()
     accs, sizes = [], []

@@ -1,22 +1,45 @@
 """Atomic, pickle-free persistence: safetensors for tensors, JSON for metadata.
 
 Every writer goes to a temporary file in the destination folder and is renamed into place, so a
-killed job never leaves a half-written artifact that a later job would trust.
+killed job never leaves a half-written artifact that a later job would trust; a full disk fails the
+write with a message naming the file, and nothing is renamed into place. Every reader turns a damaged
+file into an :class:`ArtifactError` that names the file and the command that redoes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save
 
 from intact.hashing import json_default as _json_default
+
+
+class ArtifactError(RuntimeError):
+    """A damaged or foreign artifact: the message names the file and how to redo it."""
+
+
+def redo_hint(path: str | os.PathLike) -> str:
+    """The command that redoes ``path`` (a Snakemake output; a checkpoint is simply deleted)."""
+    path = Path(path)
+    if path.name == "checkpoint.pt":
+        return f"delete {path} and rerun: the task restarts from its first epoch"
+    return (f"redo it with `snakemake --forcerun {path}` (reruns the job that writes it and everything that "
+            "depends on it), or delete the file and rerun snakemake")
+
+
+def damaged(path: str | os.PathLike, why: str) -> ArtifactError:
+    return ArtifactError(f"{path} is damaged or foreign: {why}; {redo_hint(path)}")
 
 
 @contextlib.contextmanager
@@ -30,6 +53,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        free = shutil.disk_usage(path.parent).free
+        raise OSError(err.errno, f"no space left on the device while writing {path} ({free} bytes free there); "
+                      "nothing was written under that name - free some space and rerun") from None
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -42,7 +71,10 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    try:
+        return json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise damaged(path, f"not valid JSON ({err})") from None
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -55,12 +87,26 @@ def save_tensors(
 ) -> None:
     """Save a flat dict of tensors with safetensors, atomically."""
     flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    data = save(flat, metadata=metadata)  # serialised in memory: a full disk then surfaces as Python's OSError
     with atomic_path(path) as tmp:
-        save_file(flat, str(tmp), metadata=metadata)
+        tmp.write_bytes(data)
 
 
-def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    return load_file(str(path))
+def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
+    """Load a safetensors file; ``expect``: metadata it must carry where it records the key (a state of
+    another method, task or config is refused, never loaded)."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # safetensors raises its own error types for truncated or foreign bytes
+        raise damaged(path, f"not a readable safetensors file ({type(err).__name__}: {err})") from None
+    for key, want in (expect or {}).items():
+        if key in meta and meta[key] != want:
+            raise damaged(path, f"it records {key} = {meta[key]!r}, this job expects {want!r}")
+    return tensors
 
 
 def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:
@@ -68,9 +114,19 @@ def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:
 
     Loaded back with ``weights_only=True`` so nothing executable is ever unpickled.
     """
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)  # in memory first: torch's own writer reports a full disk as an opaque RuntimeError
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        tmp.write_bytes(buffer.getbuffer())
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # truncated zip, foreign bytes, pickled code refused by weights_only
+        raise damaged(path, f"not a readable checkpoint ({type(err).__name__}: {str(err).splitlines()[0]})") from None
+    if not isinstance(ck, dict) or not {"run_hash", "task", "method"} <= set(ck):
+        raise damaged(path, "not a training checkpoint of this pipeline")
+    return ck

@@ -6,14 +6,19 @@ the ``results/`` tree can regenerate all reports.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from intact.io import read_json, write_json, write_text
+from intact.io import ArtifactError, damaged, read_json, redo_hint, write_json, write_text
 from intact.metrics import summarize
+
+
+#: metrics.json keys that must be finite for a run to enter a table (certificates may be absent or NaN)
+FINITE_METRICS = ("aa", "aa_weighted", "aa_evolution", "forgetting_max", "forgetting_one_step", "bwt", "fwt_vs_chance", "caa")
 
 
 def accuracy_matrix(evals: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -35,10 +40,40 @@ def _first(per_layer: dict[str, Any]) -> dict[str, Any]:
     return next(iter(per_layer.values()))
 
 
+def check_records(paths: Sequence[Path], records: Sequence[dict[str, Any]], reference: dict[str, Any], finite: str) -> None:
+    """The per-task records of one run, in task order, must all be this run's (method, seed, config hash)
+    and their field ``finite`` must hold no NaN / Inf: a foreign or diverged record never reaches R,
+    metrics or a table."""
+    for t, (path, rec) in enumerate(zip(paths, records)):
+        if rec.get("task") != t:
+            raise damaged(path, f"it is the record of task {rec.get('task')!r}, expected task {t}")
+        for key in ("method", "seed", "config_hash"):
+            if key in rec and key in reference and rec[key] != reference[key]:
+                raise damaged(path, f"it records {key} = {rec[key]!r}, the run's train.json says {reference[key]!r}")
+        bad = nonfinite_fields(rec.get(finite), finite)
+        if bad:
+            raise ArtifactError(f"{path} holds non-finite values ({', '.join(bad[:5])}): the run diverged and is "
+                                f"kept out of every table; {redo_hint(path)} after fixing its settings")
+
+
+def nonfinite_fields(obj: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the NaN / Inf numbers in a JSON record (loss terms, accuracies, metrics)."""
+    if isinstance(obj, float):
+        return [] if math.isfinite(obj) else [prefix or "<value>"]
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in nonfinite_fields(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(obj, list):
+        return [p for i, v in enumerate(obj) for p in nonfinite_fields(v, f"{prefix}[{i}]")]
+    return []
+
+
 def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: Path, metrics_json: Path, num_classes: int) -> dict[str, Any]:
-    """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run."""
+    """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run (both listed in task order)."""
+    trains = [read_json(p) for p in train_paths]
     evals = [read_json(p) for p in eval_paths]
-    trains = sorted((read_json(p) for p in train_paths), key=lambda r: r["task"])
+    reference = {k: trains[0].get(k) for k in ("method", "seed", "config_hash")}
+    check_records(train_paths, trains, reference, finite="epochs")      # the per-epoch loss terms
+    check_records(eval_paths, evals, reference, finite="accuracy")
     R = accuracy_matrix(evals)
     write_text(r_csv, R.to_csv(float_format="%.4f"))
     first = evals[0]
@@ -62,5 +97,14 @@ def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: 
 
 
 def load_metrics(paths: Sequence[Path]) -> pd.DataFrame:
-    """One row per run from ``metrics.json`` files."""
-    return pd.DataFrame([read_json(p) for p in paths])
+    """One row per run from ``metrics.json`` files; a run with a non-finite metric is refused (a diverged
+    run never reaches a table, even if its metrics were written by hand or by older code)."""
+    rows = []
+    for p in paths:
+        rec = read_json(p)
+        bad = [k for k in nonfinite_fields(rec) if k.split("[")[0].split(".")[0] in FINITE_METRICS]
+        if bad:
+            raise ArtifactError(f"{p} holds non-finite metrics ({', '.join(bad[:5])}): the run diverged and is kept out "
+                                f"of every table; {redo_hint(p)} after fixing its settings")
+        rows.append(rec)
+    return pd.DataFrame(rows)

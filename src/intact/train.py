@@ -26,7 +26,8 @@ from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
-from intact.io import load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
+from intact.guard import CHECK_EVERY, DivergenceGuard
+from intact.io import damaged, load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS, create_method
 from intact.methods.base import ContinualMethod
 from intact.models.backbone import create_backbone
@@ -60,17 +61,28 @@ def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: in
     return opt, sched
 
 
+def stored_by(run: RunConfig, task: int) -> dict[str, str]:
+    """The metadata of a task's state / hypercube files: who wrote them (checked when they are loaded)."""
+    return {"method": run.method, "task": str(task), "config_hash": run.hash()}
+
+
 def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
-                state: Path | None = None, hypercubes: Path | None = None):
-    """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given."""
+                state: Path | None = None, hypercubes: Path | None = None, state_task: int | None = None):
+    """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given; with
+    ``state_task``, files written by another method, task or config are refused."""
     bench = open_benchmark(manifest)
     # the network family trains a whole network of its own: no frozen backbone to build
     backbone, digest = create_backbone(run.backbone, backbone_weights) if METHODS[run.base].uses_backbone else (None, None)
     method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
+    expect = stored_by(run, state_task) if state_task is not None else None
     if state is not None:
-        method.load_trainable_state(load_tensors(state))
+        tensors = load_tensors(state, expect)
+        try:
+            method.load_trainable_state(tensors)
+        except (ValueError, RuntimeError) as err:
+            raise damaged(state, str(err)) from None
     if hypercubes is not None:
-        method.hypercubes = load_hypercubes(hypercubes)
+        method.hypercubes = load_hypercubes(hypercubes, expect)
     return bench, method.to(device), digest
 
 
@@ -119,11 +131,13 @@ def train_task(
     threads: int | None = None,
     progress: bool = True,
     max_steps: int | None = None,
+    check_every: int = CHECK_EVERY,
 ) -> dict[str, Any]:
     """Train ``task`` and write ``state.safetensors``, ``hypercube.safetensors``, ``train.json`` to ``out_dir``.
 
     ``max_steps`` stops (after checkpointing) once that many optimizer steps ran in this call: a test
-    hook that simulates a job killed mid-task.
+    hook that simulates a job killed mid-task. ``check_every``: optimizer steps between two host reads of
+    the divergence guard and the running losses (see :mod:`intact.guard`).
     """
     out_dir = Path(out_dir)
     device = configure_torch(threads)
@@ -136,7 +150,7 @@ def train_task(
     bench, method, backbone_sha = load_method(
         run, manifest, backbone_weights, device,
         state=prev / "state.safetensors" if prev else None,
-        hypercubes=prev / "hypercube.safetensors" if prev else None,
+        hypercubes=prev / "hypercube.safetensors" if prev else None, state_task=task - 1,
     )
     train_set = method.training_data(bench, task)
     method.begin_task(task, train_set)
@@ -148,7 +162,7 @@ def train_task(
 
     ckpt_path = out_dir / CHECKPOINT
     run_hash = run.hash()
-    epoch, step, history, running, elapsed, resumed_from = 0, 0, [], {}, 0.0, None
+    epoch, step, history, running, elapsed, resumed_from, guard_state = 0, 0, [], {}, 0.0, None, None
     if ckpt_path.exists():
         ck = load_checkpoint(ckpt_path)
         if ck["run_hash"] == run_hash and ck["task"] == task:
@@ -157,15 +171,36 @@ def train_task(
             sched.load_state_dict(ck["scheduler"])
             torch.set_rng_state(ck["rng_cpu"])
             epoch, step, history, running, elapsed = ck["epoch"], ck["step"], ck["history"], ck["running"], ck["elapsed"]
+            guard_state = ck.get("guard")
             resumed_from = {"epoch": epoch, "step": step}
             print(f"resuming task {task} from epoch {epoch} step {step}", file=sys.stderr)
+        else:
+            # never continue from another configuration's or task's checkpoint: start the task afresh
+            print(f"ignoring {ckpt_path}: it belongs to config {ck['run_hash']} task {ck['task']}, "
+                  f"not {run_hash} task {task}; the task starts from its first epoch", file=sys.stderr)
+
+    guard = DivergenceGuard(
+        f"{run.benchmark.name}/{run.method}/seed{run.seed}", task, o.epochs, steps_per_epoch,
+        [(k, p) for k, p in method.named_parameters() if p.requires_grad], device,
+        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=epoch * steps_per_epoch + step)
+    guard.load_state_dict(guard_state)
+    # per-epoch sums of the loss terms (weighted by batch size), kept on the device in float64 - the
+    # same arithmetic as summing Python floats, so records are unchanged, without a sync per step
+    sums = {k: torch.tensor(v, dtype=torch.float64, device=device) for k, v in running.items() if k != "_n"}
+    count = running.get("_n", 0.0)
+
+    def kept() -> str:
+        return (f"the last good checkpoint {ckpt_path} is kept" if ckpt_path.exists()
+                else "no checkpoint had been written, so none is kept")
 
     def checkpoint() -> None:
+        guard.check(kept())  # never save a diverged state
         save_checkpoint(ckpt_path, {
             "run_hash": run_hash, "task": task, "epoch": epoch, "step": step,
             "method": method.trainable_state(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-            "rng_cpu": torch.get_rng_state(), "history": history, "running": running,
-            "elapsed": elapsed + time.perf_counter() - t0,
+            "rng_cpu": torch.get_rng_state(), "history": history,
+            "running": {**{k: float(v) for k, v in sums.items()}, "_n": count} if count else {},
+            "elapsed": elapsed + time.perf_counter() - t0, "guard": guard.state_dict(),
         })
 
     if device.type == "cuda":
@@ -187,22 +222,30 @@ def train_task(
                     loss, terms = method.loss(x, y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                opt.step()
-                sched.step()
+                good = not guard.skips or guard.batch_ok(loss, terms, epoch, step)
+                if good:
+                    opt.step()
+                sched.step()  # a skipped batch still advances the schedule: lr stays a function of the step
+                guard.observe(loss, terms, with_terms=not guard.skips)
                 step += 1
                 steps_done += 1
-                for k, v in terms.items():
-                    running[k] = running.get(k, 0.0) + float(v) * len(y)
-                running["_n"] = running.get("_n", 0.0) + len(y)
-                bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+                if good:
+                    for k, v in terms.items():
+                        term = v.detach().to(torch.float64) * len(y)
+                        sums[k] = sums[k] + term if k in sums else term
+                    count += len(y)
+                if steps_done % check_every == 0:
+                    guard.check(kept())
+                    if count and "ce" in sums:
+                        bar.set_postfix(ce=f"{float(sums['ce']) / count:.3f}", refresh=False)
                 if stop.raised is not None or (max_steps is not None and steps_done >= max_steps):
                     checkpoint()
                     raise Preempted(f"stopped at epoch {epoch} step {step} (signal {stop.raised}); checkpoint saved")
+            guard.check(kept())
             seconds = time.perf_counter() - epoch_start
-            count = running.pop("_n", 0.0)
-            history.append({"epoch": epoch + 1, **{k: v / max(count, 1) for k, v in running.items()},
+            history.append({"epoch": epoch + 1, **{k: float(v) / max(count, 1) for k, v in sums.items()},
                             "seconds": seconds, "images_per_s": count / max(seconds, 1e-9)})
-            epoch, step, running = epoch + 1, 0, {}
+            epoch, step, sums, count = epoch + 1, 0, {}, 0.0
             checkpoint()
 
     train_seconds = elapsed + time.perf_counter() - t0
@@ -220,9 +263,17 @@ def train_task(
         "images_per_s": n * o.epochs / max(train_seconds, 1e-9), "peak_memory_mb": peak / 2**20,
         **efficiency,  # total / trainable parameters, train_batches, inference_batch_seconds, device
         "certificate": end.pop("certificate", None), **end,
-        "resumed_from": resumed_from, "backbone_sha256": backbone_sha,
+        "resumed_from": resumed_from, "nonfinite": guard.summary(), "backbone_sha256": backbone_sha,
         "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),
     }
-    write_json(out_dir / "train.json", record)
+    try:
+        save_tensors(out_dir / "state.safetensors", method.trainable_state(), stored_by(run, task))
+        save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, stored_by(run, task))
+        write_json(out_dir / "train.json", record)
+    except BaseException:
+        # a failed write (a full disk) leaves no part of the task's results that could pass for finished
+        for name in ("state.safetensors", "hypercube.safetensors", "train.json"):
+            (out_dir / name).unlink(missing_ok=True)
+        raise
     ckpt_path.unlink(missing_ok=True)
     return record

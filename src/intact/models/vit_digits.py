@@ -11,12 +11,11 @@ from typing import Any
 from timm.models import register_model
 from timm.models.vision_transformer import VisionTransformer
 
+from intact.models.arch import DIGITS_VIT
+
 
 def _vit_digits(patch_size: int, **kwargs: Any) -> VisionTransformer:
-    args: dict[str, Any] = dict(
-        img_size=32, patch_size=patch_size, in_chans=1, num_classes=10,
-        embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0, qkv_bias=True,
-    )
+    args: dict[str, Any] = dict(DIGITS_VIT, patch_size=patch_size)  # the numbers validation reads (arch.py)
     # timm's factory passes bookkeeping kwargs meant for build_model_with_cfg; they are not model args
     for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
         kwargs.pop(key, None)

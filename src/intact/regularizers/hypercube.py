@@ -116,7 +116,7 @@ def save_hypercubes(path: str | Path, cubes: dict[str, Hypercube], metadata: dic
     save_tensors(path, tensors, metadata)
 
 
-def load_hypercubes(path: str | Path) -> dict[str, Hypercube]:
-    t = load_tensors(path)
+def load_hypercubes(path: str | Path, expect: dict[str, str] | None = None) -> dict[str, Hypercube]:
+    t = load_tensors(path, expect)
     names = sorted({k.rsplit(".", 1)[0] for k in t})
     return {n: Hypercube(t[f"{n}.lower"], t[f"{n}.upper"]) for n in names}

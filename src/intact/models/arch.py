@@ -1,0 +1,55 @@
+"""What validation needs to know of a backbone without building its weights: depth, input size, channels.
+
+Our own digits ViTs are described here without importing torch (``vit_digits.py`` builds them from the
+same numbers), so validating the default config stays instant; any other timm name is built once on
+torch's ``meta`` device (no memory, no weights, no download) and inspected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+#: the embedded benchmark's ViT (shared by vit_digits_p8 / vit_digits_p4, which differ in patch size)
+DIGITS_VIT: dict[str, Any] = dict(img_size=32, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4,
+                                  mlp_ratio=2.0, qkv_bias=True)
+OURS: dict[str, dict[str, Any]] = {"vit_digits_p8": {**DIGITS_VIT, "patch_size": 8},
+                                   "vit_digits_p4": {**DIGITS_VIT, "patch_size": 4}}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The facts of a backbone that config settings must agree with."""
+
+    depth: int
+    img_size: tuple[int, int] | None      #: None: the model accepts any input size
+    in_chans: int
+    patch_size: tuple[int, int]
+    problem: str | None = None            #: why prompts cannot be attached to it (None: they can)
+
+
+@lru_cache(maxsize=None)
+def backbone_arch(model: str) -> Arch:
+    """The :class:`Arch` of timm model ``model``; ValueError if timm does not know the name."""
+    if model in OURS:
+        a = OURS[model]
+        return Arch(a["depth"], (a["img_size"],) * 2, a["in_chans"], (a["patch_size"],) * 2)
+    import torch
+
+    from intact.models.backbone import create_vit
+    from intact.models.prefix import check_prefixable
+
+    with torch.device("meta"):
+        vit = create_vit(model)
+    blocks = getattr(vit, "blocks", None)
+    pe = getattr(vit, "patch_embed", None)
+    if blocks is None or pe is None:
+        return Arch(0, None, 0, (0, 0), f"{model!r} is not a ViT (no patch embedding / transformer blocks)")
+    try:
+        check_prefixable(blocks)
+        problem = None
+    except TypeError as err:
+        problem = str(err)
+    dynamic = getattr(pe, "dynamic_img_size", False) or getattr(pe, "img_size", None) is None
+    return Arch(len(blocks), None if dynamic else tuple(pe.img_size), pe.proj.in_channels, tuple(pe.patch_size), problem)

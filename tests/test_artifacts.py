@@ -1,0 +1,232 @@
+"""Damaged or foreign artifacts: an error naming the file and the command that redoes it; a checkpoint of
+another config or task is never loaded; a full disk fails the job cleanly."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from intact.config import resolve_run
+from intact.evaluate import evaluate_task
+from intact.io import ArtifactError, load_tensors
+from intact.results import collect_run, load_metrics
+from intact.train import Preempted, train_task
+
+METHOD = "coda_p+intact"
+
+
+@pytest.fixture(scope="module")
+def two_tasks(tiny_bench, tmp_path_factory):
+    """Tasks 0 and 1 of one run, trained and evaluated once; tests work on copies."""
+    out = tmp_path_factory.mktemp("two_tasks")
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    for t in range(2):
+        _train(tiny_bench, run, out, t)
+        evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                      state=out / f"task{t}/state.safetensors", out_path=out / f"task{t}/eval.json", threads=1)
+    return out
+
+
+def _train(bench, run, out, t, **kw):
+    return train_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out / f"task{t}",
+                      prev_dir=out / f"task{t - 1}" if t else None, threads=1, progress=False, **kw)
+
+
+def _copy(two_tasks, tmp_path):
+    work = tmp_path / "run"
+    shutil.copytree(two_tasks, work)
+    for f in (work / "task1").iterdir():
+        if f.name != "eval.json":
+            f.unlink()
+    return work
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _relabel(path, **meta):
+    """Rewrite a safetensors file with other metadata: a file from another task / method / config."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        old = f.metadata()
+    save_file(load_tensors(path), str(path), metadata={**old, **meta})
+
+
+def _assert_names(err, path, redo="snakemake --forcerun"):
+    msg = str(err.value)
+    assert str(path) in msg and redo in msg, msg
+
+
+@pytest.mark.parametrize("name, damage, fragment", [
+    ("state.safetensors", _truncate, "not a readable safetensors file"),
+    ("hypercube.safetensors", _truncate, "not a readable safetensors file"),
+    ("state.safetensors", lambda p: _relabel(p, task="1"), "task = '1'"),
+    ("state.safetensors", lambda p: _relabel(p, method="coda_p"), "method = 'coda_p'"),
+    ("hypercube.safetensors", lambda p: _relabel(p, config_hash="0123456789ab"), "config_hash = '0123456789ab'"),
+])
+def test_damaged_or_foreign_previous_task_is_refused_naming_the_file(tiny_bench, two_tasks, tmp_path, name, damage, fragment):
+    work = _copy(two_tasks, tmp_path)
+    damage(work / "task0" / name)
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    with pytest.raises(ArtifactError) as err:
+        _train(tiny_bench, run, work, 1)
+    _assert_names(err, work / "task0" / name)
+    assert fragment in str(err.value)
+    assert not list((work / "task1").glob("*.safetensors"))
+
+
+def test_state_of_another_task_is_refused_by_evaluation(tiny_bench, two_tasks, tmp_path):
+    work = _copy(two_tasks, tmp_path)
+    shutil.copy(work / "task0/state.safetensors", work / "task1/state.safetensors")   # a file in the wrong folder
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    with pytest.raises(ArtifactError) as err:
+        evaluate_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                      state=work / "task1/state.safetensors", out_path=work / "task1/eval2.json", threads=1)
+    _assert_names(err, work / "task1/state.safetensors")
+    assert not (work / "task1/eval2.json").exists()
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda p: p.write_text(p.read_text()[:40]), "not valid JSON"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "seed": 7})), "seed = 7"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "task": 0})), "task 0, expected task 1"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "accuracy": [float("nan")] * 3})), "non-finite"),
+])
+def test_damaged_foreign_or_nonfinite_eval_record_never_reaches_R(two_tasks, tmp_path, damage, fragment):
+    work = tmp_path / "run"
+    shutil.copytree(two_tasks, work)
+    damage(work / "task1/eval.json")
+    paths = [work / f"task{t}/{{}}.json" for t in range(2)]
+    with pytest.raises(ArtifactError) as err:
+        collect_run([str(p).format("eval") for p in paths], [str(p).format("train") for p in paths],
+                    work / "R.csv", work / "metrics.json", 10)
+    _assert_names(err, work / "task1/eval.json")
+    assert fragment in str(err.value), str(err.value)
+    assert not (work / "R.csv").exists() and not (work / "metrics.json").exists()
+
+
+def test_nonfinite_losses_or_metrics_never_reach_a_table(two_tasks, tmp_path):
+    work = tmp_path / "run"
+    shutil.copytree(two_tasks, work)
+    train = work / "task0/train.json"
+    rec = json.loads(train.read_text())
+    rec["epochs"][0]["var"] = float("nan")                 # a diverged record written by older code
+    train.write_text(json.dumps(rec))
+    evals, trains = [work / f"task{t}/eval.json" for t in range(2)], [work / f"task{t}/train.json" for t in range(2)]
+    with pytest.raises(ArtifactError, match=r"non-finite values \(epochs\[0\]\.var\)"):
+        collect_run(evals, trains, work / "R.csv", work / "metrics.json", 10)
+    metrics = work / "metrics.json"
+    metrics.write_text(json.dumps({"method": METHOD, "seed": 0, "aa": float("nan"), "aa_evolution": [1.0, float("nan")]}))
+    with pytest.raises(ArtifactError) as err:
+        load_metrics([metrics])                            # what every table and figure reads
+    assert "aa" in str(err.value) and "kept out of every table" in str(err.value)
+
+
+def test_damaged_manifest_names_the_file(tiny_bench, two_tasks, tmp_path):
+    manifest = tmp_path / "data/manifest.json"
+    shutil.copytree(tiny_bench["manifest"].parent, manifest.parent)
+    _truncate(manifest)
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    with pytest.raises(ArtifactError) as err:
+        train_task(run, 0, manifest=manifest, backbone_weights=tiny_bench["weights"], out_dir=tmp_path / "t0", threads=1, progress=False)
+    _assert_names(err, manifest)
+
+
+def test_checkpoint_of_another_config_or_task_is_never_loaded(tiny_bench, two_tasks, tmp_path, capsys):
+    """A checkpoint left by another config (or task) in the task folder is ignored with a message: the task
+    trains from its first epoch and ends bit-identical to a clean run."""
+    cfg = tiny_bench["config"]
+    other = resolve_run(cfg, "digits", f"{METHOD}@lambda_feat=1", 0)
+    run = resolve_run(cfg, "digits", METHOD, 0)
+    work = tmp_path / "run"
+    with pytest.raises(Preempted):
+        _train(tiny_bench, other, work, 0, max_steps=3)          # leaves task0/checkpoint.pt of another config
+    record = _train(tiny_bench, run, work, 0)
+    assert record["resumed_from"] is None
+    assert f"ignoring {work / 'task0/checkpoint.pt'}: it belongs to config {other.hash()}" in capsys.readouterr().err
+    a, b = load_tensors(work / "task0/state.safetensors"), load_tensors(two_tasks / "task0/state.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    # a task-0 checkpoint found in task 1's folder is not task 1's either
+    with pytest.raises(Preempted):
+        _train(tiny_bench, run, tmp_path / "x", 0, max_steps=3)
+    shutil.copytree(work / "task0", tmp_path / "y/task0")
+    (tmp_path / "y/task1").mkdir()
+    shutil.copy(tmp_path / "x/task0/checkpoint.pt", tmp_path / "y/task1/checkpoint.pt")
+    assert _train(tiny_bench, run, tmp_path / "y", 1)["resumed_from"] is None
+
+
+def test_damaged_checkpoint_names_the_file_and_says_to_delete_it(tiny_bench, tmp_path):
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    (tmp_path / "task0").mkdir()
+    ckpt = tmp_path / "task0/checkpoint.pt"
+    ckpt.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ArtifactError) as err:
+        _train(tiny_bench, run, tmp_path, 0)
+    _assert_names(err, ckpt, redo="delete")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A tmpfs mounted by the test (root only; skipped with a message otherwise); ``resize(bytes)`` remounts it."""
+    import subprocess
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "intact-full-disk-test", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {proc.stderr.strip() or proc.returncode}")
+    try:
+        yield mnt, lambda size: subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_disk_fails_the_job_cleanly_and_a_rerun_after_freeing_space_finishes(tiny_bench, two_tasks, tmp_path, tiny_disk):
+    """Task 1 writes into a filesystem too small for its files - at its epoch checkpoint, its state, its record:
+    each time the job fails with a message naming the file, and leaves no result and no temporary file; with
+    space again, the rerun (resuming where it can) ends bit-identical to a run that never hit a full disk."""
+    import os
+
+    from intact.io import load_checkpoint
+
+    mnt, resize = tiny_disk
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    probe = tmp_path / "probe"
+    shutil.copytree(two_tasks / "task0", probe / "task0")
+    with pytest.raises(Preempted):
+        _train(tiny_bench, run, probe, 1, max_steps=1)
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = {f: -(-(p.stat().st_size) // page) for f, p in [("ckpt", probe / "task1/checkpoint.pt"),
+             *[(n, two_tasks / f"task1/{n}") for n in ("state.safetensors", "hypercube.safetensors", "train.json")]]}
+    sizes = [pages["ckpt"] // 2,                                                  # the epoch checkpoint does not fit
+             pages["ckpt"] + 1 + pages["state.safetensors"] // 2,                 # the state does not fit
+             pages["ckpt"] + pages["state.safetensors"] + pages["hypercube.safetensors"] + 1]   # the record does not
+    shutil.copytree(two_tasks / "task0", tmp_path / "prev/task0")
+    named = set()
+    out = mnt / "task1"
+    for size in sizes:
+        resize(size * page)
+        with pytest.raises(OSError) as err:
+            train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out,
+                       prev_dir=tmp_path / "prev/task0", threads=1, progress=False)
+        msg = str(err.value)
+        assert "no space left on the device while writing" in msg and "free some space and rerun" in msg, msg
+        named.add(msg.split("while writing ")[1].split(" (")[0].rsplit("/", 1)[1])
+        left = {p.name for p in out.iterdir()}
+        assert left <= {"checkpoint.pt"}, left                      # no result, no temporary file
+        if left:
+            load_checkpoint(out / "checkpoint.pt")                   # and what is kept is whole
+    print("the full disk stopped writes of:", sorted(named))
+    assert {"checkpoint.pt", "state.safetensors"} <= named, named
+    resize(4 << 20)
+    record = train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out,
+                        prev_dir=tmp_path / "prev/task0", threads=1, progress=False)
+    assert record["resumed_from"] == {"epoch": 1, "step": 0}
+    assert {p.name for p in out.iterdir()} == {"state.safetensors", "hypercube.safetensors", "train.json"}
+    a, b = load_tensors(out / "state.safetensors"), load_tensors(two_tasks / "task1/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in b)

@@ -1,0 +1,161 @@
+"""The divergence guard: a non-finite loss term, gradient or parameter fails the job loudly, keeps the last good
+epoch checkpoint and writes no task result; ``optim.on_nonfinite: skip_batch`` skips and counts such batches."""
+
+import json
+
+import pytest
+import torch
+
+from intact.config import resolve_run
+from intact.guard import DivergenceGuard, NonFiniteError
+from intact.io import load_checkpoint
+from intact.train import train_task
+
+METHOD = "coda_p+intact@optim.epochs=2"
+
+
+class _NanGrad(torch.autograd.Function):
+    """Identity forward, NaN backward: finite terms and loss, non-finite gradients."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * float("nan")
+
+
+def inject(monkeypatch, at: set[int], kind: str = "term") -> None:
+    """Make the loss of the given (0-based) calls non-finite: a NaN 'ce' term, or NaN gradients only."""
+    from intact.methods.coda_p import CodaPrompt
+
+    # wrap the method's own loss, never an earlier injection of the same test
+    original = CodaPrompt.__dict__.get("_unfaulted_loss", CodaPrompt.loss)
+    monkeypatch.setattr(CodaPrompt, "_unfaulted_loss", original, raising=False)
+    calls = {"n": 0}
+
+    def loss(self, x, y):
+        total, terms = original(self, x, y)
+        if calls["n"] in at:
+            if kind == "term":
+                terms = {**terms, "ce": terms["ce"] * float("nan")}
+                total = total * float("nan")
+            else:
+                total = _NanGrad.apply(total)
+        calls["n"] += 1
+        return total, terms
+
+    monkeypatch.setattr(CodaPrompt, "loss", loss)
+
+
+def _train(bench, tmp_path, method=METHOD, **kw):
+    run = resolve_run(bench["config"], "digits", method, 0)
+    return train_task(run, 0, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=tmp_path / "task0",
+                      threads=1, progress=False, **kw)
+
+
+def test_nan_term_stops_the_job_and_keeps_the_last_good_epoch_checkpoint(tiny_bench, tmp_path, monkeypatch):
+    steps = 11                                   # 647 training images / batch 64
+    inject(monkeypatch, {steps + 2})             # epoch 2, step 3
+    with pytest.raises(NonFiniteError) as err:
+        _train(tiny_bench, tmp_path)
+    msg = str(err.value)
+    for fragment in ("run digits/coda_p+intact@optim.epochs=2/seed0", "task 0", "epoch 2/2", f"step 3/{steps}",
+                     "loss term 'ce'", "checkpoint.pt is kept", "no state.safetensors or train.json"):
+        assert fragment in msg, msg
+    task = tmp_path / "task0"
+    assert sorted(p.name for p in task.iterdir()) == ["checkpoint.pt"]      # no result, no temporary file
+    ck = load_checkpoint(task / "checkpoint.pt")
+    assert (ck["epoch"], ck["step"]) == (1, 0)                               # the good epoch-1 checkpoint
+    assert all(torch.isfinite(v).all() for v in ck["method"].values())
+
+
+def test_nan_gradient_is_named_when_terms_are_finite(tiny_bench, tmp_path, monkeypatch):
+    inject(monkeypatch, {4}, kind="grad")
+    with pytest.raises(NonFiniteError) as err:
+        _train(tiny_bench, tmp_path)
+    assert "step 5/11" in str(err.value) and "the gradient of '" in str(err.value), str(err.value)
+    assert "no checkpoint had been written" in str(err.value)
+    assert not (tmp_path / "task0").exists() or not any((tmp_path / "task0").iterdir())
+
+
+def test_skip_batch_counts_skipped_batches_and_fails_past_the_allowed_fraction(tiny_bench, tmp_path, monkeypatch):
+    inject(monkeypatch, {3, 15})
+    record = _train(tiny_bench, tmp_path / "a", f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1")
+    assert record["nonfinite"] == {"policy": "skip_batch", "skipped_batches": 2, "skipped_at": [[0, 3], [1, 4]], "max_skipped": 2}
+    stored = json.loads((tmp_path / "a/task0/train.json").read_text())
+    assert stored["nonfinite"]["skipped_batches"] == 2
+    assert all(v == v for e in stored["epochs"] for v in e.values())          # the skipped NaNs never reach a record
+
+    inject(monkeypatch, {3, 15, 16})                                          # 3 > 10% of 22 steps
+    with pytest.raises(NonFiniteError) as err:
+        _train(tiny_bench, tmp_path / "b", f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1")
+    assert "3 batches" in str(err.value) and "max_skipped_fraction" in str(err.value)
+    assert not (tmp_path / "b/task0/train.json").exists() and not (tmp_path / "b/task0/state.safetensors").exists()
+
+
+def test_skipped_batches_survive_a_resume(tiny_bench, tmp_path, monkeypatch):
+    """The skip count is part of the checkpoint: a job preempted after a skipped batch and resumed records the
+    same skips and ends bit-identical to the uninterrupted job."""
+    from intact.io import load_tensors
+    from intact.train import Preempted
+
+    method = f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1"
+    inject(monkeypatch, {2})
+    whole = _train(tiny_bench, tmp_path / "whole", method)
+    inject(monkeypatch, {2})
+    with pytest.raises(Preempted):
+        _train(tiny_bench, tmp_path / "cut", method, max_steps=5)
+    inject(monkeypatch, set())                   # the resumed job starts after the bad batch
+    resumed = _train(tiny_bench, tmp_path / "cut", method)
+    assert resumed["resumed_from"] == {"epoch": 0, "step": 5}
+    assert resumed["nonfinite"] == whole["nonfinite"] and whole["nonfinite"]["skipped_batches"] == 1
+    assert resumed["epochs"][0]["ce"] == whole["epochs"][0]["ce"]
+    a, b = load_tensors(tmp_path / "whole/task0/state.safetensors"), load_tensors(tmp_path / "cut/task0/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_guard_order_terms_then_gradients_then_parameters():
+    """On the device, with no sync until check: the first step and the first non-finite name win."""
+    w = torch.nn.Parameter(torch.ones(3))
+    v = torch.nn.Parameter(torch.ones(2))
+    guard = DivergenceGuard("b/m/seed0", 1, 2, 4, [("w", w), ("v", v)], torch.device("cpu"))
+    loss = (w.sum() + v.sum())
+    loss.backward()
+    guard.observe(loss, {"ce": loss.detach()})
+    guard.check("x")                                                     # all finite: no error
+    with torch.no_grad():
+        v.fill_(float("inf"))                                            # parameter only
+    guard.observe(loss, {"ce": loss.detach()})
+    w.grad.fill_(float("nan"))                                           # a later step: gradient + term
+    guard.observe(loss, {"ce": torch.tensor(float("nan"))})
+    with pytest.raises(NonFiniteError) as err:
+        guard.check("kept")
+    assert "task 1, epoch 1/2, step 2/4: the parameter 'v'" in str(err.value), str(err.value)
+
+    g2 = DivergenceGuard("b/m/seed0", 0, 1, 4, [("w", w), ("v", v)], torch.device("cpu"), start_step=2)
+    g2.observe(loss, {"ce": loss.detach(), "var": torch.tensor(float("inf"))})
+    with pytest.raises(NonFiniteError, match=r"step 3/4: the loss term 'var'"):
+        g2.check("kept")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the no-sync property is about a GPU)")
+def test_guard_observe_never_synchronises_with_the_gpu():
+    """The default policy's per-step work is device-only: CUDA's sync debug mode raises on any sync."""
+    dev = torch.device("cuda")
+    w = torch.nn.Parameter(torch.ones(3, device=dev))
+    guard = DivergenceGuard("b/m/seed0", 0, 1, 8, [("w", w)], dev)
+    loss = (w * w).sum()
+    loss.backward()
+    terms = {"ce": loss.detach(), "var": loss.detach() * float("inf")}
+    guard.observe(loss, terms)                  # the first step of a name set uploads its index (once)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            guard.observe(loss, terms)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    with pytest.raises(NonFiniteError, match="step 1/8: the loss term 'var'"):
+        guard.check("kept")
