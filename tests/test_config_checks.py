@@ -10,7 +10,7 @@ from intact.config import ConfigError, validate_config
     # prompt layers vs the backbone's depth (the embedded ViT has 4 blocks), for every layer key
     (lambda c: c["methods"]["coda_p"].update(layers=[0, 1, 2, 9]), ["methods.coda_p.layers", "[0, 1, 2, 9]", "depth 4"]),
     (lambda c: c["methods"]["dualprompt"].update(e_layers=[4]), ["methods.dualprompt.e_layers", "depth 4"]),
-    (lambda c: c["methods"]["dualprompt"].pop("e_layers"), ["methods.dualprompt.e_layers", "[2, 3, 4]", "depth 4"]),
+    (lambda c: c["methods"]["dualprompt"].update(g_layers=[5]), ["methods.dualprompt.g_layers", "[5]", "depth 4"]),
     # method settings that do not fit the backbone or the benchmark
     (lambda c: c["methods"]["coda_p"].update(pool_size=2), ["methods.coda_p.pool_size", "3 tasks"]),
     (lambda c: c["methods"]["l2p"].update(top_k=20), ["methods.l2p.top_k", "pool_size = 10"]),

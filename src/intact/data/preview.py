@@ -9,7 +9,7 @@ from intact.data.stored import ImageBenchmark
 
 def task_preview(bench: ImageBenchmark, path: str | Path, per_task: int = 8) -> None:
     """A grid with one row per task (its name and train/test counts) of ``per_task`` test images."""
-    from intact.report.plots import _save, plt
+    from intact.report.plots import plt, save_figure
 
     images, labels = bench.preview(per_task)
     tasks = bench.manifest["tasks"]
@@ -29,4 +29,4 @@ def task_preview(bench: ImageBenchmark, path: str | Path, per_task: int = 8) -> 
                 t = tasks[r]
                 ax.set_ylabel(f"{name}\n{t['train']:,} / {t['test']:,}", rotation=0, ha="right", va="center", fontsize=7)
     fig.suptitle(f"{bench.name}: test images per task (train / test counts)", fontsize=9)
-    _save(fig, path)
+    save_figure(fig, path)
