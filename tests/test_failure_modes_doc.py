@@ -16,9 +16,6 @@ def test_every_failure_mode_row_names_existing_tests():
         defined[path.name] = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
     for row in rows:
         refs = re.findall(r"`(test_\w+\.py)::(test_\w+)`", row)
-        if "(issue 8)" in row:          # the image-benchmark data tests land with issue 8
-            assert "test_image_benchmarks.py" in row, row
-            continue
         assert refs, f"row without a test: {row}"
         for file, name in refs:
             assert name in defined.get(file, set()), f"{file}::{name} does not exist (row: {row[:80]})"

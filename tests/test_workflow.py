@@ -293,8 +293,9 @@ def test_html_report_holds_every_table_and_figure(tiny_run, tmp_path):
     html = (work / "results/report.html").read_text()
     # the report embeds its files as one JS object: `results = {"<path>": {"name", "caption", "data", ...}}`
     embedded, _ = json.JSONDecoder().raw_decode(html, html.index("results = {") + len("results = "))
-    figures = {str(p.relative_to(work)) for p in (work / "results/figures").rglob("*.png") if p.name != "domains.png"}
-    assert len(figures) == 6 and figures <= set(embedded), figures - set(embedded)   # 5 paper figures + AA evolution
+    figures = {str(p.relative_to(work)) for p in (work / "results/figures").rglob("*.png")}
+    # 5 paper figures + the default run's AA evolution + the benchmark's domain samples
+    assert len(figures) == 7 and figures <= set(embedded), figures - set(embedded)
     assert sum(e["mime_type"] == "image/png" for e in embedded.values()) == len(figures)
     assert html.count("data:image/png") == len(figures)
     tables = {f"results/tables/paper/{t}.{e}" for t in ("main", "ablation", "integration", "hyperparameters", "efficiency")

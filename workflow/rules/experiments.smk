@@ -8,8 +8,8 @@ rule study_toy:
     input:
         code=package_code("experiments/toy.py", "experiments/nets.py", "regularizers/regularizer.py"),
     output:
-        figure="results/experiments/toy/toy.png",
-        csv="results/experiments/toy/toy_drift.csv",
+        figure=report("results/experiments/toy/toy.png", caption="../report/study_toy.rst", category="Non-prompt experiments"),
+        csv=report("results/experiments/toy/toy_drift.csv", caption="../report/study_toy.rst", category="Non-prompt experiments"),
         md="results/experiments/toy/toy_drift.md",
         summary="results/experiments/toy/summary.json",
     log:
@@ -28,8 +28,8 @@ rule study_drift:
     input:
         code=package_code("experiments/drift.py", "experiments/drift_report.py", "regularizers/regularizer.py"),
     output:
-        figure="results/experiments/drift/drift.png",
-        csv="results/experiments/drift/drift.csv",
+        figure=report("results/experiments/drift/drift.png", caption="../report/study_drift.rst", category="Non-prompt experiments"),
+        csv=report("results/experiments/drift/drift.csv", caption="../report/study_drift.rst", category="Non-prompt experiments"),
         md="results/experiments/drift/drift.md",
         R="results/experiments/drift/R.md",
         summary="results/experiments/drift/summary.json",

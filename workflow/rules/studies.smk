@@ -12,7 +12,9 @@ for _study in STUDIES:
             metrics=lambda w, s=_study: metrics_files(w.benchmark, STUDIES[s].methods, STUDIES[s].seeds),
             code=REPORT_CODE,
         output:
-            **report_files(_study, STUDIES[_study].spec),
+            # every table and figure of the study enters the HTML report (`snakemake --report`), with a caption
+            **{k: (v if k == "md" else report(v, caption=f"../report/study_{_study}.rst", category="Studies", subcategory="{benchmark}"))
+               for k, v in report_files(_study, STUDIES[_study].spec).items()},
         log:
             f"results/logs/report_study_{_study}/{{benchmark}}.log",
         params:
@@ -32,10 +34,11 @@ for _study in STUDIES:
 
 
 rule full:
-    """The default run and every declared study."""
+    """The default run, every declared study, and the paper's tables and figures over all of them."""
     input:
         all_targets(),
         [f for s in STUDIES for f in study_targets(s)],
+        lambda w: paper_targets(),  # paper.smk is included after this file
 
 
 rule reports:
