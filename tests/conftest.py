@@ -27,6 +27,18 @@ def tiny_config(**run: object) -> dict:
     return cfg
 
 
+def assert_config_error(mutate, fragments) -> None:
+    """``mutate`` applied to the tiny config makes validation fail with a message holding every fragment."""
+    from intact.config import ConfigError, validate_config
+
+    cfg = tiny_config()
+    mutate(cfg)
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    for fragment in fragments:
+        assert fragment in str(err.value), str(err.value)
+
+
 def write_config(workdir: Path, cfg: dict) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "config.yaml"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import snakemake, tiny_config, write_config
+from conftest import assert_config_error, snakemake, tiny_config, write_config
 from intact.config import ConfigError, validate_config
 
 
@@ -32,12 +32,7 @@ from intact.config import ConfigError, validate_config
     (lambda c: c["methods"].pop("l2p"), ["'l2p' is not declared under 'methods'", "studies.main"]),
 ])
 def test_early_check_names_the_key(mutate, expected):
-    cfg = tiny_config()
-    mutate(cfg)
-    with pytest.raises(ConfigError) as err:
-        validate_config(cfg)
-    for fragment in expected:
-        assert fragment in str(err.value), str(err.value)
+    assert_config_error(mutate, expected)
 
 
 def test_default_checks_import_no_torch():
