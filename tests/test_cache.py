@@ -54,7 +54,7 @@ def test_digits_cached_run_equals_live_run_bit_for_bit(tiny_bench, tmp_path):
     cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
     cached_run = _run(cfg, "digits", "coda_p+intact", True)
     qdir = tmp_path / "query"
-    meta = build_query_cache(cached_run, manifest, w, qdir, threads=1, progress=False)
+    meta = build_query_cache(cached_run.backbone, manifest, w, qdir, threads=1, progress=False)
     assert set(meta["files"]) == {f"{s}{t}" for s in ("train", "test") for t in range(3)}
     live = _train_eval(_run(cfg, "digits", "coda_p+intact", False), manifest, w, tmp_path / "live", 2, None)
     cached = _train_eval(cached_run, manifest, w, tmp_path / "cached", 2, qdir)
@@ -96,7 +96,7 @@ def test_a_cached_step_makes_one_backbone_pass(tiny_bench, tmp_path, monkeypatch
     cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
     run = _run(cfg, "digits", "coda_p+intact", cache)
     qdir = tmp_path / "query"
-    build_query_cache(run, manifest, w, qdir, threads=1, progress=False)
+    build_query_cache(run.backbone, manifest, w, qdir, batch_size=7, threads=1, progress=False)
     train_task(run, 0, manifest=manifest, backbone_weights=w, out_dir=tmp_path / "task0", threads=1,
                progress=False, query_cache=qdir)
     calls = {"query": 0, "prompted": 0}

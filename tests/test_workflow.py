@@ -23,6 +23,7 @@ def test_default_dag_dry_run(tmp_path):
     counts = job_counts(out)
     assert counts["train_task"] == runs * tasks and counts["evaluate_task"] == runs * tasks
     assert counts["collect_run"] == runs and counts["prepare_data"] == 1 and counts["pretrain_backbone"] == 1
+    assert counts["query_cache"] == 1  # one per (benchmark, backbone), shared by every method, seed and task
     assert len(cfg["run"]["seeds"]) >= 3 and {"coda_p", "coda_p+intact"} <= set(cfg["run"]["methods"])
 
 

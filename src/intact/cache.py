@@ -186,18 +186,20 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
     return caches, record
 
 
-def build_query_cache(run, manifest: str | Path, backbone_weights: str | Path, out_dir: str | Path,
-                      threads: int | None = None, progress: bool = True) -> dict:
+def build_query_cache(backbone_cfg, manifest: str | Path, backbone_weights: str | Path, out_dir: str | Path, *,
+                      batch_size: int = 512, amp: bool = True, threads: int | None = None,
+                      progress: bool = True) -> dict:
     """The body of the ``query_cache`` job: the query of every stored image of a benchmark for the
-    backbone ``run`` uses, in the precision training uses (bf16 autocast on CUDA with ``optim.amp``)."""
+    backbone ``backbone_cfg``, in the precision training uses (bf16 autocast on CUDA with ``amp``).
+    The values do not depend on ``batch_size`` (each image's query is computed as the live path does)."""
     from intact.data import open_benchmark
     from intact.models.backbone import create_backbone
     from intact.seeding import configure_torch
 
     device = configure_torch(threads)
     bench = open_benchmark(manifest)
-    backbone, digest = create_backbone(run.backbone, backbone_weights)
+    backbone, digest = create_backbone(backbone_cfg, backbone_weights)
     backbone = backbone.to(device)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and run.optim.amp) else None
-    return write_query_cache(bench, backbone.query, out_dir, batch_size=run.optim.eval_batch_size, device=device,
-                             amp=amp, backbone_sha256=digest, progress=progress)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and amp) else None
+    return write_query_cache(bench, backbone.query, out_dir, batch_size=batch_size, device=device,
+                             amp=autocast, backbone_sha256=digest, progress=progress)

@@ -2,6 +2,7 @@ rule train_task:
     """Train task t from task t-1's state + hypercube; one job per task."""
     input:
         unpack(previous_task),
+        unpack(query_cache_input),
         manifest=manifest,
         backbone=backbone_weights,
         backbone_info=backbone_info,
@@ -25,6 +26,7 @@ rule train_task:
 rule evaluate_task:
     """Accuracy of task t's state on every task's test set: column t of R."""
     input:
+        unpack(query_cache_input),
         state=f"{RUN_DIR}/task{{task}}/state.safetensors",
         manifest=manifest,
         backbone=backbone_weights,

@@ -10,4 +10,5 @@ with log_to(snakemake.log[0], snakemake.rule):
         RunConfig.from_dict(snakemake.params.run), int(snakemake.wildcards.task),
         manifest=Path(snakemake.input.manifest), backbone_weights=Path(snakemake.input.backbone),
         state=Path(snakemake.input.state), out_path=Path(snakemake.output.record), threads=snakemake.threads,
+        query_cache=Path(snakemake.input.query).parent if "query" in snakemake.input.keys() else None,
     )
