@@ -129,3 +129,19 @@ def test_a_cached_step_makes_one_backbone_pass(tiny_bench, tmp_path, monkeypatch
     assert per_step
     expect = {"query": 0, "prompted": 1} if cache else {"query": 1, "prompted": 2}
     assert all(s == expect for s in per_step), per_step[:3]
+
+
+def test_the_training_job_evaluates_as_evaluate_task_does(tiny_bench, tmp_path):
+    """eval.json written by train_task (the in-memory state, one job) equals evaluate_task on the saved state."""
+    cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
+    run = _run(cfg, "digits", "coda_p+intact", True)
+    qdir = tmp_path / "query"
+    build_query_cache(run.backbone, manifest, w, qdir, threads=1, progress=False)
+    for t in range(2):
+        d = tmp_path / f"task{t}"
+        train_task(run, t, manifest=manifest, backbone_weights=w, out_dir=d, prev_dir=tmp_path / f"task{t - 1}" if t else None,
+                   threads=1, progress=False, query_cache=qdir, eval_out=d / "eval.json")
+        again = evaluate_task(run, t, manifest=manifest, backbone_weights=w, state=d / "state.safetensors",
+                              out_path=d / "again.json", threads=1)  # no query cache: the live path
+        assert read_json(d / "eval.json")["accuracy"] == again["accuracy"]
+        assert not (d / "checkpoint.pt").exists()

@@ -134,6 +134,7 @@ def train_task(
     max_steps: int | None = None,
     check_every: int = CHECK_EVERY,
     query_cache: Path | None = None,
+    eval_out: Path | None = None,
 ) -> dict[str, Any]:
     """Train ``task`` and write ``state.safetensors``, ``hypercube.safetensors``, ``train.json`` to ``out_dir``.
 
@@ -141,6 +142,8 @@ def train_task(
     hook that simulates a job killed mid-task. ``check_every``: optimizer steps between two host reads of
     the divergence guard and the running losses (see :mod:`intact.guard`). ``query_cache``: the folder of
     the benchmark's stored query cache (see :mod:`intact.cache`; used when ``optim.feature_cache``).
+    ``eval_out``: also evaluate the trained state on every task's test set there (``eval.json``, column
+    ``task`` of R, as :func:`intact.evaluate.evaluate_task` would from the saved state) - one job, not two.
     """
     out_dir = Path(out_dir)
     device = configure_torch(threads)
@@ -281,10 +284,18 @@ def train_task(
         save_tensors(out_dir / "state.safetensors", method.trainable_state(), stored_by(run, task))
         save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, stored_by(run, task))
         write_json(out_dir / "train.json", record)
+        if eval_out is not None:
+            # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
+            from intact.evaluate import evaluate_method
+
+            evaluate_method(run, task, bench, method, device, Path(eval_out), query_cache=query_cache,
+                            backbone_sha256=backbone_sha)
     except BaseException:
         # a failed write (a full disk) leaves no part of the task's results that could pass for finished
         for name in ("state.safetensors", "hypercube.safetensors", "train.json"):
             (out_dir / name).unlink(missing_ok=True)
+        if eval_out is not None:
+            Path(eval_out).unlink(missing_ok=True)
         raise
     ckpt_path.unlink(missing_ok=True)
     return record

@@ -1,4 +1,4 @@
-"""Snakemake adapter: train one task from the previous task's state."""
+"""Snakemake adapter: train one task from the previous task's state, then evaluate it (eval.json)."""
 from pathlib import Path
 
 from intact.config import RunConfig
@@ -12,4 +12,5 @@ with log_to(snakemake.log[0], snakemake.rule):
         manifest=Path(snakemake.input.manifest), backbone_weights=Path(snakemake.input.backbone),
         out_dir=Path(snakemake.output.state).parent, prev_dir=prev, threads=snakemake.threads,
         query_cache=Path(snakemake.input.query).parent if "query" in snakemake.input.keys() else None,
+        eval_out=Path(snakemake.output.evaluation),
     )
