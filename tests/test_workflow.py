@@ -164,7 +164,7 @@ KILL_POINTS = [
     ("training, after an epoch checkpoint", "checkpoint", "train_task", (0.0, 0.5)),
     ("between tasks", "finished", "train_task", (0.0, 0.2)),
     ("training, a random moment of a job", "started", "train_task", (0.0, 3.0)),
-    ("evaluation", "evaluating", "train_task", (0.0, 0.5)),  # train.json written, eval.json not yet
+    ("evaluation", "evaluating", "train_task", (0.0, 0.05)),  # train.json written, eval.json not yet (< 1 s)
     ("collection of R", "started", "collect_run", (0.0, 0.5)),
 ]
 
