@@ -36,7 +36,7 @@ from conftest import REPO, tiny_config, write_config
 from slurm_cluster import ClusterUnavailable, SlurmCluster, ensure_packages
 
 PROFILE = REPO / "slurm" / "config.yaml"
-GPU_RULES = {"pretrain_backbone", "train_task", "evaluate_task"}
+GPU_RULES = {"pretrain_backbone", "query_cache", "train_task"}
 LOCAL_RULES = {"collect_run"}
 POLLING = ["--seconds-between-status-checks", "1", "--slurm-init-seconds-before-status-checks", "6"]
 RUN = "results/runs/digits/coda_p+intact/seed0"
@@ -88,7 +88,7 @@ def test_profile_resolves_from_the_repo_root(tmp_path):
     signal_spec = p["set-resources"]["train_task"]["slurm_extra"].strip("'\"")
     assert re.search(r"resources: .*\bgpu=1\b", jobs["train_task"]) and signal_spec in jobs["train_task"]
     assert re.search(r"resources: .*\bruntime=120\b", jobs["train_task"])
-    assert re.search(r"resources: .*\bgpu=1\b", jobs["evaluate_task"])
+    assert re.search(r"resources: .*\bgpu=1\b", jobs["query_cache"])
     assert "gpu=" not in jobs["prepare_data"]
     assert "slurm_partition=" in jobs["train_task"] and "slurm_account=" in jobs["train_task"]
 
@@ -196,9 +196,9 @@ def test_profile_runs_the_workflow_on_slurm(cluster, tmp_path):
     by_rule: dict[str, list[dict]] = {}
     for j in jobs:
         by_rule.setdefault(job_rule(j["Comment"]), []).append(j)
-    assert set(by_rule) == {"prepare_data", "pretrain_backbone", "train_task", "evaluate_task"}, jobs
+    assert set(by_rule) == {"prepare_data", "pretrain_backbone", "query_cache", "train_task"}, jobs
     assert not LOCAL_RULES & set(by_rule)
-    assert [len(by_rule[r]) for r in ("prepare_data", "pretrain_backbone", "train_task", "evaluate_task")] == [1, 1, 3, 2]
+    assert [len(by_rule[r]) for r in ("prepare_data", "pretrain_backbone", "query_cache", "train_task")] == [1, 1, 1, 3]
     p = profile()
     for j in jobs:
         rule = job_rule(j["Comment"])

@@ -21,8 +21,9 @@ def test_default_dag_dry_run(tmp_path):
     runs = len(cfg["run"]["methods"]) * len(cfg["run"]["seeds"])
     tasks = len(cfg["benchmarks"]["digits"]["domains"])
     counts = job_counts(out)
-    assert counts["train_task"] == runs * tasks and counts["evaluate_task"] == runs * tasks
+    assert counts["train_task"] == runs * tasks and "evaluate_task" not in counts  # a task's job also evaluates it
     assert counts["collect_run"] == runs and counts["prepare_data"] == 1 and counts["pretrain_backbone"] == 1
+    assert counts["query_cache"] == 1  # one per (benchmark, backbone), shared by every method, seed and task
     assert len(cfg["run"]["seeds"]) >= 3 and {"coda_p", "coda_p+intact"} <= set(cfg["run"]["methods"])
 
 
@@ -99,7 +100,7 @@ def test_deleting_a_task_redoes_only_it_and_its_dependents(tiny_run, tmp_path):
         f.unlink()
     counts = job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)
     assert counts.pop("track_run", 1) == 1               # the run's MLflow record depends on it too
-    assert counts == {"train_task": 1, "evaluate_task": 1, "collect_run": 1, "report_default_run": 1, "all": 1,
+    assert counts == {"train_task": 1, "collect_run": 1, "report_default_run": 1, "all": 1,
                       "report_paper_tables": 1, "report_paper_figures": 1}
     snakemake(work)
     assert (run / "R.csv").read_bytes() == before        # same config + seed -> identical R
@@ -163,7 +164,7 @@ KILL_POINTS = [
     ("training, after an epoch checkpoint", "checkpoint", "train_task", (0.0, 0.5)),
     ("between tasks", "finished", "train_task", (0.0, 0.2)),
     ("training, a random moment of a job", "started", "train_task", (0.0, 3.0)),
-    ("evaluation", "started", "evaluate_task", (0.0, 1.0)),
+    ("evaluation", "evaluating", "train_task", (0.0, 0.05)),  # train.json written, eval.json not yet (< 1 s)
     ("collection of R", "started", "collect_run", (0.0, 0.5)),
 ]
 
@@ -215,6 +216,12 @@ def _run_until_kill(workdir, point, rng, log):
                 for ck in workdir.glob("results/runs/*/*/seed*/task*/checkpoint.pt"):
                     if not (ck.parent / "train.json").exists():
                         target = {"rule": rule, "output": [str(ck.parent.relative_to(workdir) / "train.json")]}
+                        fire_at = time.time() + rng.uniform(lo, hi)
+                        break
+            if fire_at is None and trigger == "evaluating":
+                for tj in workdir.glob("results/runs/*/*/seed*/task*/train.json"):
+                    if not (tj.parent / "eval.json").exists():
+                        target = {"rule": rule, "output": [str(tj.parent.relative_to(workdir) / "eval.json")]}
                         fire_at = time.time() + rng.uniform(lo, hi)
                         break
             if fire_at is not None and time.time() >= fire_at:
@@ -269,7 +276,8 @@ def test_random_kills_resume_exactly(tiny_run, tmp_path):
     assert len(kills) >= 5, f"only {len(kills)} kill points were reached:\n{''.join(log[-50:])}"
     assert {p[0] for p, _ in kills} == {p[0] for p in KILL_POINTS}
     during = {p[2] for p, done in kills if p[1] != "finished" and done is False}
-    assert {"train_task", "evaluate_task", "collect_run"} <= during, during
+    assert {"train_task", "collect_run"} <= during, during
+    assert any(p[1] == "evaluating" and done is False for p, done in kills), kills  # killed while evaluating
     for path, mtime in kept.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was redone"
     resumed = [json.loads(p.read_text())["resumed_from"] for p in tmp_path.glob("results/runs/*/*/seed0/task*/train.json")]

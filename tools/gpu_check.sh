@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# GPU check: the default pipeline and the test suite on a CUDA machine.
+# GPU check: paper-scale speed, the default pipeline and the test suite on a CUDA machine.
 #
 #   bash tools/gpu_check.sh [OUTDIR]      (from the repository root, in an environment with intact's
 #                                          dependencies; OUTDIR defaults to results/gpu_check)
 #
+# 0. Paper scale (issue 10): `intact bench` on ViT-B/16 at batch 64 in bf16 (coda_p, coda_p+intact,
+#    caches on/off: OUTDIR/bench.json|txt), then a few hundred real training steps of coda_p+intact on a
+#    synthetic 224-px ImageNet-R-layout tree (tools/paper_scale_check.py: images/s, peak memory, per-task
+#    state size: OUTDIR/paper_scale.json|txt). PAPER_SCALE=tiny runs both at toy sizes (a CPU check of the
+#    script: ALLOW_CPU=1 PAPER_SCALE=tiny ONLY_PAPER_SCALE=1 bash tools/gpu_check.sh); PAPER_SCALE=off skips.
+#    ONLY_PAPER_SCALE=1 stops after this step (a short device check).
 # 1. Runs the default target (coda_p and coda_p+intact, 3 seeds, bf16 autocast) on the GPU with
 #    tracking off, and writes the measured wall time, per-task training time, throughput and peak
 #    GPU memory to OUTDIR/summary.md (plus the AA table and the R matrices in OUTDIR/results.tar.gz).
@@ -28,6 +34,31 @@ else:
 print(f"device: {name}, {gib:.0f} GiB; python {platform.python_version()}, "
       f"torch {torch.__version__} (CUDA {torch.version.cuda}), timm {timm.__version__}, snakemake {snakemake.__version__}")
 EOF
+
+# ---- 0. paper scale ------------------------------------------------------------------------------------
+scale=${PAPER_SCALE:-full}
+scale_rc=0
+if [ "$scale" != off ]; then
+    if [ "$scale" = tiny ]; then
+        dev=$("$py" -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
+        bench_args=(--model vit_rgb_p8 --batch 8 --device "$dev" --repeats 3 --classes 10 --config config.yaml)
+        scale_args=(--model vit_rgb_p8 --size 32 --batch 8 --steps 20 --epochs 2)
+    else
+        bench_args=(--model vit_base_patch16_224 --batch 64 --device cuda --repeats 10)
+        scale_args=(--batch 64 --steps 300 --epochs 5)
+    fi
+    "$py" -m intact.cli bench "${bench_args[@]}" --json "$out/bench.json" 2>"$out/bench.log" | tee "$out/bench.txt"
+    bench_rc=${PIPESTATUS[0]}
+    rm -rf "$out/paper_scale"
+    "$py" tools/paper_scale_check.py "$out/paper_scale" "${scale_args[@]}" 2>"$out/paper_scale.log" | tee "$out/paper_scale.txt"
+    paper_rc=${PIPESTATUS[0]}
+    [ -f "$out/paper_scale/paper_scale.json" ] && cp "$out/paper_scale/paper_scale.json" "$out/paper_scale.json"
+    rm -rf "$out/paper_scale"   # the tree, the prepared data and the states: only the summary is kept
+    echo "paper scale ($scale): bench exit $bench_rc, training exit $paper_rc (logs: $out/bench.log, $out/paper_scale.log)"
+    scale_rc=$(( bench_rc != 0 || paper_rc != 0 ))
+    [ $scale_rc -eq 0 ] || tail -n 20 "$out/bench.log" "$out/paper_scale.log"
+fi
+[ -n "${ONLY_PAPER_SCALE:-}" ] && exit $scale_rc
 
 # ---- 1. the default pipeline ------------------------------------------------------------------------
 printf 'tracking:\n  enabled: false\n' > "$out/no_tracking.yaml"
@@ -68,4 +99,4 @@ timeout "${TEST_TIMEOUT:-600}" "$py" -m pytest -q -p no:cacheprovider -rfEs --du
 tests_rc=$?
 tail -25 "$out/pytest.log"
 echo "tests: exit $tests_rc (log: $out/pytest.log)"
-exit $(( pipeline_rc != 0 || tests_rc != 0 ))
+exit $(( scale_rc != 0 || pipeline_rc != 0 || tests_rc != 0 ))

@@ -141,11 +141,12 @@ class OptimConfig:
     drop_last: bool = False  #: drop each epoch's last partial batch (the reference code does)
     on_nonfinite: str = "stop"  #: stop | skip_batch (see intact.guard)
     max_skipped_fraction: float = 0.01  #: skip_batch fails the job past this fraction of skipped batches
+    feature_cache: bool = True  #: read the query / teacher features from caches (false: the live path)
 
 
 #: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
 #: at their defaults, so runs recorded before them keep their params and hashes
-LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction")),)
+LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),)
 
 
 @dataclass(frozen=True)

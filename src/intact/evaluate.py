@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from intact.cache import QueryCache, cache_tasks
 from intact.config import RunConfig
 from intact.data.loader import eval_batches
 from intact.io import write_json
@@ -18,26 +19,42 @@ from intact.train import load_method
 
 
 @torch.no_grad()
-def accuracy(method: ContinualMethod, data: Dataset, batch_size: int, device: torch.device) -> tuple[float, int]:
-    """Top-1 accuracy (%) of ``method`` on ``data`` and the number of samples."""
+def accuracy(method: ContinualMethod, data: Dataset, batch_size: int, device: torch.device,
+             queries: torch.Tensor | None = None) -> tuple[float, int]:
+    """Top-1 accuracy (%) of ``method`` on ``data`` and the number of samples; ``queries``: the cached
+    query of every image of ``data`` in order (one backbone pass per image instead of two)."""
     method.eval()
-    correct, total = 0, 0
+    predict = method.with_queries(method.predict, queries)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    total = 0
     for x, y in eval_batches(data, batch_size, device):
-        correct += int((method.predict(x).argmax(1) == y).sum())
+        correct += (predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
         total += len(y)
-    return 100.0 * correct / max(total, 1), total
+    return 100.0 * int(correct) / max(total, 1), total
 
 
 def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights: Path, state: Path,
-                  out_path: Path, threads: int | None = None) -> dict[str, Any]:
-    """Evaluate the state after ``task`` on all tasks' evaluation sets; write ``eval.json``."""
+                  out_path: Path, threads: int | None = None, query_cache: Path | None = None) -> dict[str, Any]:
+    """Evaluate the state after ``task`` on all tasks' evaluation sets; write ``eval.json``. With
+    ``query_cache`` (and ``optim.feature_cache``) the queries are read from the benchmark's stored cache."""
     device = configure_torch(threads)
-    bench, method, _ = load_method(run, manifest, backbone_weights, device, state=state, state_task=task)
+    bench, method, digest = load_method(run, manifest, backbone_weights, device, state=state, state_task=task)
     method.task = task
+    return evaluate_method(run, task, bench, method, device, out_path, query_cache=query_cache, backbone_sha256=digest)
+
+
+def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, device: torch.device, out_path: Path,
+                    *, query_cache: Path | None = None, backbone_sha256: str | None = None) -> dict[str, Any]:
+    """Column ``task`` of R for a loaded ``method`` (also called by the training job right after training)."""
+    stored = (QueryCache(query_cache, bench, backbone_sha256)
+              if (query_cache and run.optim.feature_cache and method.feature_fns()) else None)
     t0 = time.perf_counter()
     accs, sizes = [], []
     for i in range(bench.num_tasks):
-        acc, n = accuracy(method, bench.eval_set(i, run.eval_split), run.optim.eval_batch_size, device)
+        data = bench.eval_set(i, run.eval_split)
+        tasks = cache_tasks(data, bench, "test", run.eval_split) if stored is not None else None
+        queries = stored.for_tasks("test", tasks, device) if tasks is not None else None
+        acc, n = accuracy(method, data, run.optim.eval_batch_size, device, None if queries is None else queries[:, 0])
         accs.append(acc)
         sizes.append(n)
     record = {

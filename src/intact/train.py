@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import ConcatDataset, Dataset
 from tqdm import tqdm
 
+from intact.cache import QueryCache, lookup, task_caches
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
@@ -132,12 +133,17 @@ def train_task(
     progress: bool = True,
     max_steps: int | None = None,
     check_every: int = CHECK_EVERY,
+    query_cache: Path | None = None,
+    eval_out: Path | None = None,
 ) -> dict[str, Any]:
     """Train ``task`` and write ``state.safetensors``, ``hypercube.safetensors``, ``train.json`` to ``out_dir``.
 
     ``max_steps`` stops (after checkpointing) once that many optimizer steps ran in this call: a test
     hook that simulates a job killed mid-task. ``check_every``: optimizer steps between two host reads of
-    the divergence guard and the running losses (see :mod:`intact.guard`).
+    the divergence guard and the running losses (see :mod:`intact.guard`). ``query_cache``: the folder of
+    the benchmark's stored query cache (see :mod:`intact.cache`; used when ``optim.feature_cache``).
+    ``eval_out``: also evaluate the trained state on every task's test set there (``eval.json``, column
+    ``task`` of R, as :func:`intact.evaluate.evaluate_task` would from the saved state) - one job, not two.
     """
     out_dir = Path(out_dir)
     device = configure_torch(threads)
@@ -159,6 +165,10 @@ def train_task(
     steps_per_epoch = count_steps(n, o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
+    stored_queries = QueryCache(query_cache, bench, backbone_sha) if (query_cache and o.feature_cache) else None
+    caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split, batch_size=o.eval_batch_size,
+                                       device=device, amp=amp, query_cache=stored_queries, enabled=o.feature_cache,
+                                       progress=progress)
 
     ckpt_path = out_dir / CHECKPOINT
     run_hash = run.hash()
@@ -211,14 +221,14 @@ def train_task(
     with _StopFlag() as stop:
         while epoch < o.epochs:
             batches = train_batches(train_set, seed=run.seed, task=task, epoch=epoch, batch_size=o.batch_size,
-                                    first=step, device=device, drop_last=o.drop_last)
+                                    first=step, device=device, drop_last=o.drop_last, keys=bool(caches))
             bar = tqdm(batches, total=steps_per_epoch, initial=step,
                        desc=f"{run.method} task {task} epoch {epoch + 1}/{o.epochs}", disable=not progress,
                        file=sys.stderr, mininterval=1.0, leave=False)
             epoch_start = time.perf_counter()
-            for x, y in bar:
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                with amp:
+            for x, y, *keys in bar:
+                cached = {k: lookup(c, *keys) for k, c in caches.items()}
+                with amp, method.using(**cached):
                     loss, terms = method.loss(x, y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -250,7 +260,11 @@ def train_task(
 
     train_seconds = elapsed + time.perf_counter() - t0
     method.eval()
-    end = method.end_task(task, hypercube_data(run, bench, task, train_set))
+    hyper_data = hypercube_data(run, bench, task, train_set)
+    # the hypercube pass walks the training images in order, unflipped: variant 0 of the query cache
+    queries = caches["query"][:, 0] if ("query" in caches and hyper_data is train_set) else None
+    with method.using(**({"eval_query": queries} if queries is not None else {})):
+        end = method.end_task(task, hyper_data)
     save_tensors(out_dir / "state.safetensors", method.trainable_state(), {"method": run.method, "task": str(task)})
     save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, {"method": run.method, "task": str(task)})
     # after the state is saved: the timed inference batches (eval mode, no_grad) change nothing stored
@@ -263,17 +277,25 @@ def train_task(
         "images_per_s": n * o.epochs / max(train_seconds, 1e-9), "peak_memory_mb": peak / 2**20,
         **efficiency,  # total / trainable parameters, train_batches, inference_batch_seconds, device
         "certificate": end.pop("certificate", None), **end,
-        "resumed_from": resumed_from, "nonfinite": guard.summary(), "backbone_sha256": backbone_sha,
+        "resumed_from": resumed_from, "nonfinite": guard.summary(), "feature_cache": cache_record, "backbone_sha256": backbone_sha,
         "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),
     }
     try:
         save_tensors(out_dir / "state.safetensors", method.trainable_state(), stored_by(run, task))
         save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, stored_by(run, task))
         write_json(out_dir / "train.json", record)
+        if eval_out is not None:
+            # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
+            from intact.evaluate import evaluate_method
+
+            evaluate_method(run, task, bench, method, device, Path(eval_out), query_cache=query_cache,
+                            backbone_sha256=backbone_sha)
     except BaseException:
         # a failed write (a full disk) leaves no part of the task's results that could pass for finished
         for name in ("state.safetensors", "hypercube.safetensors", "train.json"):
             (out_dir / name).unlink(missing_ok=True)
+        if eval_out is not None:
+            Path(eval_out).unlink(missing_ok=True)
         raise
     ckpt_path.unlink(missing_ok=True)
     return record

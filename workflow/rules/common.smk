@@ -187,3 +187,16 @@ def stored_reports(wildcards=None):
                 targets += study_outputs(name, b)
     return targets
 
+
+def query_cache_input(wildcards):
+    """The benchmark's stored query cache, for runs that read it (a backbone and optim.feature_cache)."""
+    run = run_config(wildcards)
+    if not METHODS[run["base"]].uses_backbone or not run["optim"].get("feature_cache", True):
+        return {}
+    return {"query": f"results/cache/{wildcards.benchmark}/{backbone_name(wildcards.benchmark)}/query.json"}
+
+
+def query_cache_optim(wildcards):
+    """The optim settings the cache depends on: the benchmark's (amp decides the precision)."""
+    optim = {**config["optim"], **config["benchmarks"][wildcards.benchmark].get("overrides", {}).get("optim", {})}
+    return {"batch_size": optim["eval_batch_size"], "amp": optim["amp"]}

@@ -1,7 +1,10 @@
 rule train_task:
-    """Train task t from task t-1's state + hypercube; one job per task."""
+    """Train task t from task t-1's state + hypercube, then evaluate it on every task's test set (column t
+    of R: eval.json); one job per task - a job of its own for evaluation would cost more to start than it
+    works. To re-evaluate a state: intact.evaluate.evaluate_task (the same numbers)."""
     input:
         unpack(previous_task),
+        unpack(query_cache_input),
         manifest=manifest,
         backbone=backbone_weights,
         backbone_info=backbone_info,
@@ -9,6 +12,7 @@ rule train_task:
         state=f"{RUN_DIR}/task{{task}}/state.safetensors",
         hypercube=f"{RUN_DIR}/task{{task}}/hypercube.safetensors",
         record=f"{RUN_DIR}/task{{task}}/train.json",
+        evaluation=f"{RUN_DIR}/task{{task}}/eval.json",
     log:
         "results/logs/train_task/{benchmark}/{method}/seed{seed}/task{task}.log",
     benchmark:
@@ -20,27 +24,6 @@ rule train_task:
         "../../envs/intact.yaml"
     script:
         "../scripts/train_task.py"
-
-
-rule evaluate_task:
-    """Accuracy of task t's state on every task's test set: column t of R."""
-    input:
-        state=f"{RUN_DIR}/task{{task}}/state.safetensors",
-        manifest=manifest,
-        backbone=backbone_weights,
-    output:
-        record=f"{RUN_DIR}/task{{task}}/eval.json",
-    log:
-        "results/logs/evaluate_task/{benchmark}/{method}/seed{seed}/task{task}.log",
-    benchmark:
-        "results/timings/evaluate_task/{benchmark}/{method}/seed{seed}/task{task}.tsv"
-    params:
-        run=run_config,
-    threads: 1
-    conda:
-        "../../envs/intact.yaml"
-    script:
-        "../scripts/evaluate_task.py"
 
 
 rule collect_run:

@@ -1,4 +1,4 @@
-"""Snakemake adapter: train one task from the previous task's state."""
+"""Snakemake adapter: train one task from the previous task's state, then evaluate it (eval.json)."""
 from pathlib import Path
 
 from intact.config import RunConfig
@@ -11,4 +11,6 @@ with log_to(snakemake.log[0], snakemake.rule):
         RunConfig.from_dict(snakemake.params.run), int(snakemake.wildcards.task),
         manifest=Path(snakemake.input.manifest), backbone_weights=Path(snakemake.input.backbone),
         out_dir=Path(snakemake.output.state).parent, prev_dir=prev, threads=snakemake.threads,
+        query_cache=Path(snakemake.input.query).parent if "query" in snakemake.input.keys() else None,
+        eval_out=Path(snakemake.output.evaluation),
     )

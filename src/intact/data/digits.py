@@ -93,6 +93,12 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
     return manifest_path
 
 
+def _task_split(data: TensorDataset, task: int) -> TensorDataset:
+    """Mark a task's full train / test split (what a stored query cache covers; see intact.cache)."""
+    data.task = task
+    return data
+
+
 class DigitsBenchmark(Benchmark):
     """Opens a prepared digits benchmark (see :func:`prepare`)."""
 
@@ -109,14 +115,14 @@ class DigitsBenchmark(Benchmark):
         x, y = self._x(task, "train"), self._t["train_y"]
         if eval_split == "val":
             keep = ~self._t["val_mask"]
-            x, y = x[keep], y[keep]
-        return TensorDataset(x, y)
+            return TensorDataset(x[keep], y[keep])
+        return _task_split(TensorDataset(x, y), task)
 
     def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
         if eval_split == "val":
             m = self._t["val_mask"]
             return TensorDataset(self._x(task, "train")[m], self._t["train_y"][m])
-        return TensorDataset(self._x(task, "test"), self._t["test_y"])
+        return _task_split(TensorDataset(self._x(task, "test"), self._t["test_y"]), task)
 
     def pretrain_set(self) -> Dataset:
         """Clean images reserved for pretraining the backbone."""

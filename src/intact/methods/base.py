@@ -9,7 +9,8 @@ trainable, decided by ``requires_grad`` - a frozen module (the backbone) is neve
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -40,6 +41,38 @@ class ContinualMethod(nn.Module, ABC):
         self.num_classes = num_classes
         self.num_tasks = num_tasks
         self.task = 0
+        #: features of the current batch read from a cache (see :mod:`intact.cache`), by name
+        self.cached: dict[str, torch.Tensor] = {}
+
+    # ---- feature caches -------------------------------------------------------------------------------
+    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
+        """The per-image feature functions of frozen parts that ``loss`` / ``predict`` may read from a cache:
+        ``"query"``: x -> q(x); ``"teacher"``: (x, q(x)) -> the teacher's feature. None by default."""
+        return {}
+
+    @contextmanager
+    def using(self, **features: torch.Tensor) -> Iterator[None]:
+        """Within the block, ``loss`` / ``predict`` take these features of the batch instead of computing them."""
+        self.cached = features
+        try:
+            yield
+        finally:
+            self.cached = {}
+
+    def with_queries(self, forward: Callable[[torch.Tensor], Any], queries: torch.Tensor | None) -> Callable[[torch.Tensor], Any]:
+        """``forward`` for consecutive batches of a pass in order, each given its rows of ``queries`` (a cached
+        query per image) - or ``forward`` itself when there is no cache."""
+        if queries is None:
+            return forward
+        start = 0
+
+        def run(x: torch.Tensor) -> Any:
+            nonlocal start
+            with self.using(query=queries[start:start + len(x)].to(x.device)):
+                out = forward(x)
+            start += len(x)
+            return out
+        return run
 
     @property
     def hypercubes(self) -> dict[str, Hypercube]:

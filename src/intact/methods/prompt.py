@@ -10,7 +10,7 @@ previous task's pool): without ``+intact`` it only records the hypercubes and th
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -47,8 +47,17 @@ class PromptMethod(ProtectedMethod):
 
     # ---- forward ------------------------------------------------------------------------------
     def query(self, x: torch.Tensor) -> torch.Tensor:
+        if "query" in self.cached:
+            return self.cached["query"]
         with torch.no_grad():
             return self.backbone.query(x)
+
+    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
+        fns: dict[str, Callable[..., torch.Tensor]] = {"query": self.query}
+        if self.reg.cfg is not None and self.reg.teacher is not None and self.reg.task > 0:
+            # the teacher's [CLS] of an image (given its query): fixed for the whole task
+            fns["teacher"] = lambda x, q: self.features(x, q, self.reg.teacher)[0]
+        return fns
 
     def prompt(self, pool: nn.Module, q: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
         return pool(q)
@@ -78,13 +87,17 @@ class PromptMethod(ProtectedMethod):
         # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
         intact = self.reg.cfg
         total = 2 * ce if (intact is not None and intact.double_ce) else ce
-        if aux.requires_grad or aux.item() != 0.0:
+        # a pool without an auxiliary loss returns a constant zero (no grad): no host read needed to tell
+        if aux.requires_grad:
             terms["aux"] = aux
             total = total + aux
         for name, value in self.extra_terms(x, q, logits).items():
             terms[name] = value
             total = total + value
-        total = self.add_penalty(total, terms, teacher=lambda pool: self.features(x, q, pool)[0])
+        if "teacher" in self.cached:
+            total = self.add_penalty(total, terms, z_teacher=self.cached["teacher"])
+        else:
+            total = self.add_penalty(total, terms, teacher=lambda pool: self.features(x, q, pool)[0])
         terms["acc"] = (logits.argmax(1) == y).float().mean()
         return total, {k: v.detach() for k, v in terms.items()}
 

@@ -45,6 +45,7 @@ class ProtectedMethod(ContinualMethod):
         self.eval()
         device = next(self.reg.model.parameters()).device
         batches = eval_batches(train_set, self.run.optim.eval_batch_size, device)
-        acts = self.reg.collect(self.predict, (x for x, _ in batches))
+        # the training images' cached queries, in order, when the trainer passes them (intact.cache)
+        acts = self.reg.collect(self.with_queries(self.predict, self.cached.get("eval_query")), (x for x, _ in batches))
         self.train(was_training)
         return self.reg.end_task(task, acts)

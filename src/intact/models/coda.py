@@ -63,15 +63,25 @@ class CodaPromptPool(nn.Module):
             self.attn[str(layer)] = nn.Parameter(torch.zeros(pool_size, embed_dim))
             self.prompts[str(layer)] = nn.Parameter(torch.zeros(pool_size, length, embed_dim))
         self.register_buffer("task", torch.tensor(0, dtype=torch.long))
+        # a host copy of the task buffer (set by begin_task and load_state_dict): on a GPU, reading the
+        # buffer in every forward would wait for the device
+        self._task_host = 0
+        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_task_host", int(module.task)))
+
+    @property
+    def task_index(self) -> int:
+        """The current task: the buffer itself on the CPU (free to read), its host copy on a device."""
+        return int(self.task) if self.task.device.type == "cpu" else self._task_host
 
     def components(self, task: int | None = None) -> tuple[int, int]:
         """(first trainable, end) component indices of ``task`` (default: the current one)."""
-        t = int(self.task) if task is None else task
+        t = self.task_index if task is None else task
         return t * self.per_task, (t + 1) * self.per_task
 
     def begin_task(self, task: int, generator: torch.Generator) -> None:
         """Make ``task`` current and initialise its components orthogonal to the earlier ones."""
         self.task.fill_(task)
+        self._task_host = task
         s, f = self.components(task)
         with torch.no_grad():
             for params in (self.keys, self.attn, self.prompts):

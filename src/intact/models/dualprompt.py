@@ -40,10 +40,20 @@ class DualPromptPool(nn.Module):
         self.e_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(num_tasks, e_length, embed_dim)) for l in self.e_layers})
         self.keys = nn.Parameter(torch.zeros(num_tasks, embed_dim))
         self.register_buffer("task", torch.tensor(0, dtype=torch.long))
+        # a host copy of the task buffer (set by begin_task and load_state_dict): on a GPU, reading the
+        # buffer in every forward would wait for the device
+        self._task_host = 0
+        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_task_host", int(module.task)))
+
+    @property
+    def task_index(self) -> int:
+        """The current task: the buffer itself on the CPU (free to read), its host copy on a device."""
+        return int(self.task) if self.task.device.type == "cpu" else self._task_host
 
     def begin_task(self, task: int, generator: torch.Generator) -> None:
         """Make ``task`` current; draw its E-prompt and key (and, at the first task, the G-prompts)."""
         self.task.fill_(task)
+        self._task_host = task
         if task == 0:
             for p in self.g_prompts.values():
                 uniform_(p, generator)
@@ -54,7 +64,7 @@ class DualPromptPool(nn.Module):
 
     def select(self, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos (B, t+1), idx (B,))``: similarity to the seen tasks' keys and the E-prompt each image uses."""
-        t = int(self.task)
+        t = self.task_index
         cos = F.normalize(query.detach(), dim=1) @ F.normalize(self.keys[: t + 1], dim=1).T
         if self.training:
             idx = torch.full((query.shape[0],), t, dtype=torch.long, device=query.device)
@@ -69,7 +79,7 @@ class DualPromptPool(nn.Module):
         for l in self.e_layers:
             prefix[l] = split_prompt(self.e_prompts[str(l)][idx])
         if self.training:
-            aux = self.match_weight * (1.0 - cos[:, int(self.task)]).mean()
+            aux = self.match_weight * (1.0 - cos[:, self.task_index]).mean()
         else:
             aux = query.new_zeros(())
         return prefix, aux

@@ -1,0 +1,20 @@
+rule query_cache:
+    """q(x) of every stored image and flip variant of a benchmark for its backbone, as .npy memory maps:
+    shared by every method, seed and task (training, the hypercube pass and evaluation read it)."""
+    input:
+        manifest=manifest,
+        backbone=backbone_weights,
+    output:
+        meta="results/cache/{benchmark}/{backbone}/query.json",
+    log:
+        "results/logs/query_cache/{benchmark}/{backbone}.log",
+    benchmark:
+        "results/timings/query_cache/{benchmark}/{backbone}.tsv"
+    params:
+        backbone=lambda w: dataclasses.asdict(backbone_config(config, w.backbone)),
+        optim=query_cache_optim,
+    threads: 1
+    conda:
+        "../../envs/intact.yaml"
+    script:
+        "../scripts/query_cache.py"

@@ -1,0 +1,13 @@
+"""Snakemake adapter: the query cache of one (benchmark, backbone)."""
+from pathlib import Path
+
+from intact.cache import build_query_cache
+from intact.config import BackboneConfig, build_dataclass
+from intact.joblog import log_to
+
+with log_to(snakemake.log[0], snakemake.rule):
+    build_query_cache(
+        build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone"), Path(snakemake.input.manifest),
+        Path(snakemake.input.backbone), Path(snakemake.output.meta).parent, threads=snakemake.threads,
+        **snakemake.params.optim,
+    )
