@@ -48,7 +48,7 @@ def test_default_sequence_has_at_least_ten_domains():
 
 
 def test_schema_lists_exactly_the_registered_domains():
-    from intact.config import _schema
+    from intact.schema import schema
 
-    enum = _schema()["$defs"]["bench_digits"]["properties"]["domains"]["items"]["enum"]
+    enum = schema()["$defs"]["bench_digits"]["properties"]["domains"]["items"]["enum"]
     assert sorted(enum) == sorted(DOMAINS)

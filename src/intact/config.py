@@ -11,26 +11,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import jsonschema
 import yaml
 
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
 from intact.hashing import stable_hash
 from intact.naming import MethodNameError, parse_method_name
+from intact.schema import ConfigError, check_schema
 
-SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 SECTIONS = ("methods", "head", "intact", "optim")
-
-
-class ConfigError(ValueError):
-    """Invalid configuration: the message names the key or file and what was expected."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -197,52 +191,11 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return cfg
 
 
-@functools.lru_cache(maxsize=1)
-def _schema() -> dict[str, Any]:
-    # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
-    return yaml.safe_load(SCHEMA_PATH.read_text())
-
-
-@functools.lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(_schema())
-
-
-def _key(path: typing.Iterable[Any]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<top level>"
-
-
-def _schema_error(err: jsonschema.ValidationError, where: str = "config") -> ConfigError:
-    key = _key(err.absolute_path)
-    if err.validator == "additionalProperties":
-        allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed))
-        keys = ", ".join(f"'{_key([*err.absolute_path, e])}'" for e in extra)
-        hint = f"expected one of: {', '.join(allowed)}" if allowed else "expected no other keys"
-        if isinstance(err.instance, Mapping) and isinstance(err.instance.get("type"), str):
-            hint += f" for a benchmark of type {err.instance['type']!r}"
-        return ConfigError(f"{where}: unknown key {keys} ({hint})")
-    if err.validator == "required":
-        return ConfigError(f"{where}: key '{key}' is missing a required entry: {err.message}")
-    if err.validator == "enum":
-        return ConfigError(f"{where}: key '{key}' = {err.instance!r} is not allowed; expected one of {err.validator_value}")
-    return ConfigError(f"{where}: key '{key}' = {err.instance!r}: {err.message}")
-
-
-def _check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
-    errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise _schema_error(jsonschema.exceptions.best_match(errors), where)
-
-
 def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
     """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
-    _check_schema(cfg)
+    check_schema(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
         if b not in benchmarks:
@@ -322,7 +275,7 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         _merge_sections(sections, {top: nested})
     probe = {k: v for k, v in cfg.items()}
     probe.update(sections)
-    _check_schema(probe, where=f"method {method!r} on benchmark {benchmark!r}")
+    check_schema(probe, where=f"method {method!r} on benchmark {benchmark!r}")
     return name, sections
 
 

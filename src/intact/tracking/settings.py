@@ -53,17 +53,17 @@ class TrackingConfig:
 
 def tracking_config(cfg: Mapping[str, Any] | None) -> TrackingConfig:
     """The typed ``tracking`` section of a config mapping (defaults where absent), checked."""
-    from intact.config import ConfigError, _schema, _schema_error
+    from intact.schema import ConfigError, schema, schema_error
 
     raw = dict((cfg or {}).get("tracking") or {})
-    schema = _schema()["properties"].get("tracking")
+    schema = schema()["properties"].get("tracking")
     if schema is not None:
         import jsonschema
 
         wrapped = {"type": "object", "properties": {"tracking": schema}}
         errors = list(jsonschema.Draft202012Validator(wrapped).iter_errors({"tracking": raw}))
         if errors:
-            raise _schema_error(jsonschema.exceptions.best_match(errors))
+            raise schema_error(jsonschema.exceptions.best_match(errors))
     names = {f.name for f in dataclasses.fields(TrackingConfig)}
     unknown = sorted(set(raw) - names)
     if unknown:

@@ -1,0 +1,59 @@
+"""The config schema (``config.schema.yaml``): loaded once per process, and its errors turned into messages that
+name the key and what was expected."""
+
+from __future__ import annotations
+
+import functools
+import typing
+from pathlib import Path
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: the message names the key or file and what was expected."""
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema())
+
+
+def _key(path: typing.Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def schema_error(err: jsonschema.ValidationError, where: str = "config") -> ConfigError:
+    key = _key(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        keys = ", ".join(f"'{_key([*err.absolute_path, e])}'" for e in extra)
+        hint = f"expected one of: {', '.join(allowed)}" if allowed else "expected no other keys"
+        if isinstance(err.instance, Mapping) and isinstance(err.instance.get("type"), str):
+            hint += f" for a benchmark of type {err.instance['type']!r}"
+        return ConfigError(f"{where}: unknown key {keys} ({hint})")
+    if err.validator == "required":
+        return ConfigError(f"{where}: key '{key}' is missing a required entry: {err.message}")
+    if err.validator == "enum":
+        return ConfigError(f"{where}: key '{key}' = {err.instance!r} is not allowed; expected one of {err.validator_value}")
+    return ConfigError(f"{where}: key '{key}' = {err.instance!r}: {err.message}")
+
+
+def check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
+    errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise schema_error(jsonschema.exceptions.best_match(errors), where)
