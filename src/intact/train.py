@@ -265,9 +265,7 @@ def train_task(
     queries = caches["query"][:, 0] if ("query" in caches and hyper_data is train_set) else None
     with method.using(**({"eval_query": queries} if queries is not None else {})):
         end = method.end_task(task, hyper_data)
-    save_tensors(out_dir / "state.safetensors", method.trainable_state(), {"method": run.method, "task": str(task)})
-    save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, {"method": run.method, "task": str(task)})
-    # after the state is saved: the timed inference batches (eval mode, no_grad) change nothing stored
+    # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing stored
     efficiency = efficiency_record(method, train_set, o.batch_size, device, steps=o.epochs * steps_per_epoch)
     peak = (torch.cuda.max_memory_allocated() if device.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     record = {
