@@ -169,6 +169,10 @@ KILL_POINTS = [
 ]
 
 
+#: file-based kill triggers: (a task file that exists, the task file not yet written)
+FILE_TRIGGERS = {"checkpoint": ("checkpoint.pt", "train.json"), "evaluating": ("train.json", "eval.json")}
+
+
 def _run_until_kill(workdir, point, rng, log):
     """Start the workflow; SIGKILL its whole process group at ``point`` (or let it finish). Returns whether it
     was killed, and the outputs of every job Snakemake reported as finished before that."""
@@ -212,16 +216,12 @@ def _run_until_kill(workdir, point, rng, log):
                         finished.append(job)
                     if fire_at is None and trigger == "finished" and m[2] == rule:
                         target, fire_at = job, time.time() + rng.uniform(lo, hi)
-            if fire_at is None and trigger == "checkpoint":
-                for ck in workdir.glob("results/runs/*/*/seed*/task*/checkpoint.pt"):
-                    if not (ck.parent / "train.json").exists():
-                        target = {"rule": rule, "output": [str(ck.parent.relative_to(workdir) / "train.json")]}
-                        fire_at = time.time() + rng.uniform(lo, hi)
-                        break
-            if fire_at is None and trigger == "evaluating":
-                for tj in workdir.glob("results/runs/*/*/seed*/task*/train.json"):
-                    if not (tj.parent / "eval.json").exists():
-                        target = {"rule": rule, "output": [str(tj.parent.relative_to(workdir) / "eval.json")]}
+            if fire_at is None and trigger in FILE_TRIGGERS:
+                # a task folder holding the trigger's first file but not yet its second: the job is in between
+                present, pending = FILE_TRIGGERS[trigger]
+                for f in workdir.glob(f"results/runs/*/*/seed*/task*/{present}"):
+                    if not (f.parent / pending).exists():
+                        target = {"rule": rule, "output": [str(f.parent.relative_to(workdir) / pending)]}
                         fire_at = time.time() + rng.uniform(lo, hi)
                         break
             if fire_at is not None and time.time() >= fire_at:
