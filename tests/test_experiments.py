@@ -15,7 +15,7 @@ from conftest import REPO, snakemake, write_config
 from intact.config import validate_config
 from intact.experiments.drift import DriftConfig, drift_config, read_idx, run_drift, split_tasks
 from intact.experiments.drift_report import study_drift
-from intact.experiments.nets import build_network
+from intact.models.networks import build_network
 from intact.experiments.toy import study_toy
 
 

@@ -7,7 +7,7 @@ import torch
 from conftest import tiny_config
 from intact.config import IntactConfig, resolve_run
 from intact.regularizers.hypercube import Hypercube, percentile
-from intact.regularizers.intact import align_loss_reference, feat_loss_reference
+from intact.regularizers.terms import align_loss_reference, feat_loss_reference
 
 
 def test_default_is_the_paper_and_preset_sets_every_switch():

@@ -1,180 +1,33 @@
-"""Typed, frozen run configuration, built from config.yaml after schema validation.
+"""Loading, validating and resolving config.yaml into typed, frozen runs (:mod:`intact.settings`).
 
-``config.yaml`` holds defaults per section; a *run* is (benchmark, method name, seed). The resolved
-:class:`RunConfig` merges, in order: section defaults -> the benchmark's ``overrides`` -> the overrides
-encoded in the method name (see :mod:`intact.naming`). Its hash identifies the run's settings.
+A *run* is (benchmark, method name, seed). The resolved :class:`RunConfig` merges, in order: the declared
+defaults (a method's in its own module, :mod:`intact.methods.declare`; the other sections' in
+:mod:`intact.settings`) -> config.yaml's sections -> the benchmark's ``overrides`` -> the overrides encoded
+in the method name (see :mod:`intact.naming`). Its hash identifies the run's settings.
 
 This module imports no torch: the Snakefile calls :func:`validate_config` at start-up.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from intact.checks import check_runs
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
-from intact.hashing import stable_hash
+from intact.methods import METHODS
+from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
 from intact.schema import ConfigError, check_schema
+from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
+    INTACT_PRESETS, LATER_KEYS, BackboneConfig, BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig,
+    RunConfig, benchmark_dataclass, build_dataclass, deep_merge,
+)
 
 SECTIONS = ("methods", "head", "intact", "optim")
-
-
-# --------------------------------------------------------------------------------------------------
-# Typed sections
-
-
-@dataclass(frozen=True)
-class PretrainConfig:
-    """Self-pretraining of a small backbone on a benchmark's clean split."""
-
-    benchmark: str = "digits"
-    epochs: int = 40
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.05
-    label_smoothing: float = 0.1
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class BackboneConfig:
-    """A frozen timm ViT and where its weights come from."""
-
-    name: str
-    model: str
-    weights: str = "pretrain"
-    sha256: str | None = None
-    input_mean: tuple[float, ...] = (0.5,)
-    input_std: tuple[float, ...] = (0.5,)
-    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
-
-    @property
-    def pretrained_here(self) -> bool:
-        return self.weights == "pretrain"
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    """A domain-incremental task sequence."""
-
-    name: str
-    type: str
-    backbone: str
-    domains: tuple[str, ...] = ()
-    image_size: int = 32
-    pretrain_fraction: float = 0.4
-    test_fraction: float = 0.4
-    val_fraction: float = 0.2
-    split_seed: int = 0
-
-    @property
-    def num_tasks(self) -> int:
-        return len(self.domains)
-
-
-@dataclass(frozen=True)
-class HeadConfig:
-    """The shared classifier: Linear, or Linear -> LeakyReLU -> ... -> Linear."""
-
-    hidden: tuple[int, ...] = ()
-    negative_slope: float = 0.01
-
-
-@dataclass(frozen=True)
-class IntactConfig:
-    """Weights of the four InTAct terms (0 switches a term off) and the hypercube percentile.
-
-    The defaults mirror config.yaml (tests/test_defaults.py): chosen for the embedded benchmark
-    (docs/lambda-search.md); the paper's per-benchmark values go under ``benchmarks.<b>.overrides``.
-    """
-
-    lambda_intdrift: float = 1e-2
-    lambda_feat: float = 30.0
-    lambda_var: float = 1e-4
-    lambda_align: float = 1e-2
-    percentile: float = 5.0
-    align_eps: float = 1e-8
-    # Switches for the authors' code's deviations (protocols.md section 4); the defaults are the paper.
-    preset: str = "paper"
-    feat_gate: str = "teacher_sample"
-    align_form: str = "paper"
-    protected_layers: str = "all"
-    percentile_method: str = "linear"
-    double_ce: bool = False
-    hypercube_source: str = "train"
-
-
-#: ``intact.preset`` expands into these switches where it is set (later keys may still refine them).
-#: The test-set hypercube is deliberately not part of any preset: it must be asked for by name.
-INTACT_PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"feat_gate": "teacher_sample", "align_form": "paper", "protected_layers": "all",
-              "percentile_method": "linear", "double_ce": False},
-    "reference": {"feat_gate": "student_element", "align_form": "reference", "protected_layers": "cls",
-                  "percentile_method": "index", "double_ce": True},
-}
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    epochs: int = 5
-    batch_size: int = 64
-    eval_batch_size: int = 512
-    lr_head: float = 1e-2
-    lr_prompt: float = 5e-2
-    weight_decay: float = 0.0
-    schedule: str = "cosine_step"
-    amp: bool = True
-    drop_last: bool = False  #: drop each epoch's last partial batch (the reference code does)
-    on_nonfinite: str = "stop"  #: stop | skip_batch (see intact.guard)
-    max_skipped_fraction: float = 0.01  #: skip_batch fails the job past this fraction of skipped batches
-    feature_cache: bool = True  #: read the query / teacher features from caches (false: the live path)
-
-
-#: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
-#: at their defaults, so runs recorded before them keep their params and hashes
-LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that determines one run's results (benchmark x method x seed)."""
-
-    benchmark: BenchmarkConfig | ImageBenchmarkConfig
-    backbone: BackboneConfig
-    method: str
-    base: str
-    intact: IntactConfig | None
-    settings: dict[str, Any]  #: the base method's own section, ``methods.<base>``
-    head: HeadConfig
-    optim: OptimConfig
-    seed: int
-    eval_split: str = "test"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain settings (job params, hash). Keys added after results existed are left out while at their
-        default, so a new option never makes Snakemake redo finished runs."""
-        out = _to_plain(dataclasses.asdict(self))
-        for section, cls, keys in LATER_KEYS:
-            for k in keys:
-                if out[section].get(k) == getattr(cls, k):
-                    del out[section][k]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
-        return build_dataclass(cls, data, "run")
-
-    def hash(self) -> str:
-        """A short hash of every setting (seed included)."""
-        return stable_hash(self.to_dict())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,9 +63,8 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
         missing = missing_files(cfg)
         if missing:
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    from intact.checks import check_runs
-
-    check_runs(cfg)  # resolves every declared run and checks what can be checked without training
+    # resolve every declared run and check what can be checked without training
+    check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
 def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
@@ -251,8 +103,6 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
 
 
 def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:
-    from intact.methods import METHODS
-
     try:
         name = parse_method_name(method)
     except MethodNameError as e:
@@ -292,7 +142,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         method=method,
         base=name.base,
         intact=build_dataclass(IntactConfig, sections["intact"], "intact") if name.intact else None,
-        settings=dict(sections["methods"].get(name.base, {})),
+        settings=run_settings(METHODS[name.base], sections["methods"].get(name.base, {})),
         head=build_dataclass(HeadConfig, sections["head"], "head"),
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
@@ -303,11 +153,6 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
 def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
     raw = {**cfg["backbones"][name], "weights": weights_path(cfg, name)}
     return build_dataclass(BackboneConfig, {"name": name, **raw}, f"backbones.{name}")
-
-
-def benchmark_dataclass(kind: str | None) -> type:
-    """The settings class of a benchmark type: the image benchmarks share one, digits has its own."""
-    return ImageBenchmarkConfig if kind in IMAGE_TYPES else BenchmarkConfig
 
 
 def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkConfig | ImageBenchmarkConfig:
@@ -328,51 +173,6 @@ def _merge_sections(sections: dict[str, Any], update: Mapping[str, Any]) -> None
             if preset not in INTACT_PRESETS:
                 raise ConfigError(f"config: key 'intact.preset' = {preset!r} is not allowed; expected one of {list(INTACT_PRESETS)}")
             values = {**INTACT_PRESETS[preset], **values}
-        _deep_merge(sections.setdefault(name, {}), values)
+        sections[name] = deep_merge(sections.get(name, {}), values)
 
 
-def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    for k, v in update.items():
-        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
-            _deep_merge(base[k], v)
-        else:
-            base[k] = copy.deepcopy(v)
-    return base
-
-
-def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str) -> Any:
-    """Construct dataclass ``cls`` from a mapping: unknown keys are errors, lists become tuples."""
-    data = dict(data or {})
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(f"config: unknown key '{where}.{unknown[0]}' (expected one of: {', '.join(sorted(names))})")
-    kwargs = {}
-    for key, value in data.items():
-        hint = _unwrap_optional(hints[key])
-        if key == "benchmark" and isinstance(value, Mapping):  # a union over the benchmark families
-            hint = benchmark_dataclass(value.get("type"))
-        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-            value = build_dataclass(hint, value, f"{where}.{key}")
-        elif typing.get_origin(hint) is tuple and isinstance(value, list):
-            value = tuple(value)
-        elif hint is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        kwargs[key] = value
-    return cls(**kwargs)
-
-
-def _unwrap_optional(hint: Any) -> Any:
-    """``X | None`` -> ``X``; anything else unchanged."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    return args[0] if is_union and len(args) == 1 else hint
-
-
-def _to_plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_to_plain(v) for v in obj]
-    return obj

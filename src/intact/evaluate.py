@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from intact.cache import QueryCache, cache_tasks
-from intact.config import RunConfig
+from intact.settings import RunConfig
 from intact.data.loader import eval_batches
 from intact.io import write_json
 from intact.methods.base import ContinualMethod

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from intact.config import BackboneConfig
+from intact.settings import BackboneConfig
 from intact.data import open_benchmark
 from intact.hashing import sha256_file
 from intact.io import save_tensors, write_json

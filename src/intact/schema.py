@@ -1,5 +1,5 @@
-"""The config schema (``config.schema.yaml``): loaded once per process, and its errors turned into messages that
-name the key and what was expected."""
+"""The config schema (``config.schema.yaml``, with its ``methods`` part derived from the methods' declarations):
+built once per process, and its errors turned into messages that name the key and what was expected."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
+from intact.methods import METHODS
+from intact.methods.declare import settings_schema
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
 
@@ -21,7 +24,11 @@ class ConfigError(ValueError):
 @functools.lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    out = yaml.safe_load(SCHEMA_PATH.read_text())
+    methods = out["properties"]["methods"]
+    methods["additionalProperties"] = False
+    methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -23,7 +23,7 @@ from torch.utils.data import ConcatDataset, Dataset
 from tqdm import tqdm
 
 from intact.cache import QueryCache, lookup, task_caches
-from intact.config import OptimConfig, RunConfig
+from intact.settings import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record

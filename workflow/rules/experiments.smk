@@ -6,7 +6,7 @@
 rule study_toy:
     """Three-panel figure of both fits after each task, and the drift inside earlier tasks' intervals."""
     input:
-        code=package_code("experiments/toy.py", "experiments/nets.py", "regularizers/regularizer.py"),
+        code=package_code("experiments/toy.py", "models/networks.py", "regularizers/regularizer.py"),
     output:
         figure=report("results/experiments/toy/toy.png", caption="../report/study_toy.rst", category="Non-prompt experiments"),
         csv=report("results/experiments/toy/toy_drift.csv", caption="../report/study_toy.rst", category="Non-prompt experiments"),

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 
-from intact.config import BenchmarkConfig
+from intact.settings import BenchmarkConfig
 from intact.data.base import Benchmark
 from intact.data.domains import apply_domain
 from intact.hashing import sha256_file

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from intact.config import IntactConfig, build_dataclass
-from intact.experiments.nets import mlp
+from intact.settings import IntactConfig, build_dataclass
+from intact.models.networks import mlp
 from intact.metrics import summarize
 from intact.regularizers.lwf import distillation_loss
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy

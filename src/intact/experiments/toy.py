@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from intact.config import IntactConfig, build_dataclass
-from intact.experiments.nets import mlp
+from intact.settings import IntactConfig, build_dataclass
+from intact.models.networks import mlp
 from intact.io import write_json, write_text
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer

@@ -1,49 +1,82 @@
-"""The method registry: name -> implementation, resolved lazily.
+"""The method registry, derived from the methods' own declarations (:mod:`intact.methods.declare`).
 
-The table is plain strings so that validating a config (at Snakefile start-up, on every cluster job)
-does not import torch; :func:`method_class` imports the implementation when a job needs it. Adding a
-method = one file in this package + one line here.
+A built-in method is one module of this package that defines ``METHOD`` (shared machinery lives in the
+subpackage :mod:`intact.methods.shared`); a method of another installed package registers under the
+entry-point group ``intact.methods`` (``name = "package.module:METHOD"``), as pytest and timm plugins do.
+Both are found here, so a new method is one file: nothing else lists it. Importing the declarations
+imports no torch (the Snakefile validates configs at start-up and on every cluster job).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+import pkgutil
+from importlib.metadata import entry_points
+from typing import Any
 
-from intact.registry import load_target, resolve
+from intact.methods.declare import Method
 
-
-@dataclass(frozen=True)
-class MethodEntry:
-    target: str            #: "module:Class"
-    accepts_intact: bool   #: "<name>+intact" is a valid run (the method adds the regularizer's terms)
-    description: str
-    #: False: every task starts from a fresh model (joint); the workflow then schedules its tasks
-    #: independently and the job loads neither the previous state nor its hypercubes
-    loads_previous_state: bool = True
-    #: False: the method trains a whole network of its own; the job builds no frozen backbone
-    uses_backbone: bool = True
+ENTRY_POINT_GROUP = "intact.methods"
+_NOT_METHODS = {"declare"}
 
 
-METHODS: dict[str, MethodEntry] = {
-    "coda_p": MethodEntry("intact.methods.coda_p:CodaPrompt", True, "CODA-Prompt (Smith et al., CVPR 2023)"),
-    "l2p": MethodEntry("intact.methods.l2p:L2P", True, "L2P++ (Wang et al., CVPR 2022), prefix tuning"),
-    "dualprompt": MethodEntry("intact.methods.dualprompt:DualPrompt", True, "DualPrompt (Wang et al., ECCV 2022)"),
-    "finetune": MethodEntry("intact.methods.finetune:Finetune", True, "sequential fine-tuning of one shared prompt + head"),
-    "ewc": MethodEntry("intact.methods.ewc:EWC", False, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head"),
-    "lwf": MethodEntry("intact.methods.lwf:LwF", False, "LwF (Li & Hoiem, 2017) on one shared prompt + head"),
-    "joint": MethodEntry("intact.methods.joint:Joint", False, "upper bound: fresh training on the union of tasks 0..t", loads_previous_state=False),
-    # the network family: a whole MLP / CNN (methods.<name>.model) trained end to end, no frozen backbone
-    "net_finetune": MethodEntry("intact.methods.network:NetworkFinetune", True, "sequential fine-tuning of a whole network", uses_backbone=False),
-    "net_ewc": MethodEntry("intact.methods.network:NetworkEWC", False, "EWC on a whole network", uses_backbone=False),
-    "net_lwf": MethodEntry("intact.methods.network:NetworkLwF", False, "LwF on a whole network", uses_backbone=False),
-}
+def _builtin() -> list[Method]:
+    out = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.ispkg and info.name not in _NOT_METHODS:
+            out.append(importlib.import_module(f"{__name__}.{info.name}").METHOD)
+    return out
 
 
-def method_class(base: str) -> type:
-    """Import and return the class registered as ``base``."""
-    return load_target(resolve(METHODS, base, "method").target)
+def _installed() -> list[Method]:
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        method = ep.load()
+        if not isinstance(method, Method):
+            raise TypeError(f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}: "
+                            f"expected an intact.methods.declare.Method, got {type(method).__name__}")
+        if method.name != ep.name:
+            raise ValueError(f"entry point {ep.name!r} of group {ENTRY_POINT_GROUP!r} declares method {method.name!r}: "
+                             "the two names must agree")
+        out.append(method)
+    return out
 
 
-def create_method(run, backbone, num_classes: int, num_tasks: int):
-    """Instantiate the method of ``run`` (a :class:`~intact.config.RunConfig`) on ``backbone``."""
-    return method_class(run.base)(run, backbone, num_classes, num_tasks)
+def discover() -> dict[str, Method]:
+    """Every method: the built-ins, then those of installed packages; a name may be declared only once."""
+    found: dict[str, Method] = {}
+    for method in _builtin() + _installed():
+        if method.name in found:
+            raise ValueError(f"method {method.name!r} is declared twice (a built-in or another package has it)")
+        found[method.name] = method
+    return found
+
+
+#: name -> declaration, every method this installation knows
+METHODS: dict[str, Method] = discover()
+
+
+def method_spec(base: str) -> Method:
+    """The declaration of method ``base``; KeyError naming the known ones."""
+    try:
+        return METHODS[base]
+    except KeyError:
+        raise KeyError(f"unknown method {base!r}; registered: {', '.join(sorted(METHODS))}") from None
+
+
+def create_method(run: Any, backbone: Any, num_classes: int, num_tasks: int) -> Any:
+    """Instantiate the method of ``run`` (a :class:`~intact.settings.RunConfig`) on ``backbone``, with the
+    penalties its declaration composes around the loss."""
+    from intact.methods.shared.penalties import attach_penalties
+    from intact.settings import build_dataclass
+
+    spec = method_spec(run.base)
+    settings = build_dataclass(spec.settings, run.settings, f"methods.{spec.name}")
+    depth = getattr(backbone, "depth", None)
+    for key in spec.layer_keys if depth is not None else ():
+        blocks = list(getattr(settings, key))
+        if blocks and max(blocks) >= depth:
+            raise ValueError(f"methods.{spec.name}.{key} = {blocks}: the backbone has only {depth} blocks")
+    method = spec.load()(run, settings, backbone, num_classes, num_tasks)
+    attach_penalties(method, spec.penalties, settings)
+    return method

@@ -1,31 +1,44 @@
-"""CODA-Prompt: attention-weighted sums of prompt components (prefix tuning at the first blocks)."""
+"""CODA-Prompt (Smith et al., CVPR 2023): attention-weighted sums of prompt components, prefix tuning at
+the first blocks, as the paper's Preliminaries describe it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Iterator
 
-from torch import nn
+from intact.methods.declare import Method, setting
 
-from intact.config import build_dataclass
-from intact.methods.prompt import PromptMethod
-from intact.models.coda import CodaPromptPool
+LENGTH_DOC = "prompt length per layer (first half keys, second half values)"
 
 
 @dataclass(frozen=True)
-class CodaConfig:
-    """``methods.coda_p`` in config.yaml (defaults mirror it, tests/test_defaults.py; reference code:
-    pool 100 at blocks 0-4 of 12)."""
+class CodaSettings:
+    """``methods.coda_p`` (reference code: pool 100 at blocks 0-4 of 12)."""
 
-    pool_size: int = 40
-    length: int = 8
-    layers: tuple[int, ...] = (0, 1, 2)
-    ortho_mu: float = 0.0
+    pool_size: int = setting(40, "components in all; pool_size / num_tasks new ones per task", minimum=1)
+    length: int = setting(8, LENGTH_DOC, minimum=2, multipleOf=2)
+    layers: tuple[int, ...] = setting((0, 1, 2), "blocks that get the prefix", items={"minimum": 0})
+    ortho_mu: float = setting(0.0, "weight of the components' orthogonality loss", minimum=0)
 
 
-class CodaPrompt(PromptMethod):
-    """CODA-Prompt (Smith et al., CVPR 2023) as described in the paper's Preliminaries."""
+def check(s: CodaSettings, bench: Any) -> Iterator[tuple[str, str]]:
+    if s.pool_size < bench.num_tasks:
+        yield "pool_size", (f"fewer components than the {bench.num_tasks} tasks of benchmark {bench.name!r} "
+                            "(pool_size / tasks new ones per task)")
 
-    def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
-        cfg = build_dataclass(CodaConfig, self.run.settings, "methods.coda_p")
-        self.check_layers("methods.coda_p.layers", cfg.layers)
-        return CodaPromptPool(embed_dim, cfg.pool_size, cfg.length, cfg.layers, num_tasks, cfg.ortho_mu)
+
+def implementation() -> type:
+    """The method itself (imports torch: only a job calls this)."""
+    from intact.methods.shared.prompt import PromptMethod
+    from intact.models.coda import CodaPromptPool
+
+    class CodaPrompt(PromptMethod):
+        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
+            s = self.cfg
+            return CodaPromptPool(embed_dim, s.pool_size, s.length, s.layers, num_tasks, s.ortho_mu)
+
+    return CodaPrompt
+
+
+METHOD = Method("coda_p", CodaSettings, implementation, "CODA-Prompt (Smith et al., CVPR 2023)",
+                accepts_intact=True, layer_keys=("layers",), check=check)

@@ -1,32 +1,37 @@
-"""DualPrompt: a shared G-prompt in the first blocks, a task-keyed E-prompt in the next ones."""
+"""DualPrompt (Wang et al., ECCV 2022): a shared G-prompt in the first blocks, a task-keyed E-prompt in the
+next ones; the task's own E-prompt in training, the best key's at test."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from torch import nn
-
-from intact.config import build_dataclass
-from intact.methods.prompt import PromptMethod
-from intact.models.dualprompt import DualPromptPool
+from intact.methods.declare import Method, setting
 
 
 @dataclass(frozen=True)
-class DualPromptConfig:
-    """``methods.dualprompt`` in config.yaml (reference: g 6 at blocks 0-1, e 20 at blocks 2-4)."""
+class DualPromptSettings:
+    """``methods.dualprompt`` (reference: g 6 at blocks 0-1, e 20 at blocks 2-4 of 12)."""
 
-    g_length: int = 4
-    g_layers: tuple[int, ...] = (0,)
-    e_length: int = 8
-    e_layers: tuple[int, ...] = (1, 2)
-    match_weight: float = 1.0
+    g_length: int = setting(4, "G-prompt length (first half keys, second half values)", minimum=2, multipleOf=2)
+    g_layers: tuple[int, ...] = setting((0,), "blocks that get the shared G-prompt", items={"minimum": 0})
+    e_length: int = setting(8, "E-prompt length (first half keys, second half values)", minimum=2, multipleOf=2)
+    e_layers: tuple[int, ...] = setting((1, 2), "blocks that get the task's E-prompt", minItems=1, items={"minimum": 0})
+    match_weight: float = setting(1.0, "weight of the key-matching loss mean_b (1 - cos(q_b, k_task))", minimum=0)
 
 
-class DualPrompt(PromptMethod):
-    """DualPrompt (Wang et al., ECCV 2022): the task's own E-prompt in training, the best key's at test."""
+def implementation() -> type:
+    """The method itself (imports torch: only a job calls this)."""
+    from intact.methods.shared.prompt import PromptMethod
+    from intact.models.dualprompt import DualPromptPool
 
-    def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
-        cfg = build_dataclass(DualPromptConfig, self.run.settings, "methods.dualprompt")
-        self.check_layers("methods.dualprompt.g_layers", cfg.g_layers)
-        self.check_layers("methods.dualprompt.e_layers", cfg.e_layers)
-        return DualPromptPool(embed_dim, num_tasks, cfg.g_length, cfg.g_layers, cfg.e_length, cfg.e_layers, cfg.match_weight)
+    class DualPrompt(PromptMethod):
+        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
+            s = self.cfg
+            return DualPromptPool(embed_dim, num_tasks, s.g_length, s.g_layers, s.e_length, s.e_layers, s.match_weight)
+
+    return DualPrompt
+
+
+METHOD = Method("dualprompt", DualPromptSettings, implementation, "DualPrompt (Wang et al., ECCV 2022)",
+                accepts_intact=True, layer_keys=("g_layers", "e_layers"))

@@ -1,38 +1,41 @@
 """Sequential fine-tuning of one shared prefix prompt + the head: the no-protection lower bound.
 
-Also the base of the other non-prompt baselines (``ewc``, ``lwf``, ``joint``): they train the same set -
-one prompt per prompted layer (no pool, no selection) and the shared head - and add only their own way
-of limiting forgetting. Each keeps its own config section (``methods.<name>``), so its settings (and its
-run hash) stay its own.
+Its trainable set - one prompt per prompted layer (no pool, no selection) and the shared head - is also
+that of ``ewc``, ``lwf`` and ``joint``, which add only their own way of limiting forgetting (a penalty,
+or the data). Each keeps its own config section (``methods.<name>``), so its settings (and its run hash)
+stay its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any
 
-from torch import nn
-
-from intact.config import build_dataclass
-from intact.methods.prompt import PromptMethod
-from intact.models.shared_prompt import SharedPrompt
+from intact.methods.declare import Method, setting
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
-    """``methods.finetune`` in config.yaml: the shared prompt (the same blocks as coda_p; reference: 0-4)."""
+class FinetuneSettings:
+    """``methods.finetune``: the shared prompt (the same blocks as coda_p; reference: 0-4)."""
 
-    length: int = 8
-    layers: tuple[int, ...] = (0, 1, 2)
+    length: int = setting(8, "prompt length per layer (first half keys, second half values)", minimum=2, multipleOf=2)
+    layers: tuple[int, ...] = setting((0, 1, 2), "blocks that get the shared prefix prompt", minItems=1,
+                                      items={"minimum": 0})
 
 
-class Finetune(PromptMethod):
-    """One prompt for every image and task, trained with cross-entropy only."""
+def implementation() -> type:
+    """The method itself (imports torch: only a job calls this)."""
+    from intact.methods.shared.prompt import PromptMethod
+    from intact.models.shared_prompt import SharedPrompt
 
-    CONFIG: ClassVar[type] = FinetuneConfig
-    SECTION: ClassVar[str] = "methods.finetune"
+    class Finetune(PromptMethod):
+        """One prompt for every image and task, trained with cross-entropy (+ the declared penalties)."""
 
-    def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
-        self.cfg = build_dataclass(self.CONFIG, self.run.settings, self.SECTION)
-        self.check_layers(f"{self.SECTION}.layers", self.cfg.layers)
-        return SharedPrompt(embed_dim, self.cfg.length, self.cfg.layers)
+        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
+            return SharedPrompt(embed_dim, self.cfg.length, self.cfg.layers)
+
+    return Finetune
+
+
+METHOD = Method("finetune", FinetuneSettings, implementation, "sequential fine-tuning of one shared prompt + head",
+                accepts_intact=True, layer_keys=("layers",))

@@ -9,23 +9,29 @@ the whole sequence. Same trainable set as ``finetune`` (one shared prompt + head
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from torch.utils.data import ConcatDataset, Dataset
-
-from intact.data.base import Benchmark
-from intact.methods.finetune import Finetune, FinetuneConfig
+from intact.methods.finetune import FinetuneSettings, implementation as finetune_implementation
+from intact.methods.declare import Method
 
 
 @dataclass(frozen=True)
-class JointConfig(FinetuneConfig):
-    """``methods.joint`` in config.yaml."""
+class JointSettings(FinetuneSettings):
+    """``methods.joint``: finetune's."""
 
 
-class Joint(Finetune):
-    """Fine-tuning from scratch on all training data seen so far."""
+def implementation() -> type:
+    """The method itself (imports torch: only a job calls this)."""
+    from torch.utils.data import ConcatDataset
 
-    CONFIG = JointConfig
-    SECTION = "methods.joint"
+    class Joint(finetune_implementation()):
+        """Fine-tuning from scratch on all training data seen so far."""
 
-    def training_data(self, bench: Benchmark, task: int) -> Dataset:
-        return ConcatDataset([bench.train_set(t, self.run.eval_split) for t in range(task + 1)])
+        def training_data(self, bench: Any, task: int) -> Any:
+            return ConcatDataset([bench.train_set(t, self.run.eval_split) for t in range(task + 1)])
+
+    return Joint
+
+
+METHOD = Method("joint", JointSettings, implementation, "upper bound: fresh training on the union of tasks 0..t",
+                layer_keys=("layers",), loads_previous_state=False)

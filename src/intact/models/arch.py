@@ -11,11 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-#: the embedded benchmark's ViT (shared by vit_digits_p8 / vit_digits_p4, which differ in patch size)
-DIGITS_VIT: dict[str, Any] = dict(img_size=32, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4,
-                                  mlp_ratio=2.0, qkv_bias=True)
-OURS: dict[str, dict[str, Any]] = {"vit_digits_p8": {**DIGITS_VIT, "patch_size": 8},
-                                   "vit_digits_p4": {**DIGITS_VIT, "patch_size": 4}}
+from intact.models.digits_arch import DIGITS_VIT, OURS  # noqa: F401  (DIGITS_VIT re-exported)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import intact.models.vit_digits  # noqa: F401  (registers vit_digits_* in timm)
-from intact.config import BackboneConfig
+from intact.settings import BackboneConfig
 from intact.hashing import sha256_file
 from intact.models.prefix import Prefix, block_with_prefix, check_prefixable
 

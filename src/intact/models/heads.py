@@ -11,7 +11,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from intact.config import HeadConfig
+from intact.settings import HeadConfig
 
 
 class Head(nn.Sequential):

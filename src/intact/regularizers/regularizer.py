@@ -30,9 +30,9 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from intact.config import IntactConfig
+from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube
-from intact.regularizers.intact import (
+from intact.regularizers.terms import (
     align_loss, align_loss_reference, feat_loss, feat_loss_reference, intdrift_loss, var_loss,
 )
 from intact.regularizers.interval import AFFINE, sequential_drift_bounds

@@ -1,6 +1,7 @@
 """Shared machinery of prompt-based methods: query -> prompt pool -> prompted [CLS] -> head.
 
-Subclasses build the pool (CODA-Prompt, L2P, DualPrompt, ...). Every prompt method carries an
+Subclasses build the pool (CODA-Prompt, L2P, DualPrompt, ...); ``create_method`` refuses prompt layers past the
+backbone's depth (the declaration's ``layer_keys``). Every prompt method carries an
 :class:`~intact.regularizers.regularizer.IntactRegularizer` on its head (every Linear protected against
 its own input's box; the feature is the [CLS] token read by the first Linear; the teacher is the
 previous task's pool): without ``+intact`` it only records the hypercubes and the certificate, with
@@ -10,40 +11,38 @@ previous task's pool): without ``+intact`` it only records the hypercubes and th
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from intact.config import RunConfig
-from intact.methods.protected import ProtectedMethod
+from intact.methods.shared.base import Batch, ContinualMethod
+from intact.methods.shared.penalties import IntactPenalty
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 from intact.models.prefix import Prefix
 from intact.regularizers.regularizer import IntactRegularizer
 from intact.seeding import task_generator
+from intact.settings import RunConfig
 
 
-class PromptMethod(ProtectedMethod):
+class PromptMethod(ContinualMethod):
     """A prompt pool + shared head on a frozen ViT, optionally regularised by InTAct."""
 
-    def __init__(self, run: RunConfig, backbone: FrozenViT, num_classes: int, num_tasks: int):
-        super().__init__(run, backbone, num_classes, num_tasks)
+    def __init__(self, run: RunConfig, settings: Any, backbone: FrozenViT, num_classes: int, num_tasks: int):
+        super().__init__(run, settings, backbone, num_classes, num_tasks)
         self.pool = self.build_pool(backbone.embed_dim, num_tasks)
         self.head = Head(backbone.embed_dim, num_classes, run.head)
         layers = [n for n, _ in self.head.linears()]
         self.reg = IntactRegularizer(run.intact, self.head, layers, feature=layers[0], teacher_source=self.pool)
+        self.penalties.append(IntactPenalty(self.reg))
+        # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
+        self.double_ce = run.intact is not None and run.intact.double_ce
 
     @abstractmethod
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         """The prompt pool: ``pool(query) -> (prefix, auxiliary loss)``, with ``pool.begin_task``."""
-
-    def check_layers(self, key: str, layers: Sequence[int]) -> None:
-        """Refuse prompt layers past the backbone's last block, naming the config key."""
-        if layers and max(layers) >= self.backbone.depth:
-            raise ValueError(f"{key} = {list(layers)}: the backbone has only {self.backbone.depth} blocks")
 
     # ---- forward ------------------------------------------------------------------------------
     def query(self, x: torch.Tensor) -> torch.Tensor:
@@ -72,45 +71,26 @@ class PromptMethod(ProtectedMethod):
         return self.head(z)
 
     # ---- hooks ----------------------------------------------------------------------------------
-    def begin_task(self, task: int, train_set: Dataset) -> None:
-        super().begin_task(task, train_set)
-        # before the pool moves on: the anchors and the teacher are the previous task's head and pool
-        self.reg.begin_task(task)
+    def start_task(self, task: int, train_set: Dataset) -> None:
+        # after the penalties' snapshots: the anchors and the teacher are the previous task's head and pool
         self.pool.begin_task(task, task_generator(self.run.seed, task, "prompts"))
 
-    def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q = self.query(x)
         z, aux = self.features(x, q)
-        logits = self.head(z)
-        ce = F.cross_entropy(logits, y)
-        terms: dict[str, torch.Tensor] = {"ce": ce}
-        # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
-        intact = self.reg.cfg
-        total = 2 * ce if (intact is not None and intact.double_ce) else ce
-        # a pool without an auxiliary loss returns a constant zero (no grad): no host read needed to tell
-        if aux.requires_grad:
-            terms["aux"] = aux
-            total = total + aux
-        for name, value in self.extra_terms(x, q, logits).items():
-            terms[name] = value
-            total = total + value
-        if "teacher" in self.cached:
-            total = self.add_penalty(total, terms, z_teacher=self.cached["teacher"])
-        else:
-            total = self.add_penalty(total, terms, teacher=lambda pool: self.features(x, q, pool)[0])
-        terms["acc"] = (logits.argmax(1) == y).float().mean()
-        return total, {k: v.detach() for k, v in terms.items()}
+        return self.head(z), aux, q
 
-    def extra_terms(self, x: torch.Tensor, q: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
-        """A method's own loss terms (EWC, LwF, ...), each added to the total; none by default."""
-        return {}
+    def intact_teacher(self, batch: Batch) -> dict[str, Any]:
+        if "teacher" in self.cached:
+            return {"z_teacher": self.cached["teacher"]}
+        return {"teacher": lambda pool: self.features(batch.x, batch.q, pool)[0]}
 
     # LwF's view of the family: what its snapshot holds and how it computes logits
-    def lwf_modules(self) -> dict[str, nn.Module]:
+    def snapshot_modules(self) -> dict[str, nn.Module]:
         return {"pool": self.pool, "head": self.head}
 
-    def logits_with(self, modules: dict[str, nn.Module], x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return modules["head"](self.features(x, q, modules["pool"])[0])
+    def logits_with(self, modules: dict[str, nn.Module], batch: Batch) -> torch.Tensor:
+        return modules["head"](self.features(batch.x, batch.q, modules["pool"])[0])
 
     def param_groups(self) -> list[dict[str, Any]]:
         o = self.run.optim

@@ -1,0 +1,223 @@
+"""The method interface (Mammoth-style hooks) every continual-learning method implements, and the one
+place where a batch's loss is assembled.
+
+A training job calls, for one task: ``begin_task`` -> ``loss`` per batch (the job owns the optimizer)
+-> ``end_task``. A method supplies ``forward_train`` (logits, an auxiliary loss, its query); ``loss`` adds
+cross-entropy, the auxiliary loss and the terms of every penalty (:mod:`intact.methods.shared.penalties`:
+EWC, LwF, InTAct), and the penalties' ``begin_task`` / ``end_task`` hooks run around the method's own.
+Everything a later task needs is in ``trainable_state()`` (+ ``hypercubes``): what is trainable, decided
+by ``requires_grad`` - a frozen module (the backbone) is never saved, and snapshots (teachers, anchors)
+live outside the module tree.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import Dataset
+
+from intact.data.base import Benchmark
+from intact.regularizers.hypercube import Hypercube
+from intact.regularizers.regularizer import IntactRegularizer
+from intact.settings import RunConfig
+
+
+@dataclass
+class Batch:
+    """One training batch as the penalties see it: inputs, labels, the method's logits and its query
+    (the frozen backbone's [CLS] of the clean image; None for a whole network)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    logits: torch.Tensor
+    q: torch.Tensor | None = None
+
+
+class Penalty:
+    """A loss term composed around any method whose declaration allows it (Avalanche's plugin idea):
+    hooks around a task and the terms of each batch. Subclasses: :mod:`intact.methods.shared.penalties`."""
+
+    #: terms recorded for the logs but not added to the loss (diagnostics such as InTAct's ``feat_gate``)
+    logged_only: frozenset[str] = frozenset()
+
+    def begin_task(self, method: "ContinualMethod", task: int, train_set: Dataset) -> None:
+        """Before the method's own preparation of ``task`` (its model is still the previous task's)."""
+
+    def terms(self, method: "ContinualMethod", batch: Batch) -> dict[str, torch.Tensor]:
+        """This batch's terms, by name (each added to the loss unless in ``logged_only``)."""
+        return {}
+
+    def end_task(self, method: "ContinualMethod", task: int, train_set: Dataset) -> dict[str, Any]:
+        """After training on ``task``: what ``train.json`` records."""
+        return {}
+
+
+def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
+    """``name.`` of every maximal submodule that has parameters, none of them trainable."""
+    out: list[str] = []
+    for name, m in module.named_modules():
+        params = list(m.parameters())
+        if name and params and not any(p.requires_grad for p in params) and not name.startswith(tuple(out)):
+            out.append(name + ".")
+    return tuple(out)
+
+
+class ContinualMethod(nn.Module, ABC):
+    """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
+
+    #: the InTAct regularizer watching the method's layers (set by a family: it keeps the hypercubes with
+    #: or without ``+intact``); None: the method keeps no hypercubes
+    reg: IntactRegularizer | None = None
+    #: the reference code counts CE twice whenever InTAct is on (a family that honours ``intact.double_ce``)
+    double_ce: bool = False
+
+    def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
+        super().__init__()
+        self.run = run
+        self.cfg = settings  #: the method's own settings (its declared dataclass, ``methods.<name>``)
+        #: composed around the loss, in the order their terms are added (see create_method)
+        self.penalties: list[Penalty] = []
+        self.backbone = backbone
+        self.num_classes = num_classes
+        self.num_tasks = num_tasks
+        self.task = 0
+        #: features of the current batch read from a cache (see :mod:`intact.cache`), by name
+        self.cached: dict[str, torch.Tensor] = {}
+
+    # ---- feature caches -------------------------------------------------------------------------------
+    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
+        """The per-image feature functions of frozen parts that ``loss`` / ``predict`` may read from a cache:
+        ``"query"``: x -> q(x); ``"teacher"``: (x, q(x)) -> the teacher's feature. None by default."""
+        return {}
+
+    @contextmanager
+    def using(self, **features: torch.Tensor) -> Iterator[None]:
+        """Within the block, ``loss`` / ``predict`` take these features of the batch instead of computing them."""
+        self.cached = features
+        try:
+            yield
+        finally:
+            self.cached = {}
+
+    def with_queries(self, forward: Callable[[torch.Tensor], Any], queries: torch.Tensor | None) -> Callable[[torch.Tensor], Any]:
+        """``forward`` for consecutive batches of a pass in order, each given its rows of ``queries`` (a cached
+        query per image) - or ``forward`` itself when there is no cache."""
+        if queries is None:
+            return forward
+        start = 0
+
+        def run(x: torch.Tensor) -> Any:
+            nonlocal start
+            with self.using(query=queries[start:start + len(x)].to(x.device)):
+                out = forward(x)
+            start += len(x)
+            return out
+        return run
+
+    @property
+    def hypercubes(self) -> dict[str, Hypercube]:
+        """Per-layer boxes carried from task to task (``hypercube.safetensors``), kept by ``reg``."""
+        return self.reg.hypercubes if self.reg is not None else {}
+
+    @hypercubes.setter
+    def hypercubes(self, cubes: dict[str, Hypercube]) -> None:
+        if self.reg is not None:
+            self.reg.hypercubes = cubes
+        elif cubes:
+            raise ValueError(f"{type(self).__name__} keeps no hypercubes")
+
+    # ---- hooks ----------------------------------------------------------------------------------
+    def training_data(self, bench: Benchmark, task: int) -> Dataset:
+        """The data ``task`` trains on (and ``end_task`` sees): by default the task's own training split."""
+        return bench.train_set(task, self.run.eval_split)
+
+    def begin_task(self, task: int, train_set: Dataset) -> None:
+        """Prepare for ``task``: the penalties first (snapshots of the previous task's model), then the
+        method's own :meth:`start_task`."""
+        self.task = task
+        for penalty in self.penalties:
+            penalty.begin_task(self, task, train_set)
+        self.start_task(task, train_set)
+
+    def start_task(self, task: int, train_set: Dataset) -> None:
+        """The method's own preparation for ``task`` (new prompt components, ...); nothing by default."""
+
+    @abstractmethod
+    def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Training forward pass of a batch: (logits, auxiliary loss or None, query or None)."""
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The training loss of one batch and its named terms (detached values for logging):
+        CE (twice with ``double_ce``) + the auxiliary loss + every penalty's terms, in that order."""
+        logits, aux, q = self.forward_train(x)
+        ce = F.cross_entropy(logits, y)
+        terms: dict[str, torch.Tensor] = {"ce": ce}
+        total = 2 * ce if self.double_ce else ce
+        # a pool without an auxiliary loss returns a constant zero (no grad): no host read needed to tell
+        if aux is not None and aux.requires_grad:
+            terms["aux"] = aux
+            total = total + aux
+        batch = Batch(x, y, logits, q)
+        for penalty in self.penalties:
+            for name, value in penalty.terms(self, batch).items():
+                terms[name] = value
+                if name not in penalty.logged_only:
+                    total = total + value
+        terms["acc"] = (logits.argmax(1) == y).float().mean()
+        return total, {k: v.detach() for k, v in terms.items()}
+
+    def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
+        """Finish ``task``: the penalties' ``end_task`` (InTAct's hypercubes and certificate first, then
+        e.g. EWC's Fisher); return what ``train.json`` should record."""
+        info: dict[str, Any] = {}
+        for penalty in reversed(self.penalties):
+            info.update(penalty.end_task(self, task, train_set))
+        return info
+
+    @abstractmethod
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits at test time (no task identity)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # a module needs a forward (EWC's functional_call): the test-time prediction
+        return self.predict(x)
+
+    # ---- what LwF distils and InTAct's L_Feat compares: the family's view of its previous model ------
+    def snapshot_modules(self) -> dict[str, nn.Module]:
+        """The trainable modules whose previous-task copy is LwF's teacher."""
+        raise NotImplementedError(f"{type(self).__name__} does not support LwF")
+
+    def logits_with(self, modules: dict[str, nn.Module], batch: Batch) -> torch.Tensor:
+        """Logits of ``batch`` computed with ``modules`` (a snapshot) in place of the trainable ones."""
+        raise NotImplementedError(f"{type(self).__name__} does not support LwF")
+
+    def intact_teacher(self, batch: Batch) -> dict[str, Any]:
+        """How InTAct's L_Feat gets the teacher's feature of ``batch``: ``{"z_teacher": tensor}`` or
+        ``{"teacher": fn(teacher_modules) -> feature}``."""
+        return {}
+
+    # ---- optimisation & state ---------------------------------------------------------------------
+    @abstractmethod
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Optimizer parameter groups with their learning rates."""
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Everything a later task needs: the state outside frozen submodules (trainable parameters, the
+        buffers that go with them: BatchNorm statistics, EWC's Fisher, a pool's task counter)."""
+        frozen = frozen_prefixes(self)
+        return {k: v for k, v in self.state_dict().items() if not k.startswith(frozen)}
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.startswith(frozen_prefixes(self))]
+        if missing or unexpected:
+            raise ValueError(f"state does not fit {type(self).__name__}: missing {missing}, unexpected {unexpected}")
+
+    def num_trainable_parameters(self) -> int:
+        return sum(p.numel() for g in self.param_groups() for p in g["params"])

@@ -1,0 +1,153 @@
+"""The penalties composed around a method's loss: InTAct, EWC and LwF, each a :class:`Penalty` with
+``begin_task`` / ``terms`` / ``end_task`` hooks.
+
+A method's declaration names its penalties (``Method(penalties=("ewc",))``) and :func:`attach_penalties`
+builds them from the method's settings; InTAct's (the family's :class:`IntactRegularizer`) is always
+last, so the loss sums CE, the auxiliary loss, the method's own penalty, then InTAct's terms.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+from torch.utils.data import Dataset
+
+from intact.data.loader import eval_batches
+from intact.methods.shared.base import Batch, ContinualMethod, Penalty
+from intact.regularizers.ewc import empirical_fisher, ewc_penalty
+from intact.regularizers.lwf import distillation_loss
+from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+
+
+class IntactPenalty(Penalty):
+    """InTAct's four terms (with ``+intact``) and, always, the hypercubes and certificate of each task."""
+
+    logged_only = frozenset({"feat_gate"})
+
+    def __init__(self, reg: IntactRegularizer):
+        self.reg = reg
+
+    def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
+        # the anchors and the teacher are the previous task's model, before the method moves on
+        self.reg.begin_task(task)
+
+    def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
+        return self.reg.penalty(**method.intact_teacher(batch))
+
+    def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
+        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``."""
+        was_training = method.training
+        method.eval()
+        device = next(self.reg.model.parameters()).device
+        batches = eval_batches(train_set, method.run.optim.eval_batch_size, device)
+        # the training images' cached queries, in order, when the trainer passes them (intact.cache)
+        forward = method.with_queries(method.predict, method.cached.get("eval_query"))
+        acts = self.reg.collect(forward, (x for x, _ in batches))
+        method.train(was_training)
+        return self.reg.end_task(task, acts)
+
+
+class TensorStore(nn.Module):
+    """Named buffers (saved with the trainable state); parameter names ``a.b.c`` are stored as ``a__b__c``."""
+
+    def __init__(self, like: dict[str, torch.Tensor]):
+        super().__init__()
+        for name, t in like.items():
+            self.register_buffer(name.replace(".", "__"), torch.zeros_like(t))
+
+    def get(self, name: str) -> torch.Tensor:
+        return getattr(self, name.replace(".", "__"))
+
+
+def trainable(method: nn.Module) -> dict[str, torch.Tensor]:
+    """What the optimizer trains (prompt + head, or the whole network): EWC's protected parameters."""
+    return {n: p for n, p in method.named_parameters() if p.requires_grad}
+
+
+class EwcPenalty(Penalty):
+    """EWC (Kirkpatrick et al., 2017) in its online form: one anchor, the Fishers of all tasks summed.
+
+    ``(lambda_ewc / 2) * sum F (theta - theta*)^2``. After task ``t``: ``F <- F + F_t`` (empirical Fisher of
+    task ``t``'s training data) and ``theta* <-`` the parameters after task ``t``. Both live in the method's
+    trainable state (``fisher.*``, ``anchor_params.*``), so the next task's job - a separate process -
+    continues from them.
+    """
+
+    def __init__(self, method: ContinualMethod, lambda_ewc: float):
+        self.lam = lambda_ewc
+        params = trainable(method)
+        # registered on the method: saved with its state under the names runs have always used
+        method.fisher = TensorStore(params)
+        method.anchor_params = TensorStore(params)
+
+    def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
+        if method.task == 0 or self.lam == 0:
+            return {}
+        params = trainable(method)
+        fisher = {n: method.fisher.get(n) for n in params}
+        anchor = {n: method.anchor_params.get(n) for n in params}
+        return {"ewc": ewc_penalty(params, anchor, fisher, self.lam)}
+
+    def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
+        params = trainable(method)
+
+        def nll(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(functional_call(method, p, (x,), strict=False), y, reduction="sum")
+
+        device = next(iter(params.values())).device
+        batches = eval_batches(train_set, method.run.optim.eval_batch_size, device)
+        fisher_t = empirical_fisher(nll, params, batches, chunk_size=64)
+        with torch.no_grad():
+            for n, p in params.items():
+                method.fisher.get(n).add_(fisher_t[n])
+                method.anchor_params.get(n).copy_(p.detach())
+        flat = torch.cat([f.flatten() for f in fisher_t.values()])
+        total = torch.cat([method.fisher.get(n).flatten() for n in params])
+        return {"ewc": {"task_fisher_mean": float(flat.mean()), "task_fisher_max": float(flat.max()),
+                        "cumulative_fisher_mean": float(total.mean())}}
+
+
+class LwfPenalty(Penalty):
+    """Learning without Forgetting (Li & Hoiem, 2017): ``lambda_lwf * T^2 * KL(old || new)`` on the logits.
+
+    Domain-incremental: old and new tasks share the output layer, so the distillation covers all its
+    logits. The teacher is the previous task's trainable modules (``method.snapshot_modules()``): a frozen
+    eval-mode snapshot taken at ``begin_task`` from the loaded state, held outside the module tree
+    (``train()`` cannot reach it, it is never saved).
+    """
+
+    def __init__(self, method: ContinualMethod, lambda_lwf: float, temperature: float):
+        if temperature <= 0:
+            raise ValueError(f"methods.{method.run.base}.temperature = {temperature}: expected > 0")
+        self.lam, self.temperature = lambda_lwf, temperature
+        self.previous: dict[str, nn.Module] | None = None
+
+    def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
+        if task > 0:
+            self.previous = {name: frozen_copy(m) for name, m in method.snapshot_modules().items()}
+
+    def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
+        if self.previous is None or self.lam == 0:
+            return {}
+        with torch.no_grad():
+            old_logits = method.logits_with(self.previous, batch)
+        return {"lwf": self.lam * distillation_loss(batch.logits, old_logits, self.temperature)}
+
+
+#: penalty name (as a declaration lists it) -> its constructor from the method and its settings
+PENALTIES: dict[str, Callable[[ContinualMethod, Any], Penalty]] = {
+    "ewc": lambda method, s: EwcPenalty(method, s.lambda_ewc),
+    "lwf": lambda method, s: LwfPenalty(method, s.lambda_lwf, s.temperature),
+}
+
+
+def attach_penalties(method: ContinualMethod, names: Sequence[str], settings: Any) -> None:
+    """Compose the declared penalties around ``method``'s loss, before InTAct's (which the family adds)."""
+    unknown = [n for n in names if n not in PENALTIES]
+    if unknown:
+        raise ValueError(f"method {method.run.base!r} declares unknown penalties {unknown}; known: {sorted(PENALTIES)}")
+    method.penalties[:0] = [PENALTIES[n](method, settings) for n in names]

@@ -1,0 +1,218 @@
+"""The typed, frozen settings of a run (torch-free, imports nothing of the pipeline's upper layers).
+
+Every section of config.yaml that is not a method's own (``head``, ``intact``, ``optim``, ``backbones``,
+``benchmarks``) is a dataclass here; a method's settings are declared in its own module
+(:mod:`intact.methods.declare`). :func:`build_dataclass` turns a mapping into one of them and
+:func:`deep_merge` is the one config merge (config layers, benchmark overrides, name overrides).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig
+from intact.hashing import stable_hash
+from intact.schema import ConfigError
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Self-pretraining of a small backbone on a benchmark's clean split."""
+
+    benchmark: str = "digits"
+    epochs: int = 40
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    label_smoothing: float = 0.1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class BackboneConfig:
+    """A frozen timm ViT and where its weights come from."""
+
+    name: str
+    model: str
+    weights: str = "pretrain"
+    sha256: str | None = None
+    input_mean: tuple[float, ...] = (0.5,)
+    input_std: tuple[float, ...] = (0.5,)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+
+    @property
+    def pretrained_here(self) -> bool:
+        return self.weights == "pretrain"
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """A domain-incremental task sequence."""
+
+    name: str
+    type: str
+    backbone: str
+    domains: tuple[str, ...] = ()
+    image_size: int = 32
+    pretrain_fraction: float = 0.4
+    test_fraction: float = 0.4
+    val_fraction: float = 0.2
+    split_seed: int = 0
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.domains)
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """The shared classifier: Linear, or Linear -> LeakyReLU -> ... -> Linear."""
+
+    hidden: tuple[int, ...] = ()
+    negative_slope: float = 0.01
+
+
+@dataclass(frozen=True)
+class IntactConfig:
+    """Weights of the four InTAct terms (0 switches a term off) and the hypercube percentile.
+
+    The defaults mirror config.yaml (tests/test_defaults.py): chosen for the embedded benchmark
+    (docs/lambda-search.md); the paper's per-benchmark values go under ``benchmarks.<b>.overrides``.
+    """
+
+    lambda_intdrift: float = 1e-2
+    lambda_feat: float = 30.0
+    lambda_var: float = 1e-4
+    lambda_align: float = 1e-2
+    percentile: float = 5.0
+    align_eps: float = 1e-8
+    # Switches for the authors' code's deviations (protocols.md section 4); the defaults are the paper.
+    preset: str = "paper"
+    feat_gate: str = "teacher_sample"
+    align_form: str = "paper"
+    protected_layers: str = "all"
+    percentile_method: str = "linear"
+    double_ce: bool = False
+    hypercube_source: str = "train"
+
+
+#: ``intact.preset`` expands into these switches where it is set (later keys may still refine them).
+#: The test-set hypercube is deliberately not part of any preset: it must be asked for by name.
+INTACT_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"feat_gate": "teacher_sample", "align_form": "paper", "protected_layers": "all",
+              "percentile_method": "linear", "double_ce": False},
+    "reference": {"feat_gate": "student_element", "align_form": "reference", "protected_layers": "cls",
+                  "percentile_method": "index", "double_ce": True},
+}
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    epochs: int = 5
+    batch_size: int = 64
+    eval_batch_size: int = 512
+    lr_head: float = 1e-2
+    lr_prompt: float = 5e-2
+    weight_decay: float = 0.0
+    schedule: str = "cosine_step"
+    amp: bool = True
+    drop_last: bool = False  #: drop each epoch's last partial batch (the reference code does)
+    on_nonfinite: str = "stop"  #: stop | skip_batch (see intact.guard)
+    max_skipped_fraction: float = 0.01  #: skip_batch fails the job past this fraction of skipped batches
+    feature_cache: bool = True  #: read the query / teacher features from caches (false: the live path)
+
+
+#: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
+#: at their defaults, so runs recorded before them keep their params and hashes
+LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one run's results (benchmark x method x seed)."""
+
+    benchmark: BenchmarkConfig | ImageBenchmarkConfig
+    backbone: BackboneConfig
+    method: str
+    base: str
+    intact: IntactConfig | None
+    settings: dict[str, Any]  #: the base method's own section, ``methods.<base>``
+    head: HeadConfig
+    optim: OptimConfig
+    seed: int
+    eval_split: str = "test"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain settings (job params, hash). Keys added after results existed are left out while at their
+        default, so a new option never makes Snakemake redo finished runs."""
+        out = _to_plain(dataclasses.asdict(self))
+        for section, cls, keys in LATER_KEYS:
+            for k in keys:
+                if out[section].get(k) == getattr(cls, k):
+                    del out[section][k]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        return build_dataclass(cls, data, "run")
+
+    def hash(self) -> str:
+        """A short hash of every setting (seed included)."""
+        return stable_hash(self.to_dict())
+
+
+def benchmark_dataclass(kind: str | None) -> type:
+    """The settings class of a benchmark type: the image benchmarks share one, digits has its own."""
+    return ImageBenchmarkConfig if kind in IMAGE_TYPES else BenchmarkConfig
+
+
+def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """A new mapping: ``update`` merged into a copy of ``base``, nested mappings key by key (how config files
+    layer, ``snakemake --configfile a b``; benchmark and method-name overrides)."""
+    out = copy.deepcopy(dict(base))
+    for k, v in update.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else copy.deepcopy(v)
+    return out
+
+
+def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str) -> Any:
+    """Construct dataclass ``cls`` from a mapping: unknown keys are errors, lists become tuples."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"config: unknown key '{where}.{unknown[0]}' (expected one of: {', '.join(sorted(names))})")
+    kwargs = {}
+    for key, value in data.items():
+        hint = _unwrap_optional(hints[key])
+        if key == "benchmark" and isinstance(value, Mapping):  # a union over the benchmark families
+            hint = benchmark_dataclass(value.get("type"))
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+            value = build_dataclass(hint, value, f"{where}.{key}")
+        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+            value = tuple(value)
+        elif hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _unwrap_optional(hint: Any) -> Any:
+    """``X | None`` -> ``X``; anything else unchanged."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    return args[0] if is_union and len(args) == 1 else hint
+
+
+def _to_plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(v) for v in obj]
+    return obj
