@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from intact.methods import METHODS
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -23,6 +25,8 @@ def tiny_config(**run: object) -> dict:
     # 25 epochs (~9 s): a weaker backbone leaves every method at chance, and tests of learning test nothing
     cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 25
     cfg["optim"]["epochs"] = 1
+    # every method's section present (empty: its declared defaults), so a test can set one key
+    cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS}
     cfg["methods"]["coda_p"]["pool_size"] = 6
     return cfg
 

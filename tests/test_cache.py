@@ -112,7 +112,7 @@ def test_a_cached_step_makes_one_backbone_pass(tiny_bench, tmp_path, monkeypatch
         return orig_forward(self, x, prefix)
 
     per_step = []
-    from intact.methods.prompt import PromptMethod
+    from intact.methods.shared.base import ContinualMethod as PromptMethod
     orig_loss = PromptMethod.loss
 
     def loss(self, x, y):

@@ -29,7 +29,7 @@ from intact.config import ConfigError, validate_config
     (lambda c: c["studies"]["sensitivity"].update(seeds=[1, 1]), ["studies.sensitivity.seeds", "non-unique"]),
     (lambda c: c["run"].update(methods=["coda_p", "coda_p"]), ["run.methods", "non-unique"]),
     (lambda c: c["studies"]["main"].update(methods=["coda_p", "coda_q"]), ["coda_q", "studies.main"]),
-    (lambda c: c["methods"].pop("l2p"), ["'l2p' is not declared under 'methods'", "studies.main"]),
+    (lambda c: c["methods"].update(l2p={"top_k": 0}), ["methods.l2p.top_k", "minimum"]),
 ])
 def test_early_check_names_the_key(mutate, expected):
     assert_config_error(mutate, expected)

@@ -28,7 +28,9 @@ class _NanGrad(torch.autograd.Function):
 
 def inject(monkeypatch, at: set[int], kind: str = "term") -> None:
     """Make the loss of the given (0-based) calls non-finite: a NaN 'ce' term, or NaN gradients only."""
-    from intact.methods.coda_p import CodaPrompt
+    from intact.methods import METHODS
+
+    CodaPrompt = METHODS["coda_p"].load()
 
     # wrap the method's own loss, never an earlier injection of the same test
     original = CodaPrompt.__dict__.get("_unfaulted_loss", CodaPrompt.loss)

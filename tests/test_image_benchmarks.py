@@ -236,7 +236,7 @@ def paper_like_config(tree: Path, weights: Path, **bench) -> dict:
     cfg["run"].update(benchmarks=["imagenet_r"], seeds=[0], methods=["coda_p", "coda_p+intact@preset=reference"])
     cfg["tracking"]["enabled"] = False
     cfg["optim"].update(epochs=1, batch_size=4, drop_last=True)
-    cfg["methods"]["coda_p"]["pool_size"] = 6
+    cfg["methods"] = {"coda_p": {"pool_size": 6}}
     return cfg
 
 

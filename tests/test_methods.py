@@ -13,6 +13,7 @@ from torch.func import functional_call
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
 from intact.io import load_tensors, read_json
+from intact.methods.shared.base import Batch
 from intact.methods import create_method
 from intact.models.dualprompt import DualPromptPool
 from intact.models.l2p import L2PPool, matching_loss, top_k_keys
@@ -245,7 +246,7 @@ def test_l2p_and_dualprompt_log_their_matching_loss(zoo):
 
 
 def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
-    from intact.train import load_method
+    from intact.restore import load_method
 
     folder = zoo["ewc"]["folder"]
     s0, s1 = load_tensors(folder / "task0/state.safetensors"), load_tensors(folder / "task1/state.safetensors")
@@ -260,14 +261,16 @@ def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
                                state=folder / "task0/state.safetensors")
     method.task = 1
     x = torch.zeros(2, 1, 32, 32)
-    assert method.extra_terms(x, method.query(x), torch.zeros(2, 10))["ewc"].item() == 0.0
+    ewc = method.penalties[0]
+    batch = Batch(x, torch.zeros(2, dtype=torch.long), torch.zeros(2, 10), method.query(x))
+    assert ewc.terms(method, batch)["ewc"].item() == 0.0
     with torch.no_grad():
         method.head.fc0.weight.add_(0.1)
-    assert method.extra_terms(x, method.query(x), torch.zeros(2, 10))["ewc"].item() > 0
+    assert ewc.terms(method, batch)["ewc"].item() > 0
 
 
 def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
-    from intact.train import load_method
+    from intact.restore import load_method
 
     folder = zoo["lwf"]["folder"]
     bench, method, _ = load_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
@@ -289,7 +292,7 @@ def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
 
 
 def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, tiny_bench, tmp_path):
-    from intact.train import load_method
+    from intact.restore import load_method
 
     bench, method, _ = load_method(zoo["joint"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
     union = method.training_data(bench, 2)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 from intact.methods import METHODS
 from intact.models.arch import backbone_arch
 from intact.naming import parse_method_name
-from intact.schema import ConfigError
+from intact.errors import ConfigError
 from intact.settings import RunConfig, build_dataclass
 from intact.studies import expand_studies
 

@@ -13,9 +13,9 @@ from intact.cache import QueryCache, cache_tasks
 from intact.settings import RunConfig
 from intact.data.loader import eval_batches
 from intact.io import write_json
-from intact.methods.base import ContinualMethod
+from intact.methods.shared.base import ContinualMethod
 from intact.seeding import configure_torch
-from intact.train import load_method
+from intact.restore import load_method
 
 
 @torch.no_grad()

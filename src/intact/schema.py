@@ -11,14 +11,11 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
+from intact.errors import ConfigError  # noqa: F401  (re-exported)
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
-
-
-class ConfigError(ValueError):
-    """Invalid configuration: the message names the key or file and what was expected."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig
 from intact.hashing import stable_hash
-from intact.schema import ConfigError
+from intact.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,10 @@
 """Train one task from the previous task's state: the body of a ``train_task`` job.
 
+Read top to bottom, :func:`train_task` is four steps sharing one :class:`TaskRun`: :func:`set_up` (the
+method with the previous task's state, optimizer, feature caches) and :func:`resume` (from this task's
+checkpoint), :func:`train_epoch` per epoch, :func:`end_of_task` (hypercubes, efficiency) and
+:func:`write_outputs` (state, hypercubes, ``train.json``: :class:`~intact.train_record.TrainRecord`).
+
 Resumable at step granularity: after every epoch (and when SLURM signals the end of the time limit)
 the job atomically writes ``checkpoint.pt`` with the trainable state, optimizer, scheduler and RNG
 state plus the position in the epoch; a restarted job continues from there. Batch order is a pure
@@ -15,6 +20,7 @@ import sys
 import time
 import warnings
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +29,19 @@ from torch.utils.data import ConcatDataset, Dataset
 from tqdm import tqdm
 
 from intact.cache import QueryCache, lookup, task_caches
-from intact.settings import OptimConfig, RunConfig
-from intact.data import open_benchmark
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
+from intact.evaluate import evaluate_method
 from intact.guard import CHECK_EVERY, DivergenceGuard
-from intact.io import damaged, load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
-from intact.methods import METHODS, create_method
-from intact.methods.base import ContinualMethod
-from intact.models.backbone import create_backbone
+from intact.io import load_checkpoint, save_checkpoint, save_tensors
+from intact.methods import METHODS
+from intact.methods.shared.base import ContinualMethod
 from intact.provenance import provenance
-from intact.regularizers.hypercube import load_hypercubes, save_hypercubes
+from intact.regularizers.hypercube import save_hypercubes
+from intact.restore import load_method, stored_by
 from intact.seeding import configure_torch, derive_seed, seed_everything
+from intact.settings import OptimConfig, RunConfig
+from intact.train_record import FILENAME as TRAIN_JSON, TrainRecord, write_train_record
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -60,31 +67,6 @@ def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: in
     opt = torch.optim.Adam(method.param_groups(), weight_decay=o.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(o.schedule, o.epochs, steps_per_epoch))
     return opt, sched
-
-
-def stored_by(run: RunConfig, task: int) -> dict[str, str]:
-    """The metadata of a task's state / hypercube files: who wrote them (checked when they are loaded)."""
-    return {"method": run.method, "task": str(task), "config_hash": run.hash()}
-
-
-def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
-                state: Path | None = None, hypercubes: Path | None = None, state_task: int | None = None):
-    """The benchmark and the method of ``run``, with a stored state (and hypercubes) if given; with
-    ``state_task``, files written by another method, task or config are refused."""
-    bench = open_benchmark(manifest)
-    # the network family trains a whole network of its own: no frozen backbone to build
-    backbone, digest = create_backbone(run.backbone, backbone_weights) if METHODS[run.base].uses_backbone else (None, None)
-    method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
-    expect = stored_by(run, state_task) if state_task is not None else None
-    if state is not None:
-        tensors = load_tensors(state, expect)
-        try:
-            method.load_trainable_state(tensors)
-        except (ValueError, RuntimeError) as err:
-            raise damaged(state, str(err)) from None
-    if hypercubes is not None:
-        method.hypercubes = load_hypercubes(hypercubes, expect)
-    return bench, method.to(device), digest
 
 
 class _StopFlag:
@@ -121,31 +103,51 @@ def hypercube_data(run: RunConfig, bench, task: int, train_set: Dataset) -> Data
     return ConcatDataset([bench.eval_set(i, run.eval_split) for i in range(task + 1)])
 
 
-def train_task(
-    run: RunConfig,
-    task: int,
-    *,
-    manifest: Path,
-    backbone_weights: Path,
-    out_dir: Path,
-    prev_dir: Path | None = None,
-    threads: int | None = None,
-    progress: bool = True,
-    max_steps: int | None = None,
-    check_every: int = CHECK_EVERY,
-    query_cache: Path | None = None,
-    eval_out: Path | None = None,
-) -> dict[str, Any]:
-    """Train ``task`` and write ``state.safetensors``, ``hypercube.safetensors``, ``train.json`` to ``out_dir``.
+@dataclass
+class TaskRun:
+    """What the steps of one task's training share: the run, its method and data, the optimizer, and the
+    position (epoch, step) with the running loss sums of the current epoch."""
 
-    ``max_steps`` stops (after checkpointing) once that many optimizer steps ran in this call: a test
-    hook that simulates a job killed mid-task. ``check_every``: optimizer steps between two host reads of
-    the divergence guard and the running losses (see :mod:`intact.guard`). ``query_cache``: the folder of
-    the benchmark's stored query cache (see :mod:`intact.cache`; used when ``optim.feature_cache``).
-    ``eval_out``: also evaluate the trained state on every task's test set there (``eval.json``, column
-    ``task`` of R, as :func:`intact.evaluate.evaluate_task` would from the saved state) - one job, not two.
-    """
-    out_dir = Path(out_dir)
+    run: RunConfig
+    task: int
+    out_dir: Path
+    device: torch.device
+    bench: Any
+    method: ContinualMethod
+    train_set: Dataset
+    backbone_sha: str | None
+    opt: torch.optim.Optimizer
+    sched: Any
+    amp: Any
+    caches: dict[str, torch.Tensor]
+    cache_record: dict[str, Any]
+    steps_per_epoch: int
+    epoch: int = 0
+    step: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    #: per-epoch sums of the loss terms (weighted by batch size), on the device in float64 - the same
+    #: arithmetic as summing Python floats, so records are unchanged, without a sync per step
+    sums: dict[str, torch.Tensor] = field(default_factory=dict)
+    count: float = 0.0
+    elapsed: float = 0.0  #: seconds of training before this process (a resumed job)
+    t0: float = 0.0       #: when this process started training
+    steps_done: int = 0   #: optimizer steps in this process
+    resumed_from: dict[str, int] | None = None
+    guard: DivergenceGuard | None = None
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.out_dir / CHECKPOINT
+
+    def kept(self) -> str:
+        return (f"the last good checkpoint {self.ckpt_path} is kept" if self.ckpt_path.exists()
+                else "no checkpoint had been written, so none is kept")
+
+
+# ---- step 1: set-up and resume -----------------------------------------------------------------------
+def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_weights: Path, prev_dir: Path | None,
+           threads: int | None, progress: bool, query_cache: Path | None) -> TaskRun:
+    """The method with the previous task's state and hypercubes, begun on ``task``; its optimizer and caches."""
     device = configure_torch(threads)
     seed_everything(derive_seed(run.seed, task, "init"))
     # a method that starts every task afresh (joint) neither needs nor loads the previous task's folder
@@ -161,139 +163,184 @@ def train_task(
     train_set = method.training_data(bench, task)
     method.begin_task(task, train_set)
     o = run.optim
-    n = len(train_set)
-    steps_per_epoch = count_steps(n, o.batch_size, o.drop_last)
+    steps_per_epoch = count_steps(len(train_set), o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
     stored_queries = QueryCache(query_cache, bench, backbone_sha) if (query_cache and o.feature_cache) else None
     caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split, batch_size=o.eval_batch_size,
                                        device=device, amp=amp, query_cache=stored_queries, enabled=o.feature_cache,
                                        progress=progress)
+    return TaskRun(run, task, Path(out_dir), device, bench, method, train_set, backbone_sha, opt, sched, amp,
+                   caches, cache_record, steps_per_epoch)
 
-    ckpt_path = out_dir / CHECKPOINT
-    run_hash = run.hash()
-    epoch, step, history, running, elapsed, resumed_from, guard_state = 0, 0, [], {}, 0.0, None, None
-    if ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path)
-        if ck["run_hash"] == run_hash and ck["task"] == task:
-            method.load_trainable_state(ck["method"])
-            opt.load_state_dict(ck["optimizer"])
-            sched.load_state_dict(ck["scheduler"])
+
+def resume(job: TaskRun) -> None:
+    """Continue from this task's checkpoint if it belongs to this config and task; set up the guard."""
+    run, o, guard_state, running = job.run, job.run.optim, None, {}
+    if job.ckpt_path.exists():
+        ck = load_checkpoint(job.ckpt_path)
+        if ck["run_hash"] == run.hash() and ck["task"] == job.task:
+            job.method.load_trainable_state(ck["method"])
+            job.opt.load_state_dict(ck["optimizer"])
+            job.sched.load_state_dict(ck["scheduler"])
             torch.set_rng_state(ck["rng_cpu"])
-            epoch, step, history, running, elapsed = ck["epoch"], ck["step"], ck["history"], ck["running"], ck["elapsed"]
+            job.epoch, job.step, job.history, running, job.elapsed = ck["epoch"], ck["step"], ck["history"], ck["running"], ck["elapsed"]
             guard_state = ck.get("guard")
-            resumed_from = {"epoch": epoch, "step": step}
-            print(f"resuming task {task} from epoch {epoch} step {step}", file=sys.stderr)
+            job.resumed_from = {"epoch": job.epoch, "step": job.step}
+            print(f"resuming task {job.task} from epoch {job.epoch} step {job.step}", file=sys.stderr)
         else:
             # never continue from another configuration's or task's checkpoint: start the task afresh
-            print(f"ignoring {ckpt_path}: it belongs to config {ck['run_hash']} task {ck['task']}, "
-                  f"not {run_hash} task {task}; the task starts from its first epoch", file=sys.stderr)
+            print(f"ignoring {job.ckpt_path}: it belongs to config {ck['run_hash']} task {ck['task']}, "
+                  f"not {run.hash()} task {job.task}; the task starts from its first epoch", file=sys.stderr)
+    job.guard = DivergenceGuard(
+        f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, o.epochs, job.steps_per_epoch,
+        [(k, p) for k, p in job.method.named_parameters() if p.requires_grad], job.device,
+        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=job.epoch * job.steps_per_epoch + job.step)
+    job.guard.load_state_dict(guard_state)
+    job.sums = {k: torch.tensor(v, dtype=torch.float64, device=job.device) for k, v in running.items() if k != "_n"}
+    job.count = running.get("_n", 0.0)
 
-    guard = DivergenceGuard(
-        f"{run.benchmark.name}/{run.method}/seed{run.seed}", task, o.epochs, steps_per_epoch,
-        [(k, p) for k, p in method.named_parameters() if p.requires_grad], device,
-        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=epoch * steps_per_epoch + step)
-    guard.load_state_dict(guard_state)
-    # per-epoch sums of the loss terms (weighted by batch size), kept on the device in float64 - the
-    # same arithmetic as summing Python floats, so records are unchanged, without a sync per step
-    sums = {k: torch.tensor(v, dtype=torch.float64, device=device) for k, v in running.items() if k != "_n"}
-    count = running.get("_n", 0.0)
 
-    def kept() -> str:
-        return (f"the last good checkpoint {ckpt_path} is kept" if ckpt_path.exists()
-                else "no checkpoint had been written, so none is kept")
+def checkpoint(job: TaskRun) -> None:
+    """Save the position, the trainable state, optimizer, scheduler and RNG (never a diverged state)."""
+    job.guard.check(job.kept())
+    save_checkpoint(job.ckpt_path, {
+        "run_hash": job.run.hash(), "task": job.task, "epoch": job.epoch, "step": job.step,
+        "method": job.method.trainable_state(), "optimizer": job.opt.state_dict(), "scheduler": job.sched.state_dict(),
+        "rng_cpu": torch.get_rng_state(), "history": job.history,
+        "running": {**{k: float(v) for k, v in job.sums.items()}, "_n": job.count} if job.count else {},
+        "elapsed": job.elapsed + time.perf_counter() - job.t0, "guard": job.guard.state_dict(),
+    })
 
-    def checkpoint() -> None:
-        guard.check(kept())  # never save a diverged state
-        save_checkpoint(ckpt_path, {
-            "run_hash": run_hash, "task": task, "epoch": epoch, "step": step,
-            "method": method.trainable_state(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-            "rng_cpu": torch.get_rng_state(), "history": history,
-            "running": {**{k: float(v) for k, v in sums.items()}, "_n": count} if count else {},
-            "elapsed": elapsed + time.perf_counter() - t0, "guard": guard.state_dict(),
-        })
 
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    steps_done = 0
-    method.train()
-    with _StopFlag() as stop:
-        while epoch < o.epochs:
-            batches = train_batches(train_set, seed=run.seed, task=task, epoch=epoch, batch_size=o.batch_size,
-                                    first=step, device=device, drop_last=o.drop_last, keys=bool(caches))
-            bar = tqdm(batches, total=steps_per_epoch, initial=step,
-                       desc=f"{run.method} task {task} epoch {epoch + 1}/{o.epochs}", disable=not progress,
-                       file=sys.stderr, mininterval=1.0, leave=False)
-            epoch_start = time.perf_counter()
-            for x, y, *keys in bar:
-                cached = {k: lookup(c, *keys) for k, c in caches.items()}
-                with amp, method.using(**cached):
-                    loss, terms = method.loss(x, y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                good = not guard.skips or guard.batch_ok(loss, terms, epoch, step)
-                if good:
-                    opt.step()
-                sched.step()  # a skipped batch still advances the schedule: lr stays a function of the step
-                guard.observe(loss, terms, with_terms=not guard.skips)
-                step += 1
-                steps_done += 1
-                if good:
-                    for k, v in terms.items():
-                        term = v.detach().to(torch.float64) * len(y)
-                        sums[k] = sums[k] + term if k in sums else term
-                    count += len(y)
-                if steps_done % check_every == 0:
-                    guard.check(kept())
-                    if count and "ce" in sums:
-                        bar.set_postfix(ce=f"{float(sums['ce']) / count:.3f}", refresh=False)
-                if stop.raised is not None or (max_steps is not None and steps_done >= max_steps):
-                    checkpoint()
-                    raise Preempted(f"stopped at epoch {epoch} step {step} (signal {stop.raised}); checkpoint saved")
-            guard.check(kept())
-            seconds = time.perf_counter() - epoch_start
-            history.append({"epoch": epoch + 1, **{k: float(v) / max(count, 1) for k, v in sums.items()},
-                            "seconds": seconds, "images_per_s": count / max(seconds, 1e-9)})
-            epoch, step, sums, count = epoch + 1, 0, {}, 0.0
-            checkpoint()
+# ---- step 2: one epoch -------------------------------------------------------------------------------
+def train_epoch(job: TaskRun, stop: "_StopFlag", progress: bool, max_steps: int | None, check_every: int) -> None:
+    """Train from the current position to the end of the epoch, then record it and checkpoint.
+    Raises :class:`Preempted` (after checkpointing) on a stop signal or after ``max_steps`` steps."""
+    run, o, method, guard = job.run, job.run.optim, job.method, job.guard
+    batches = train_batches(job.train_set, seed=run.seed, task=job.task, epoch=job.epoch, batch_size=o.batch_size,
+                            first=job.step, device=job.device, drop_last=o.drop_last, keys=bool(job.caches))
+    bar = tqdm(batches, total=job.steps_per_epoch, initial=job.step,
+               desc=f"{run.method} task {job.task} epoch {job.epoch + 1}/{o.epochs}", disable=not progress,
+               file=sys.stderr, mininterval=1.0, leave=False)
+    epoch_start = time.perf_counter()
+    for x, y, *keys in bar:
+        cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
+        with job.amp, method.using(**cached):
+            loss, terms = method.loss(x, y)
+        job.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        good = not guard.skips or guard.batch_ok(loss, terms, job.epoch, job.step)
+        if good:
+            job.opt.step()
+        job.sched.step()  # a skipped batch still advances the schedule: lr stays a function of the step
+        guard.observe(loss, terms, with_terms=not guard.skips)
+        job.step += 1
+        job.steps_done += 1
+        if good:
+            for k, v in terms.items():
+                term = v.detach().to(torch.float64) * len(y)
+                job.sums[k] = job.sums[k] + term if k in job.sums else term
+            job.count += len(y)
+        if job.steps_done % check_every == 0:
+            guard.check(job.kept())
+            if job.count and "ce" in job.sums:
+                bar.set_postfix(ce=f"{float(job.sums['ce']) / job.count:.3f}", refresh=False)
+        if stop.raised is not None or (max_steps is not None and job.steps_done >= max_steps):
+            checkpoint(job)
+            raise Preempted(f"stopped at epoch {job.epoch} step {job.step} (signal {stop.raised}); checkpoint saved")
+    guard.check(job.kept())
+    seconds = time.perf_counter() - epoch_start
+    job.history.append({"epoch": job.epoch + 1, **{k: float(v) / max(job.count, 1) for k, v in job.sums.items()},
+                        "seconds": seconds, "images_per_s": job.count / max(seconds, 1e-9)})
+    job.epoch, job.step, job.sums, job.count = job.epoch + 1, 0, {}, 0.0
+    checkpoint(job)
 
-    train_seconds = elapsed + time.perf_counter() - t0
+
+# ---- step 3: end of task -----------------------------------------------------------------------------
+def end_of_task(job: TaskRun) -> TrainRecord:
+    """The method's end of task (hypercubes, certificate, EWC's Fisher), the efficiency measurement, and the
+    task's :class:`~intact.train_record.TrainRecord`."""
+    run, o, method = job.run, job.run.optim, job.method
+    train_seconds = job.elapsed + time.perf_counter() - job.t0
     method.eval()
-    hyper_data = hypercube_data(run, bench, task, train_set)
+    hyper_data = hypercube_data(run, job.bench, job.task, job.train_set)
     # the hypercube pass walks the training images in order, unflipped: variant 0 of the query cache
-    queries = caches["query"][:, 0] if ("query" in caches and hyper_data is train_set) else None
+    queries = job.caches["query"][:, 0] if ("query" in job.caches and hyper_data is job.train_set) else None
     with method.using(**({"eval_query": queries} if queries is not None else {})):
-        end = method.end_task(task, hyper_data)
+        end = method.end_task(job.task, hyper_data)
     # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing stored
-    efficiency = efficiency_record(method, train_set, o.batch_size, device, steps=o.epochs * steps_per_epoch)
-    peak = (torch.cuda.max_memory_allocated() if device.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    record = {
-        "benchmark": run.benchmark.name, "method": run.method, "seed": run.seed, "task": task,
-        "task_name": bench.task_names[task], "config_hash": run_hash,
-        "train_images": n, "epochs": history, "seconds": train_seconds,
-        "images_per_s": n * o.epochs / max(train_seconds, 1e-9), "peak_memory_mb": peak / 2**20,
-        **efficiency,  # total / trainable parameters, train_batches, inference_batch_seconds, device
-        "certificate": end.pop("certificate", None), **end,
-        "resumed_from": resumed_from, "nonfinite": guard.summary(), "feature_cache": cache_record, "backbone_sha256": backbone_sha,
-        "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),
-    }
+    efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device, steps=o.epochs * job.steps_per_epoch)
+    peak = (torch.cuda.max_memory_allocated() if job.device.type == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    n = len(job.train_set)
+    return TrainRecord(
+        benchmark=run.benchmark.name, method=run.method, seed=run.seed, task=job.task,
+        task_name=job.bench.task_names[job.task], config_hash=run.hash(), train_images=n, epochs=job.history,
+        seconds=train_seconds, images_per_s=n * o.epochs / max(train_seconds, 1e-9), peak_memory_mb=peak / 2**20,
+        efficiency=efficiency, certificate=end.pop("certificate", None), end=end, resumed_from=job.resumed_from,
+        nonfinite=job.guard.summary(), feature_cache=job.cache_record, backbone_sha256=job.backbone_sha,
+        data_sha256=job.bench.manifest["files"], provenance=provenance(), config=run.to_dict(),
+    )
+
+
+# ---- step 4: outputs ---------------------------------------------------------------------------------
+def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, query_cache: Path | None) -> None:
+    """``state.safetensors``, ``hypercube.safetensors``, ``train.json`` (and ``eval.json``), all or none;
+    then the checkpoint goes."""
+    run, out_dir = job.run, job.out_dir
     try:
-        save_tensors(out_dir / "state.safetensors", method.trainable_state(), stored_by(run, task))
-        save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, stored_by(run, task))
-        write_json(out_dir / "train.json", record)
+        save_tensors(out_dir / "state.safetensors", job.method.trainable_state(), stored_by(run, job.task))
+        save_hypercubes(out_dir / "hypercube.safetensors", job.method.hypercubes, stored_by(run, job.task))
+        write_train_record(out_dir, record)
         if eval_out is not None:
             # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
-            from intact.evaluate import evaluate_method
-
-            evaluate_method(run, task, bench, method, device, Path(eval_out), query_cache=query_cache,
-                            backbone_sha256=backbone_sha)
+            evaluate_method(run, job.task, job.bench, job.method, job.device, Path(eval_out), query_cache=query_cache,
+                            backbone_sha256=job.backbone_sha)
     except BaseException:
         # a failed write (a full disk) leaves no part of the task's results that could pass for finished
-        for name in ("state.safetensors", "hypercube.safetensors", "train.json"):
+        for name in ("state.safetensors", "hypercube.safetensors", TRAIN_JSON):
             (out_dir / name).unlink(missing_ok=True)
         if eval_out is not None:
             Path(eval_out).unlink(missing_ok=True)
         raise
-    ckpt_path.unlink(missing_ok=True)
-    return record
+    job.ckpt_path.unlink(missing_ok=True)
+
+
+def train_task(
+    run: RunConfig,
+    task: int,
+    *,
+    manifest: Path,
+    backbone_weights: Path,
+    out_dir: Path,
+    prev_dir: Path | None = None,
+    threads: int | None = None,
+    progress: bool = True,
+    max_steps: int | None = None,
+    check_every: int = CHECK_EVERY,
+    query_cache: Path | None = None,
+    eval_out: Path | None = None,
+) -> dict[str, Any]:
+    """Train ``task`` and write ``state.safetensors``, ``hypercube.safetensors``, ``train.json`` to ``out_dir``;
+    return the ``train.json`` record.
+
+    ``max_steps`` stops (after checkpointing) once that many optimizer steps ran in this call: a test
+    hook that simulates a job killed mid-task. ``check_every``: optimizer steps between two host reads of
+    the divergence guard and the running losses (see :mod:`intact.guard`). ``query_cache``: the folder of
+    the benchmark's stored query cache (see :mod:`intact.cache`; used when ``optim.feature_cache``).
+    ``eval_out``: also evaluate the trained state on every task's test set there (``eval.json``, column
+    ``task`` of R, as :func:`intact.evaluate.evaluate_task` would from the saved state) - one job, not two.
+    """
+    job = set_up(run, task, out_dir, manifest, backbone_weights, prev_dir, threads, progress, query_cache)
+    resume(job)
+    if job.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    job.t0 = time.perf_counter()
+    job.method.train()
+    with _StopFlag() as stop:
+        while job.epoch < run.optim.epochs:
+            train_epoch(job, stop, progress, max_steps, check_every)
+    record = end_of_task(job)
+    write_outputs(job, record, eval_out, query_cache)
+    return record.to_json()

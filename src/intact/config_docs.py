@@ -1,0 +1,83 @@
+"""The configuration reference (docs/configuration.md), generated from the declarations so it cannot drift:
+each method's settings from its :class:`~intact.methods.declare.Method`, the shared sections from the
+schema's descriptions and the typed defaults of :mod:`intact.settings`.
+
+    python tools/config_reference.py            # rewrite docs/configuration.md
+    python tools/config_reference.py --check    # fail if the committed file is not current (a test runs this)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from intact.methods import METHODS
+from intact.methods.declare import Method, defaults, settings_schema
+from intact.schema import schema
+from intact.settings import HeadConfig, IntactConfig, OptimConfig
+
+SHARED = {"head": HeadConfig, "intact": IntactConfig, "optim": OptimConfig}
+_BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minItems", "enum")
+
+
+def _value(v: Any) -> str:
+    return f"`{json.dumps(v)}`"
+
+
+def _type(prop: dict[str, Any]) -> str:
+    t = prop.get("type", "")
+    if prop.get("enum"):
+        return " \\| ".join(f"`{e}`" for e in prop["enum"])
+    types = t if isinstance(t, list) else [t]
+    names = [f"list of {prop['items'].get('type', '')}" if x == "array" else x for x in types if x]
+    return " or ".join(names)
+
+
+def _bounds(prop: dict[str, Any]) -> str:
+    out = [f"{k} {prop[k]}" for k in _BOUNDS if k in prop and k != "enum"]
+    out += [f"each {k} {v}" for k, v in prop.get("items", {}).items() if k in _BOUNDS]
+    return ", ".join(out)
+
+
+def _table(props: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    lines = ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
+    for key, prop in props.items():
+        prop = schema()["$defs"][prop["$ref"].rsplit("/", 1)[1]] | prop if "$ref" in prop else prop
+        default = _value(values[key]) if key in values else ""
+        lines.append(f"| `{key}` | {_type(prop)} | {default} | {_bounds(prop)} | {prop.get('description', '')} |")
+    return lines
+
+
+def method_section(m: Method) -> list[str]:
+    """One method's part of the reference: what it is, how it composes, its settings."""
+    facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`"]
+    facts += [f"penalties: {', '.join(m.penalties)}"] if m.penalties else []
+    facts += ["starts every task afresh"] if not m.loads_previous_state else []
+    facts += ["a whole network (no frozen backbone)"] if not m.uses_backbone else []
+    facts += [f"block lists checked against the backbone's depth: {', '.join(f'`{k}`' for k in m.layer_keys)}"] if m.layer_keys else []
+    return [f"### `methods.{m.name}`", "", f"{m.description} ({'; '.join(facts)}).", "",
+            *_table(settings_schema(m)["properties"], defaults(m.settings)), ""]
+
+
+def render() -> str:
+    """The whole reference as Markdown."""
+    lines = ["# Configuration reference", "",
+             "Generated from the declarations by `python tools/config_reference.py` (do not edit by hand; a test",
+             "checks that this file is current). A method's settings and defaults live in its own module",
+             "(`src/intact/methods/<name>.py`, see [adding a method](adding-a-method.md)); `config.yaml` sets only",
+             "what a run changes. Every key below may also be set per benchmark (`benchmarks.<b>.overrides`) and",
+             "in a run's name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`).", "",
+             "## Methods", ""]
+    for name in sorted(METHODS):
+        lines += method_section(METHODS[name])
+    lines += ["## Shared sections", ""]
+    for section, cls in SHARED.items():
+        values = {f.name: defaults_of(cls)[f.name] for f in dataclasses.fields(cls)}
+        lines += [f"### `{section}`", "", *_table(schema()["properties"][section]["properties"], values), ""]
+    return "\n".join(lines)
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """The defaults of a typed section (tuples as lists)."""
+    return {f.name: list(f.default) if isinstance(f.default, tuple) else f.default for f in dataclasses.fields(cls)}

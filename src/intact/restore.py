@@ -1,0 +1,41 @@
+"""A method as a job needs it: the benchmark, the backbone and the method of a run, with a stored state
+(and hypercubes) loaded - what a training job continues from and what an evaluation job measures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from intact.data import open_benchmark
+from intact.io import damaged, load_tensors
+from intact.methods import METHODS, create_method
+from intact.models.backbone import create_backbone
+from intact.regularizers.hypercube import load_hypercubes
+from intact.settings import RunConfig
+
+
+def stored_by(run: RunConfig, task: int) -> dict[str, str]:
+    """The metadata of a task's state / hypercube files: who wrote them (checked when they are loaded)."""
+    return {"method": run.method, "task": str(task), "config_hash": run.hash()}
+
+
+def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
+                state: Path | None = None, hypercubes: Path | None = None, state_task: int | None = None) -> tuple[Any, Any, str | None]:
+    """The benchmark, the method of ``run`` (on ``device``) and the backbone's sha256, with a stored state
+    (and hypercubes) if given; with ``state_task``, files written by another method, task or config are refused."""
+    bench = open_benchmark(manifest)
+    # the network family trains a whole network of its own: no frozen backbone to build
+    backbone, digest = create_backbone(run.backbone, backbone_weights) if METHODS[run.base].uses_backbone else (None, None)
+    method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
+    expect = stored_by(run, state_task) if state_task is not None else None
+    if state is not None:
+        tensors = load_tensors(state, expect)
+        try:
+            method.load_trainable_state(tensors)
+        except (ValueError, RuntimeError) as err:
+            raise damaged(state, str(err)) from None
+    if hypercubes is not None:
+        method.hypercubes = load_hypercubes(hypercubes, expect)
+    return bench, method.to(device), digest

@@ -1,0 +1,85 @@
+"""``train.json``: what one trained task records, defined once.
+
+:class:`TrainRecord` lists its fields; the training job writes it (:func:`write_train_record`) and every
+reader (reports, tracking, result checks) reads it through :func:`read_train_record` /
+:func:`train_record_path`, so a field is renamed in one place. Fields a method or the efficiency
+measurement adds (parameter counts; the hypercubes, EWC's Fisher summary, ...) are kept in ``efficiency`` and
+``end`` and written at the top level, where they have always been.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from intact.io import read_json, write_json
+
+FILENAME = "train.json"
+
+
+@dataclass
+class TrainRecord:
+    """One task's training record (``task<t>/train.json``)."""
+
+    benchmark: str
+    method: str
+    seed: int
+    task: int
+    task_name: str
+    config_hash: str
+    train_images: int
+    epochs: list[dict[str, float]]      #: per epoch: mean loss terms, seconds, images_per_s
+    seconds: float
+    images_per_s: float
+    peak_memory_mb: float
+    efficiency: dict[str, Any]          #: total / trainable parameters, train_batches, inference timing, device
+    certificate: float | None           #: InTAct's drift bound over the previous box (None: none measured)
+    end: dict[str, Any]                 #: what the method's end of task recorded (hypercube, inside_previous, ewc, ...)
+    resumed_from: dict[str, int] | None
+    nonfinite: dict[str, Any]
+    feature_cache: dict[str, Any]
+    backbone_sha256: str | None
+    data_sha256: Any
+    provenance: dict[str, Any]
+    config: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object, in the order ``train.json`` has always had (efficiency and end fields inline)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("efficiency", "end"):
+                out.update(value)
+            else:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TrainRecord":
+        """Back from the JSON object: known keys to their fields, the rest to ``end``."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("efficiency", "end")]
+        known = {k: data.get(k) for k in names}
+        rest = {k: v for k, v in data.items() if k not in known}
+        eff = {k: rest.pop(k) for k in EFFICIENCY_KEYS if k in rest}
+        return cls(**known, efficiency=eff, end=rest)
+
+
+#: the efficiency measurement's fields (intact.efficiency.efficiency_record)
+EFFICIENCY_KEYS = ("total_parameters", "trainable_parameters", "train_batches", "inference_batch_seconds",
+                   "inference_batch_size", "device")
+
+
+def train_record_path(task_dir: str | Path) -> Path:
+    """``train.json`` in a task's folder."""
+    return Path(task_dir) / FILENAME
+
+
+def write_train_record(task_dir: str | Path, record: TrainRecord) -> None:
+    write_json(train_record_path(task_dir), record.to_json())
+
+
+def read_train_record(task_dir: str | Path) -> dict[str, Any]:
+    """The JSON object of a task's ``train.json`` (validated through :class:`TrainRecord`)."""
+    return TrainRecord.from_json(read_json(train_record_path(task_dir))).to_json()
