@@ -33,7 +33,7 @@ from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
 from intact.evaluate import evaluate_method
 from intact.guard import CHECK_EVERY, DivergenceGuard
-from intact.io import load_checkpoint, save_checkpoint, save_tensors
+from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS
 from intact.methods.shared.base import ContinualMethod
 from intact.provenance import provenance
@@ -41,7 +41,7 @@ from intact.regularizers.hypercube import save_hypercubes
 from intact.restore import load_method, stored_by
 from intact.seeding import configure_torch, derive_seed, seed_everything
 from intact.settings import OptimConfig, RunConfig
-from intact.train_record import FILENAME as TRAIN_JSON, TrainRecord, write_train_record
+from intact.train_record import FILENAME as TRAIN_JSON, TrainRecord, train_record_path
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -292,7 +292,7 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     try:
         save_tensors(out_dir / "state.safetensors", job.method.trainable_state(), stored_by(run, job.task))
         save_hypercubes(out_dir / "hypercube.safetensors", job.method.hypercubes, stored_by(run, job.task))
-        write_train_record(out_dir, record)
+        write_json(train_record_path(out_dir), record.to_json())
         if eval_out is not None:
             # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
             evaluate_method(run, job.task, job.bench, job.method, job.device, Path(eval_out), query_cache=query_cache,

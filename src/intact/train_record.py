@@ -1,6 +1,6 @@
 """``train.json``: what one trained task records, defined once.
 
-:class:`TrainRecord` lists its fields; the training job writes it (:func:`write_train_record`) and every
+:class:`TrainRecord` lists its fields; the training job writes it (``record.to_json()``) and every
 reader (reports, tracking, result checks) reads it through :func:`read_train_record` /
 :func:`train_record_path`, so a field is renamed in one place. Fields a method or the efficiency
 measurement adds (parameter counts; the hypercubes, EWC's Fisher summary, ...) are kept in ``efficiency`` and
@@ -10,11 +10,11 @@ measurement adds (parameter counts; the hypercubes, EWC's Fisher summary, ...) a
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from intact.io import read_json, write_json
 
 FILENAME = "train.json"
 
@@ -76,10 +76,9 @@ def train_record_path(task_dir: str | Path) -> Path:
     return Path(task_dir) / FILENAME
 
 
-def write_train_record(task_dir: str | Path, record: TrainRecord) -> None:
-    write_json(train_record_path(task_dir), record.to_json())
-
-
 def read_train_record(task_dir: str | Path) -> dict[str, Any]:
-    """The JSON object of a task's ``train.json`` (validated through :class:`TrainRecord`)."""
-    return TrainRecord.from_json(read_json(train_record_path(task_dir))).to_json()
+    """The JSON object of a task's ``train.json``, read through :class:`TrainRecord` (torch-free: the
+    tracking and report jobs read it; the training job writes ``record.to_json()`` atomically)."""
+    data = json.loads(train_record_path(task_dir).read_text())
+    TrainRecord.from_json(data)  # a record this version cannot read fails here, naming the field
+    return data  # as written: records of older versions keep exactly their keys

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import yaml
 
+from intact.train_record import FILENAME as TRAIN_JSON, read_train_record, train_record_path
 from intact.config import resolve_run
 from intact.io import read_json
 from intact.naming import parse_method_name
@@ -96,7 +97,7 @@ def stored_files(cfg: Mapping[str, Any], root: str | Path = "results") -> list[P
                 d = run_dir(Path(root), b, m, s)
                 if (d / "metrics.json").exists():
                     files.append(d / "metrics.json")
-                    files += sorted(d.glob("task*/train.json"), key=lambda p: int(p.parent.name[4:]))
+                    files += sorted(d.glob(f"task*/{TRAIN_JSON}"), key=lambda p: int(p.parent.name[4:]))
     return files
 
 
@@ -133,8 +134,8 @@ class StoredResults:
                     if metrics.get("config_hash") != resolve_run(cfg, b, m, s).hash():
                         out.stale.append(f"{b}/{m}/seed{s}")
                         continue
-                    trains = tuple(read_json(d / f"task{t}/train.json") for t in range(metrics["num_tasks"])
-                                   if (d / f"task{t}/train.json").exists())
+                    trains = tuple(read_train_record(d / f"task{t}") for t in range(metrics["num_tasks"])
+                                   if train_record_path(d / f"task{t}").exists())
                     out.runs.append(StoredRun(b, m, s, metrics, trains))
         return out
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from intact.tracking.settings import TRACKER_VERSION
+from intact.train_record import FILENAME as TRAIN_JSON, read_train_record
 
 
 @dataclass(frozen=True)
@@ -107,14 +108,14 @@ def read_run_folder(path: str | os.PathLike) -> RunFolder:
     trains, evals = [], []
     for t in range(T):
         task = path / f"task{t}"
-        for name in ("train.json", "eval.json", "hypercube.safetensors"):
+        for name in (TRAIN_JSON, "eval.json", "hypercube.safetensors"):
             f = task / name
             if not f.is_file():
                 raise FileNotFoundError(f"{f}: missing (metrics.json says {T} tasks)")
             files[f"tasks/task{t}/{name}"] = f
-        trains.append(json.loads((task / "train.json").read_text()))
+        trains.append(read_train_record(task))
         evals.append(json.loads((task / "eval.json").read_text()))
-        for rec, name in ((trains[-1], "train.json"), (evals[-1], "eval.json")):
+        for rec, name in ((trains[-1], TRAIN_JSON), (evals[-1], "eval.json")):
             if rec.get("task") != t:
                 raise ValueError(f"{task / name}: 'task' = {rec.get('task')!r}, expected {t}")
     return RunFolder(path=path, metrics=metrics, trains=trains, evals=evals, files=files)

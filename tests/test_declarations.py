@@ -1,0 +1,87 @@
+"""Each method is declared once (intact.methods.declare); the registry, the schema's ``methods`` part, the
+defaults, the early checks and docs/configuration.md are derived from the declarations."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, assert_config_error, tiny_config
+from intact.config import resolve_run
+from intact.methods import METHODS
+from intact.methods.declare import Method, defaults, run_settings, setting, settings_schema
+from intact.schema import schema
+
+BUILTIN = {p.stem for p in (REPO / "src/intact/methods").glob("*.py")} - {"__init__", "declare"}
+
+
+def test_every_method_module_is_registered_under_its_own_name():
+    assert BUILTIN <= set(METHODS)
+    for name in BUILTIN:
+        assert METHODS[name].name == name
+
+
+def test_schema_methods_part_is_derived_from_the_declarations():
+    props = schema()["properties"]["methods"]["properties"]
+    assert set(props) == set(METHODS)
+    for name, m in METHODS.items():
+        assert props[name] == settings_schema(m)
+        assert set(props[name]["properties"]) == {f.name for f in dataclasses.fields(m.settings)}
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda c: c["methods"]["coda_p"].update(length=7), ["methods.coda_p.length", "multiple of 2"]),
+    (lambda c: c["methods"]["net_finetune"].update(model="resnet"), ["methods.net_finetune.model", "mlp"]),
+    (lambda c: c["methods"]["lwf"].update(temperature=0), ["methods.lwf.temperature"]),
+    (lambda c: c["methods"]["ewc"].update(lambda_ewc="big"), ["methods.ewc.lambda_ewc"]),
+    (lambda c: c["methods"]["l2p"].update(laers=[0]), ["methods.l2p.laers", "layers"]),
+])
+def test_declared_types_and_bounds_are_enforced_at_validation(mutate, expected):
+    assert_config_error(mutate, expected)
+
+
+def test_a_run_gets_every_declared_default_and_keeps_its_hash():
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    run = resolve_run(cfg, "digits", "coda_p", 0)
+    assert run.settings == defaults(METHODS["coda_p"].settings)
+    # the default run's hashes from before the declarations (config.yaml then copied every default)
+    assert run.hash() == "11c229a9373d"
+    assert resolve_run(cfg, "digits", "coda_p+intact", 0).hash() == "a266ebc22f09"
+    # a configured value wins and enters the hash
+    cfg["methods"] = {"coda_p": {"pool_size": 20}}
+    assert resolve_run(cfg, "digits", "coda_p", 0).settings["pool_size"] == 20
+
+
+def test_a_later_key_is_left_out_while_at_its_default():
+    net = METHODS["net_finetune"]
+    assert "lr" not in run_settings(net, {})
+    assert "lr" not in run_settings(net, {"lr": 1e-2})
+    assert run_settings(net, {"lr": 0.1})["lr"] == 0.1
+
+
+def test_declared_checks_stop_validation_naming_the_key():
+    assert_config_error(lambda c: c["methods"]["coda_p"].update(pool_size=2), ["methods.coda_p.pool_size", "3 tasks"])
+
+
+def test_a_declaration_refuses_layer_keys_it_does_not_have():
+    @dataclasses.dataclass(frozen=True)
+    class S:
+        layers: tuple[int, ...] = setting((0,), "blocks")
+
+    Method("ok", S, "x:Y", "a method", layer_keys=("layers",))
+    with pytest.raises(TypeError, match="layer_keys"):
+        Method("bad", S, "x:Y", "a method", layer_keys=("blocks",))
+
+
+def test_configuration_reference_is_current():
+    proc = subprocess.run([sys.executable, str(REPO / "tools/config_reference.py"), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_tiny_config_fills_every_section():
+    assert set(tiny_config()["methods"]) == set(METHODS)
