@@ -157,13 +157,20 @@ class Payload:
 
 def build_payload(run: RunFolder) -> Payload:
     """Params, metrics and tags of one run folder (see the module docstring for the names)."""
+    return Payload(params=_params(run), metrics=_metrics(run), tags={_key(k): v[:8000] for k, v in _tags(run).items()})
+
+
+def _params(run: RunFolder) -> dict[str, str]:
     params = flatten(run.config)
     params.setdefault("method", run.method)
     params.setdefault("seed", str(run.seed))
     params["eval_split"] = str(run.metrics.get("eval_split", "test"))
     params["num_tasks"] = str(run.num_tasks)
     params["task_names"] = json.dumps(run.metrics.get("task_names"))
+    return params
 
+
+def _metrics(run: RunFolder) -> list[tuple[str, float, int]]:
     metrics: list[tuple[str, float, int]] = []
 
     def add(key: str, value: Any, step: int) -> None:
@@ -202,7 +209,10 @@ def build_payload(run: RunFolder) -> Payload:
     for k, v in run.metrics.items():  # final, step = last task
         if k not in ("seed", "num_tasks") and k not in per_task:
             add(k, v, last)
+    return metrics
 
+
+def _tags(run: RunFolder) -> dict[str, str]:
     tags = {
         "intact.run": run.run_name,
         "intact.run_key": run.run_key,
@@ -241,7 +251,7 @@ def build_payload(run: RunFolder) -> Payload:
         tags["intact.backbone_sha256"] = ",".join(backbone)
     for name, sha in (run.trains[-1].get("data_sha256") or {}).items():
         tags[f"intact.data_sha256.{name}"] = str(sha)
-    return Payload(params=params, metrics=metrics, tags={_key(k): v[:8000] for k, v in tags.items()})
+    return tags
 
 
 def run_figure(run: RunFolder, path: Path) -> Path | None:
