@@ -45,6 +45,7 @@ def test_the_installed_method_is_registered_like_a_builtin(installed):
     assert out.split() == ["True", "('layers',)"]
 
 
+@pytest.mark.slow
 def test_the_installed_method_runs_through_snakemake_with_and_without_intact(installed, tmp_path):
     cfg = tiny_config(methods=["l2_anchor", "l2_anchor+intact"])
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
