@@ -10,7 +10,7 @@ from intact.data.image_config import IMAGE_TYPES
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.paths import RUN_DIR, RUN_KEY, task_dir
-from intact.plan import DEFAULT_RUN_REPORT, Plan, report_files
+from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, report_files
 from intact.sources import source_files
 from intact.tracking import tracking_config
 
@@ -29,7 +29,8 @@ for _m in MISSING:
 
 onstart:
     # Snakemake calls onstart only when jobs are about to run for real: never for -n, --lint, --dag,
-    # --summary or the listings, and not when there is nothing to do.
+    # --summary or the listings, and not when there is nothing to do. (workflow.dryrun cannot say it while
+    # this file is parsed: Snakemake sets the executor, which it reads, only after parsing.)
     if MISSING:
         raise WorkflowError("config: " + "; ".join(MISSING))
 
@@ -39,8 +40,8 @@ STUDIES = PLAN.studies
 
 
 def weights_input(name):
-    """The weights file of backbone ``name`` as a job input; none in a dry run where it is still missing
-    (the grid is listed, the message above names the file)."""
+    """The weights file of backbone ``name`` as a job input; none while it is missing, so that a dry run
+    lists the grid (the message above names the file; a real run stops in onstart)."""
     path = weights_path(config, name)
     return [] if MISSING and not os.path.isfile(path) else path
 

@@ -11,7 +11,7 @@ def requested_runs(wildcards=None):
     outputs wait for them. Stored runs are read whatever the target, but through a content digest (a param),
     never as inputs - an input would let Snakemake retrain a copied run to refresh it. The targets are
     Snakemake's own DAG settings (`snakemake` alone: `all`)."""
-    return PLAN.record_files(PLAN.requested_runs(workflow.dag_settings.targets))
+    return PLAN.record_files(PLAN.requested_runs(getattr(workflow.dag_settings, "targets", None) or ()))
 
 
 def stored_digest(wildcards=None):
