@@ -27,8 +27,11 @@ PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
 	$(BIN)/snakemake reports paper_tables --forceall --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
 
+# 2 workers; --dist loadgroup keeps each xdist_group on one worker (the SLURM tests: one cluster, /etc/slurm;
+# a module's tests that share a module-scoped fixture: see tests/conftest.py). PYTEST_WORKERS=0: in-process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

@@ -70,3 +70,16 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     weights = root / "backbone.safetensors"
     pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1, progress=False)
     return {"config": cfg, "manifest": manifest, "weights": weights, "root": root}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``pytest -n N --dist loadgroup`` (``make test``): a module's tests that use module-scoped fixtures
+    run on one worker, so each such fixture (a tiny pipeline run, an MLflow server) is built once, not once per worker;
+    an explicit ``xdist_group`` (the SLURM tests: one cluster, /etc/slurm) is kept. Harmless without xdist."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+        if any(name in defs and defs[name][-1].scope == "module" for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(f"module-fixtures:{item.path.name}"))
