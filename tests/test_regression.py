@@ -43,3 +43,15 @@ def test_default_runs_are_bit_identical_to_the_stored_values(now):
         assert got["R"] == want["R"], method
         assert got["tensors"] == want["tensors"], method
         assert got["train"] == want["train"], method
+
+
+def test_references_are_keyed_on_the_whole_fingerprint_and_R_is_shared_only_when_all_agree():
+    fp = fingerprint()
+    assert fp["torch"] and fp["cpu_capability"] and fp["cpu_model"] and fp["blas_info"]
+    refs = load_references()
+    assert refs and all(set(r["fingerprint"]) == set(fp) for r in refs)  # every stored key is still recorded
+    runs = {"m": {"R": [[1.0]], "tensors": {}, "train": []}}
+    other = {**fp, "cpu_model": "another CPU"}
+    a, b = {"fingerprint": fp, "runs": runs}, {"fingerprint": other, "runs": {"m": {**runs["m"], "R": [[2.0]]}}}
+    assert matching([a, b], other) is b and matching([a], other) is None
+    assert shared_R([a, {**b, "runs": runs}]) == {"m": [[1.0]]} and shared_R([a, b]) is None and shared_R([]) is None
