@@ -72,14 +72,14 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"config": cfg, "manifest": manifest, "weights": weights, "root": root}
 
 
+#: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:
+#: ``make test`` runs ``pytest -n 2 --dist loadfile --no-loadscope-reorder``, which hands whole files to the two
+#: workers in collection order, so the long files start at once instead of last
+SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_workflow.py", "test_tracking.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With ``pytest -n N --dist loadgroup`` (``make test``): a module's tests that use module-scoped fixtures
-    run on one worker, so each such fixture (a tiny pipeline run, an MLflow server) is built once, not once per worker;
-    an explicit ``xdist_group`` (the SLURM tests: one cluster, /etc/slurm) is kept. Harmless without xdist."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
-        if any(name in defs and defs[name][-1].scope == "module" for name in getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group(f"module-fixtures:{item.path.name}"))
+    """Collection order: :data:`SLOW_FIRST`, then every other file as collected (a stable sort: the order of
+    the tests within a file is kept)."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))

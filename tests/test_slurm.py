@@ -35,9 +35,6 @@ import yaml
 from conftest import REPO, tiny_config, write_config
 from slurm_cluster import ClusterUnavailable, SlurmCluster, ensure_packages
 
-# one worker under pytest-xdist (make test): the tests share one cluster, /etc/slurm and munge's socket
-pytestmark = pytest.mark.xdist_group("slurm")
-
 PROFILE = REPO / "slurm" / "config.yaml"
 GPU_RULES = {"pretrain_backbone", "query_cache", "train_task"}
 LOCAL_RULES = {"collect_run"}
