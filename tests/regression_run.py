@@ -194,7 +194,11 @@ def main(argv: list[str]) -> None:
     if portable is not None and {m: v["R"] for m, v in now["runs"].items()} != portable:
         print(f"note: R on this machine differs from the R of the {len(refs)} stored reference(s); from now on "
               "R is compared only where the fingerprint matches", file=sys.stderr)
-    refs = [r for r in refs if r["fingerprint"] != fp] + [now]
+    mine = next((i for i, r in enumerate(refs) if r["fingerprint"] == fp), None)
+    if mine is None:
+        refs.append(now)
+    else:
+        refs[mine] = now  # in place: the file's order stays, so a diff shows only changed values
     save(refs)
     print(f"{STORED}: reference of {describe(fp)} stored ({len(refs)} in all)")
 
