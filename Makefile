@@ -27,8 +27,13 @@ PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
 	$(BIN)/snakemake reports paper_tables --forceall --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
 
+# 2 workers, whole files per worker (--dist loadfile): the SLURM tests (one cluster, /etc/slurm, munge's socket)
+# stay on one worker, and a module-scoped fixture (a tiny pipeline run, an MLflow server) is built once.
+# (Not --dist loadgroup: with pytest 9 xdist 3.8's xdist_group marks no longer group anything.) The slowest
+# files go first (tests/conftest.py: SLOW_FIRST). PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

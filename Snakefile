@@ -34,4 +34,4 @@ include: "workflow/rules/experiments.smk"
 rule all:
     default_target: True
     input:
-        all_targets() + tracking_targets() + paper_targets(),
+        PLAN.all_targets(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -59,14 +60,11 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 90
     return proc
 
 
-@pytest.fixture(scope="session")
-def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A prepared 3-domain digits benchmark and a pretrained backbone (~85% clean accuracy; built once per session)."""
+def _build_tiny_bench(root: Path) -> dict:
     from intact.config import backbone_config, benchmark_config, validate_config
     from intact.data import benchmark_class
     from intact.pretrain import pretrain_backbone
 
-    root = tmp_path_factory.mktemp("tiny_bench")
     cfg = tiny_config()
     validate_config(cfg)
     bench_cfg = benchmark_config(cfg, "digits")
@@ -74,3 +72,35 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     weights = root / "backbone.safetensors"
     pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1, progress=False)
     return {"config": cfg, "manifest": manifest, "weights": weights, "root": root}
+
+
+@pytest.fixture(scope="session")
+def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A prepared 3-domain digits benchmark and a pretrained backbone (~85% clean accuracy; read-only for the
+    tests). Built once per session - under pytest-xdist once for all workers: the first builds it under a file
+    lock in the run's shared temporary folder, the others wait and read it."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return _build_tiny_bench(tmp_path_factory.mktemp("tiny_bench"))
+    from filelock import FileLock  # a torch dependency
+
+    shared = tmp_path_factory.getbasetemp().parent / "tiny_bench"
+    with FileLock(str(shared) + ".lock"):
+        done = shared / "paths.json"
+        if not done.exists():
+            built = _build_tiny_bench(shared)
+            done.write_text(json.dumps({"manifest": str(built["manifest"])}))
+    return {"config": tiny_config(), "manifest": Path(json.loads(done.read_text())["manifest"]),
+            "weights": shared / "backbone.safetensors", "root": shared}
+
+
+#: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:
+#: ``make test`` runs ``pytest -n 2 --dist loadfile --no-loadscope-reorder``, which hands whole files to the two
+#: workers in collection order, so the long files start at once instead of last
+SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_workflow.py", "test_tracking.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Collection order: :data:`SLOW_FIRST`, then every other file as collected (a stable sort: the order of
+    the tests within a file is kept)."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))

@@ -78,7 +78,7 @@ CODA_COUNTS = {"art": (1239, 289), "cartoon": (2969, 757), "deviantart": (1732, 
 
 
 def test_real_imagenet_r_splits_pass_the_check_with_the_paper_counts(tmp_path):
-    """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are protocols.md's."""
+    """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are docs/protocols.md's."""
     from intact.data.imagenet_r import ImageNetR
     from intact.data.split_lists import read_list
 

@@ -17,7 +17,8 @@ import yaml
 
 from conftest import REPO, snakemake
 from intact.report.paper import Paired, StoredResults, StoredRun, pairs, paper_numbers, without_intact
-from intact.report.paper_tables import PAPER_TABLES, paper_tables
+from intact.plan import PAPER_TABLES
+from intact.report.paper_tables import paper_tables
 from intact.report.render import to_latex, write_table
 
 PAPER_TEX = REPO.parent / "shared/paper/intact-paper.tex"

@@ -242,7 +242,7 @@ def _run_until_kill(workdir, point, rng, log):
 def test_random_kills_resume_exactly(tiny_run, tmp_path):
     """SIGKILL the whole workflow at randomly chosen moments (seeded; the seed and each kill are printed) -
     during training (after an epoch checkpoint and at a random moment), between tasks, during evaluation and
-    collection - restarting each time as the README says (`snakemake --unlock`, then the same command).
+    collection - restarting each time as docs/cluster.md says (`snakemake --unlock`, then the same command).
     Finished jobs are never redone, an interrupted task resumes from its checkpoint, and the final R is
     bit-identical to the uninterrupted run's. To stay cheap, data and backbone are copied from that run and
     MLflow tracking (a view of the results, not part of R) is off."""

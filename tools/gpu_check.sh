@@ -4,8 +4,8 @@
 #   bash tools/gpu_check.sh [OUTDIR]      (from the repository root, in an environment with intact's
 #                                          dependencies; OUTDIR defaults to results/gpu_check)
 #
-# 0. Paper scale (issue 10): `intact bench` on ViT-B/16 at batch 64 in bf16 (coda_p, coda_p+intact,
-#    caches on/off: OUTDIR/bench.json|txt), then a few hundred real training steps of coda_p+intact on a
+# 0. Paper scale (issue 10): `intact speed` on ViT-B/16 at batch 64 in bf16 (coda_p, coda_p+intact,
+#    caches on/off: OUTDIR/speed.json|txt), then a few hundred real training steps of coda_p+intact on a
 #    synthetic 224-px ImageNet-R-layout tree (tools/paper_scale_check.py: images/s, peak memory, per-task
 #    state size: OUTDIR/paper_scale.json|txt). PAPER_SCALE=tiny runs both at toy sizes (a CPU check of the
 #    script: ALLOW_CPU=1 PAPER_SCALE=tiny ONLY_PAPER_SCALE=1 bash tools/gpu_check.sh); PAPER_SCALE=off skips.
@@ -41,22 +41,22 @@ scale_rc=0
 if [ "$scale" != off ]; then
     if [ "$scale" = tiny ]; then
         dev=$("$py" -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
-        bench_args=(--model vit_rgb_p8 --batch 8 --device "$dev" --repeats 3 --classes 10 --config config.yaml)
+        speed_args=(--model vit_rgb_p8 --batch 8 --device "$dev" --repeats 3 --classes 10 --config config.yaml)
         scale_args=(--model vit_rgb_p8 --size 32 --batch 8 --steps 20 --epochs 2)
     else
-        bench_args=(--model vit_base_patch16_224 --batch 64 --device cuda --repeats 10)
+        speed_args=(--model vit_base_patch16_224 --batch 64 --device cuda --repeats 10)
         scale_args=(--batch 64 --steps 300 --epochs 5)
     fi
-    "$py" -m intact.cli bench "${bench_args[@]}" --json "$out/bench.json" 2>"$out/bench.log" | tee "$out/bench.txt"
-    bench_rc=${PIPESTATUS[0]}
+    "$py" -m intact.cli speed "${speed_args[@]}" --json "$out/speed.json" 2>"$out/speed.log" | tee "$out/speed.txt"
+    speed_rc=${PIPESTATUS[0]}
     rm -rf "$out/paper_scale"
     "$py" tools/paper_scale_check.py "$out/paper_scale" "${scale_args[@]}" 2>"$out/paper_scale.log" | tee "$out/paper_scale.txt"
     paper_rc=${PIPESTATUS[0]}
     [ -f "$out/paper_scale/paper_scale.json" ] && cp "$out/paper_scale/paper_scale.json" "$out/paper_scale.json"
     rm -rf "$out/paper_scale"   # the tree, the prepared data and the states: only the summary is kept
-    echo "paper scale ($scale): bench exit $bench_rc, training exit $paper_rc (logs: $out/bench.log, $out/paper_scale.log)"
-    scale_rc=$(( bench_rc != 0 || paper_rc != 0 ))
-    [ $scale_rc -eq 0 ] || tail -n 20 "$out/bench.log" "$out/paper_scale.log"
+    echo "paper scale ($scale): speed exit $speed_rc, training exit $paper_rc (logs: $out/speed.log, $out/paper_scale.log)"
+    scale_rc=$(( speed_rc != 0 || paper_rc != 0 ))
+    [ $scale_rc -eq 0 ] || tail -n 20 "$out/speed.log" "$out/paper_scale.log"
 fi
 [ -n "${ONLY_PAPER_SCALE:-}" ] && exit $scale_rc
 

@@ -28,7 +28,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from intact.bench import load_layered  # noqa: E402
+from intact.speed import load_layered  # noqa: E402
 from intact.cache import build_query_cache  # noqa: E402
 from intact.config import benchmark_config, resolve_run  # noqa: E402
 from intact.data import benchmark_class  # noqa: E402

@@ -2,7 +2,7 @@
 
     intact validate [config.yaml]     # schema + consistency check, the same one the Snakefile runs
     intact runs [config.yaml]         # every (benchmark, method, seed) of the default run and the studies
-    intact bench [--model M --batch B --device D --json FILE]   # step cost of coda_p(+intact), caches on/off
+    intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("config", nargs="?", default="config.yaml")
-    bench = sub.add_parser("bench", help="time training steps of coda_p / coda_p+intact (see intact.bench)")
-    from intact.bench_args import add_arguments
+    speed = sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (see intact.speed)")
+    from intact.speed_args import add_arguments
 
-    add_arguments(bench)
+    add_arguments(speed)
     args = parser.parse_args(argv)
-    if args.command == "bench":
-        from intact.bench import run_bench  # imports torch: only for this command
+    if args.command == "speed":
+        from intact.speed import run_speed  # imports torch: only for this command
 
-        return run_bench(args)
+        return run_speed(args)
     try:
         cfg = load_config(args.config)
     except ConfigError as err:

@@ -1,6 +1,6 @@
 """Method names: one string says which method, whether InTAct is on, and which variant it is.
 
-Grammar (DESIGN.md section 4)::
+Grammar (docs/design.md section 4)::
 
     <base>[+intact][-no_<term>]...[@<key>=<value>[,<key>=<value>]...]
 

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
+#: the folder every output goes under (relative to the working directory)
+RESULTS = "results"
+
+#: a run's key: (benchmark, method, seed) as a path, also the run's place under results/logs and timings
+RUN_KEY = "{benchmark}/{method}/seed{seed}"
+
 #: a run's folder as a Snakemake wildcard pattern (and a ``str.format`` template)
-RUN_DIR = "results/runs/{benchmark}/{method}/seed{seed}"
+RUN_DIR = f"{RESULTS}/runs/{RUN_KEY}"
 
 
-def run_dir(benchmark: str, method: str, seed: int | str) -> str:
-    """The folder of run (benchmark, method, seed), relative to the working directory."""
-    return RUN_DIR.format(benchmark=benchmark, method=method, seed=seed)
+def run_dir(benchmark: str, method: str, seed: int | str, root: str | os.PathLike = RESULTS) -> str:
+    """The folder of run (benchmark, method, seed) under the results folder ``root``."""
+    return f"{os.fspath(root)}/runs/" + RUN_KEY.format(benchmark=benchmark, method=method, seed=seed)
+
+
+def task_dir(benchmark: str, method: str, seed: int | str, task: int | str, root: str | os.PathLike = RESULTS) -> str:
+    """The folder of task ``task`` of a run: its state, hypercube, train.json and eval.json."""
+    return f"{run_dir(benchmark, method, seed, root)}/task{task}"

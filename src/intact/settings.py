@@ -91,7 +91,7 @@ class IntactConfig:
     lambda_align: float = 1e-2
     percentile: float = 5.0
     align_eps: float = 1e-8
-    # Switches for the authors' code's deviations (protocols.md section 4); the defaults are the paper.
+    # Switches for the authors' code's deviations (docs/protocols.md section 4); the defaults are the paper.
     preset: str = "paper"
     feat_gate: str = "teacher_sample"
     align_form: str = "paper"

@@ -11,7 +11,7 @@
       sensitivity: {method: coda_p+intact, seeds: [0, 1], grid: {lambda_intdrift: [...], ...}}
 
 Every expanded name follows the method-name grammar (:mod:`intact.naming`), so each variant is an
-ordinary run with its own folder. This module imports no torch.
+ordinary run with its own folder; :mod:`intact.plan` turns the runs into files. This module imports no torch.
 """
 
 from __future__ import annotations
@@ -20,26 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
-
-#: the default run's report (target ``all``: ``run.methods`` x ``run.seeds``) - not a study
-DEFAULT_RUN_REPORT = {
-    "csv": "results/tables/{benchmark}/default_run.csv",
-    "md": "results/tables/{benchmark}/default_run.md",
-    "plot": "results/figures/{benchmark}/default_run_aa_evolution.png",
-}
-
-
-def report_files(study: str, spec: Mapping[str, Any]) -> dict[str, str]:
-    """The report files of ``study`` as ``{output name: path with {benchmark}}``: ``study_<name>.*``."""
-    tables = f"results/tables/{{benchmark}}/study_{study}"
-    figures = f"results/figures/{{benchmark}}/study_{study}"
-    out = {"csv": f"{tables}.csv", "md": f"{tables}.md"}
-    if study == "main":
-        out["plot"] = f"{figures}_aa_evolution.png"
-    elif study == "sensitivity":
-        out["figure"] = f"{figures}.png"
-        out.update({f"figure_{key}": f"{figures}_{key}.png" for key in spec["grid"]})
-    return out
 
 
 @dataclass(frozen=True)

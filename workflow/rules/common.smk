@@ -1,4 +1,5 @@
 # Helpers shared by the rules: config validation at start-up, run resolution, path builders.
+# Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
 import dataclasses
 import os
 import re
@@ -8,55 +9,49 @@ from intact.config import ConfigError, backbone_config, benchmark_config, missin
 from intact.data.image_config import IMAGE_TYPES
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
-from intact.paths import RUN_DIR, run_dir
-from intact.studies import DEFAULT_RUN_REPORT, expand_studies, report_files
-from intact.tracking import tracking_config, tracking_markers
-
-NOT_EXECUTING = ("--dry-run", "--dryrun", "--lint", "--dag", "--rulegraph", "--filegraph", "--d3dag", "--summary",
-                 "--detailed-summary", "--list-rules", "--list-target-rules", "--list", "--lt")
-
-
-def _dry_run():
-    """-n / --dry-run (or lint, DAG drawing, listings): nothing runs, so missing data and weights only warn.
-    The workflow object learns of -n only after parsing, so the command line is read too."""
-    flags = sys.argv[1:]
-    return workflow.dryrun or any(a in NOT_EXECUTING or re.fullmatch(r"-[A-Za-z]*n[A-Za-z]*", a) for a in flags)
-
+from intact.paths import RUN_DIR, RUN_KEY, task_dir
+from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, report_files
+from intact.sources import source_files
+from intact.tracking import tracking_config
 
 try:
     validate_config(config, check_files=False)
     TRACKING = tracking_config(config)
     # weights and raw data: a dry run lists the grid before they are in place (and says what is
-    # missing); a real run stops here naming them. A prepared benchmark no longer needs its raw images.
-    _missing = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
-    if _missing and not _dry_run():
-        raise ConfigError("config: " + "; ".join(_missing))
+    # missing); a real run stops before its first job, naming them (onstart below). A prepared
+    # benchmark no longer needs its raw images.
+    MISSING = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
-for _m in _missing:
+for _m in MISSING:
     print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
-DRY_RUN_MISSING = bool(_missing)
+
+
+onstart:
+    # Snakemake calls onstart only when jobs are about to run for real: never for -n, --lint, --dag,
+    # --summary or the listings, and not when there is nothing to do. (workflow.dryrun cannot say it while
+    # this file is parsed: Snakemake sets the executor, which it reads, only after parsing.)
+    if MISSING:
+        raise WorkflowError("config: " + "; ".join(MISSING))
+
+
+PLAN = Plan(config)
+STUDIES = PLAN.studies
 
 
 def weights_input(name):
-    """The weights file of backbone ``name`` as a job input; none in a dry run where it is still missing
-    (the grid is listed, the message above names the file)."""
+    """The weights file of backbone ``name`` as a job input; none while it is missing, so that a dry run
+    lists the grid (the message above names the file; a real run stops in onstart)."""
     path = weights_path(config, name)
-    return [] if DRY_RUN_MISSING and not os.path.isfile(path) else path
+    return [] if MISSING and not os.path.isfile(path) else path
 
 
-
-STUDIES = expand_studies(config)
-
-
-def package_code(*modules):
-    """Source files of the package as inputs of the aggregation rules: when that code changes, tables and
-    figures are rebuilt (mtime) without retraining anything (training rules do not list code)."""
-    return [os.path.join(workflow.basedir, "src", "intact", m) for m in modules]
-
-
-AGGREGATION_CODE = package_code("metrics.py", "results.py")
-REPORT_CODE = package_code("report/tables.py", "report/plots.py", "report/studies.py", "studies.py")
+def script_code(script):
+    """The package files that workflow/scripts/<script> runs, as inputs of an aggregation rule: when that
+    code changes, its tables and figures are rebuilt (mtime) without retraining anything (training rules
+    list no code). Derived from the script's imports (intact.sources), so the list cannot go stale; an
+    input function, so that a job that does not need it (a cluster task job) never computes it."""
+    return lambda wildcards: source_files(os.path.join(workflow.basedir, "workflow", "scripts", script))
 
 
 def one_of(names):
@@ -76,10 +71,6 @@ wildcard_constraints:
     method=NAME_PATTERN,
     seed=r"\d+",
     task=r"\d+",
-
-
-def num_tasks(benchmark):
-    return benchmark_config(config, benchmark).num_tasks
 
 
 _RUN_CONFIGS = {}
@@ -123,69 +114,24 @@ def previous_task(wildcards):
     t = int(wildcards.task)
     if t == 0 or not METHODS[parse_method_name(wildcards.method).base].loads_previous_state:
         return {}
-    w = wildcards
-    prev = f"{run_dir(w.benchmark, w.method, w.seed)}/task{t - 1}"
+    prev = task_dir(wildcards.benchmark, wildcards.method, wildcards.seed, t - 1)
     return {"state": f"{prev}/state.safetensors", "hypercube": f"{prev}/hypercube.safetensors"}
 
 
-def run_tasks(wildcards, name):
-    """``name`` in every task folder of the run."""
-    w = wildcards
-    return [f"{run_dir(w.benchmark, w.method, w.seed)}/task{t}/{name}" for t in range(num_tasks(w.benchmark))]
+def run_tasks(name):
+    """An input function: ``name`` in every task folder of the job's run."""
+    return lambda w: PLAN.task_files(w.benchmark, w.method, w.seed, name)
 
 
-TASK_FILES = ["state.safetensors", "hypercube.safetensors", "train.json", "eval.json"]
+def run_metrics(methods, seeds):
+    """An input function: ``metrics.json`` of each (method, seed) run on the job's benchmark."""
+    return lambda w: PLAN.metrics_files(w.benchmark, methods, seeds)
 
-
-def run_outputs(benchmark, methods, seeds):
-    """Every artifact of the runs. Task files are listed too (not only R.csv), so that a deleted task
-    folder is redone - Snakemake would otherwise treat it as a disposable intermediate."""
-    runs = expand(RUN_DIR, benchmark=benchmark, method=methods, seed=seeds)
-    tasks = range(num_tasks(benchmark))
-    return [f"{r}/{f}" for r in runs for f in ("R.csv", "metrics.json")] + [
-        f"{r}/task{t}/{f}" for r in runs for t in tasks for f in TASK_FILES
-    ]
-
-
-def all_targets():
-    r = config["run"]
-    targets = []
-    for b in r["benchmarks"]:
-        targets += run_outputs(b, r["methods"], r["seeds"])
-        targets += [f.format(benchmark=b) for f in DEFAULT_RUN_REPORT.values()] + [f"results/figures/{b}/domains.png"]
-    return targets
-
-
-def metrics_files(benchmark, methods, seeds):
-    return expand(f"{RUN_DIR}/metrics.json", benchmark=benchmark, method=methods, seed=seeds)
-
-
-def study_outputs(study, benchmark):
-    """The report files of one study (see workflow/rules/studies.smk)."""
-    return [f.format(benchmark=benchmark) for f in report_files(study, STUDIES[study].spec).values()]
-
-
-def study_targets(study):
-    """Everything a study produces, for every benchmark of `run.benchmarks` (task files included)."""
-    s = STUDIES[study]
-    targets = []
-    for b in config["run"]["benchmarks"]:
-        targets += run_outputs(b, s.methods, s.seeds) + study_outputs(study, b)
-        if TRACKING.enabled:
-            targets += tracking_markers(b, s.methods, s.seeds)
-    return targets
 
 def stored_reports(wildcards=None):
     """Every table and figure whose runs' metrics are present: what `snakemake reports` rebuilds from a
     results/ tree copied off a cluster (no checkpoints, no task states, nothing to retrain)."""
-    targets = []
-    for b in config["run"]["benchmarks"]:
-        if all(os.path.exists(f) for f in metrics_files(b, config["run"]["methods"], config["run"]["seeds"])):
-            targets += [f.format(benchmark=b) for f in DEFAULT_RUN_REPORT.values()]
-        for name, s in STUDIES.items():
-            if all(os.path.exists(f) for f in metrics_files(b, s.methods, s.seeds)):
-                targets += study_outputs(name, b)
-    return targets
+    return PLAN.stored_reports(os.path.exists)
 
 
 def query_cache_input(wildcards):

@@ -2,7 +2,7 @@ rule prepare_data:
     output:
         manifest="results/data/{benchmark}/manifest.json",
         data="results/data/{benchmark}/data.safetensors",
-        preview=report("results/figures/{benchmark}/domains.png", caption="../report/domains.rst", category="Benchmarks", subcategory="{benchmark}"),
+        preview=report(DOMAINS_FIGURE, caption="../report/domains.rst", category="Benchmarks", subcategory="{benchmark}"),
     log:
         "results/logs/prepare_data/{benchmark}.log",
     benchmark:

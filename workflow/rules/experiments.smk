@@ -6,7 +6,7 @@
 rule study_toy:
     """Three-panel figure of both fits after each task, and the drift inside earlier tasks' intervals."""
     input:
-        code=package_code("experiments/toy.py", "models/networks.py", "regularizers/regularizer.py"),
+        code=script_code("study_toy.py"),
     output:
         figure=report("results/experiments/toy/toy.png", caption="../report/study_toy.rst", category="Non-prompt experiments"),
         csv=report("results/experiments/toy/toy_drift.csv", caption="../report/study_toy.rst", category="Non-prompt experiments"),
@@ -26,7 +26,7 @@ rule study_toy:
 rule study_drift:
     """Drift of each hidden layer on earlier tasks' samples after every task, per method; R tables."""
     input:
-        code=package_code("experiments/drift.py", "experiments/drift_report.py", "regularizers/regularizer.py"),
+        code=script_code("study_drift.py"),
     output:
         figure=report("results/experiments/drift/drift.png", caption="../report/study_drift.rst", category="Non-prompt experiments"),
         csv=report("results/experiments/drift/drift.csv", caption="../report/study_drift.rst", category="Non-prompt experiments"),

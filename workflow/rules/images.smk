@@ -6,7 +6,7 @@
 rule prepare_images:
     output:
         manifest="results/data/{benchmark}/manifest.json",
-        preview=report("results/figures/{benchmark}/domains.png", caption="../report/domains.rst", category="Benchmarks", subcategory="{benchmark}"),
+        preview=report(DOMAINS_FIGURE, caption="../report/domains.rst", category="Benchmarks", subcategory="{benchmark}"),
     log:
         "results/logs/prepare_images/{benchmark}.log",
     benchmark:

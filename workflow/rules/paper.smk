@@ -9,7 +9,7 @@ rule report_paper_tables:
     """The paper's five tables: paper | here | Δ, as CSV, Markdown and LaTeX."""
     input:
         runs=requested_runs,
-        code=PAPER_CODE,
+        code=script_code("paper_tables.py"),
     output:
         **_table_outputs(),
     log:
@@ -28,7 +28,7 @@ rule report_paper_figures:
     """AA evolution, sensitivity panels and the per-task diagnostics of one benchmark (PNG + PDF)."""
     input:
         runs=requested_runs,
-        code=PAPER_CODE,
+        code=script_code("paper_figures.py"),
     output:
         **_figure_outputs(),
     log:
@@ -46,4 +46,4 @@ rule report_paper_figures:
 rule paper_tables:
     """Every paper table and figure from whatever is under results/ plus the paper's numbers (no training)."""
     input:
-        paper_targets(),
+        PLAN.paper_targets(),

@@ -1,8 +1,8 @@
 rule report_default_run:
     """The default run (`run.methods` x `run.seeds`, not a study): mean +- std over seeds of AA / forgetting / BWT per method, and the AA-evolution plot."""
     input:
-        metrics=lambda w: metrics_files(w.benchmark, config["run"]["methods"], config["run"]["seeds"]),
-        code=REPORT_CODE,
+        metrics=run_metrics(config["run"]["methods"], config["run"]["seeds"]),
+        code=script_code("report_main.py"),
     output:
         csv=report(DEFAULT_RUN_REPORT["csv"], caption="../report/main.rst", category="Default run", subcategory="{benchmark}"),
         md=DEFAULT_RUN_REPORT["md"],

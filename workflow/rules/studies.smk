@@ -1,7 +1,8 @@
 # Reports of the studies declared under `studies:` in config.yaml, and their named targets:
 #   snakemake study_main | study_integration | study_ablation | study_sensitivity | full
-# One pair of rules per declared study, generated from one table (intact.studies: STUDIES, report_files;
-# src/intact/report/studies.py writes each study's report); an undeclared study defines no rules.
+# One pair of rules per declared study, generated from the declarations (intact.studies expands them into
+# runs, intact.plan into files; src/intact/report/studies.py writes each study's report); an undeclared
+# study defines no rules.
 
 for _study in STUDIES:
 
@@ -9,8 +10,8 @@ for _study in STUDIES:
         name:
             f"report_study_{_study}"
         input:
-            metrics=lambda w, s=_study: metrics_files(w.benchmark, STUDIES[s].methods, STUDIES[s].seeds),
-            code=REPORT_CODE,
+            metrics=run_metrics(STUDIES[_study].methods, STUDIES[_study].seeds),
+            code=script_code("report_study.py"),
         output:
             # every table and figure of the study enters the HTML report (`snakemake --report`), with a caption
             **{k: (v if k == "md" else report(v, caption=f"../report/study_{_study}.rst", category="Studies", subcategory="{benchmark}"))
@@ -30,15 +31,13 @@ for _study in STUDIES:
         name:
             f"study_{_study}"
         input:
-            study_targets(_study),
+            PLAN.study_targets(_study),
 
 
 rule full:
     """The default run, every declared study, and the paper's tables and figures over all of them."""
     input:
-        all_targets(),
-        [f for s in STUDIES for f in study_targets(s)],
-        lambda w: paper_targets(),  # paper.smk is included after this file
+        PLAN.full_targets(),
 
 
 rule reports:

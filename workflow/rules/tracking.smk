@@ -1,14 +1,9 @@
 # MLflow tracking: one local job per finished run, after its results are written. It never fails the
 # workflow: an unreachable server leaves `status: pending` in the run's tracking.json, and
-# `python -m intact.tracking sync results/` retries later (see src/intact/tracking/).
-#   tracking_targets()                          markers of every run of `all` ([] if tracking.enabled is false)
-#   tracking_markers(benchmark, methods, seeds) markers of any runs (e.g. a study's)
-# (TRACKING and tracking_markers come from common.smk, which validates the section at start-up.)
-from functools import partial
-
-import intact.tracking as _tracking
-
-tracking_targets = partial(_tracking.tracking_targets, config)
+# `python -m intact.tracking sync results/` retries later (see src/intact/tracking/, docs/tracking.md).
+# Which markers a target asks for (every run of `all` and of each study, none if tracking.enabled is
+# false) is intact.plan's: PLAN.markers in common.smk, which also validates the section at start-up.
+from intact.tracking import MARKER
 
 
 rule track_run:
@@ -16,13 +11,13 @@ rule track_run:
     input:
         R=f"{RUN_DIR}/R.csv",
         metrics=f"{RUN_DIR}/metrics.json",
-        trains=lambda w: run_tasks(w, "train.json"),
-        evals=lambda w: run_tasks(w, "eval.json"),
-        hypercubes=lambda w: run_tasks(w, "hypercube.safetensors"),
+        trains=run_tasks("train.json"),
+        evals=run_tasks("eval.json"),
+        hypercubes=run_tasks("hypercube.safetensors"),
     output:
-        marker=f"{RUN_DIR}/tracking.json",
+        marker=f"{RUN_DIR}/{MARKER}",
     log:
-        "results/logs/track_run/{benchmark}/{method}/seed{seed}.log",
+        f"results/logs/track_run/{RUN_KEY}.log",
     params:
         tracking=TRACKING.to_dict(),
     localrule: True

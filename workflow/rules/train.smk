@@ -14,9 +14,9 @@ rule train_task:
         record=f"{RUN_DIR}/task{{task}}/train.json",
         evaluation=f"{RUN_DIR}/task{{task}}/eval.json",
     log:
-        "results/logs/train_task/{benchmark}/{method}/seed{seed}/task{task}.log",
+        f"results/logs/train_task/{RUN_KEY}/task{{task}}.log",
     benchmark:
-        "results/timings/train_task/{benchmark}/{method}/seed{seed}/task{task}.tsv"
+        f"results/timings/train_task/{RUN_KEY}/task{{task}}.tsv"
     params:
         run=run_config,
     threads: 1
@@ -29,15 +29,15 @@ rule train_task:
 rule collect_run:
     """The accuracy matrix R and the metrics of one (benchmark, method, seed) run."""
     input:
-        evals=lambda w: run_tasks(w, "eval.json"),
-        trains=lambda w: run_tasks(w, "train.json"),
+        evals=run_tasks("eval.json"),
+        trains=run_tasks("train.json"),
         manifest=manifest,
-        code=AGGREGATION_CODE,
+        code=script_code("collect_run.py"),
     output:
         R=f"{RUN_DIR}/R.csv",
         metrics=f"{RUN_DIR}/metrics.json",
     log:
-        "results/logs/collect_run/{benchmark}/{method}/seed{seed}.log",
+        f"results/logs/collect_run/{RUN_KEY}.log",
     localrule: True
     conda:
         "../../envs/intact.yaml"

@@ -1,11 +1,12 @@
 """Snakemake adapter: the paper's figures and the per-task diagnostics of one benchmark (PNG + PDF)."""
 from intact.joblog import log_to
+from intact.plan import PAPER_FIGURES
 from intact.report.paper import StoredResults
-from intact.report.paper_figures import FIGURES, paper_figures
+from intact.report.paper_figures import paper_figures
 from intact.report.paper_tables import main_methods
 
 with log_to(snakemake.log[0], snakemake.rule):
     stored = StoredResults.load(snakemake.config, "results")
-    outputs = {f: [snakemake.output[f"{f}_png"], snakemake.output[f"{f}_pdf"]] for f in FIGURES}
+    outputs = {f: [snakemake.output[f"{f}_png"], snakemake.output[f"{f}_pdf"]] for f in PAPER_FIGURES}
     spec = (snakemake.config.get("studies") or {}).get("sensitivity")
     paper_figures(stored, snakemake.wildcards.benchmark, main_methods(snakemake.config), spec, outputs)

@@ -1,7 +1,8 @@
 """Snakemake adapter: the paper's tables (CSV, Markdown, LaTeX) from the paper's numbers and stored runs."""
 from intact.joblog import log_to
 from intact.report.paper import StoredResults
-from intact.report.paper_tables import PAPER_TABLES, paper_tables
+from intact.plan import PAPER_TABLES
+from intact.report.paper_tables import paper_tables
 from intact.report.render import write_table
 
 with log_to(snakemake.log[0], snakemake.rule):

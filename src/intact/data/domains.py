@@ -3,7 +3,7 @@
 Each domain maps a batch of clean images ``(N, 1, H, W)`` in [0, 1] to the same images under one
 transformation; per-image randomness (shear angle, occluder position, noise) comes from the
 generator passed in, so a domain is a pure function of (images, seed). Strengths follow the sizing
-study in ``shared/reference/embedded-benchmark.md``: each domain hurts a frozen clean-pretrained
+study in ``docs/benchmarks.md`` (how the domains were sized): each domain hurts a frozen clean-pretrained
 backbone but stays learnable with prompts.
 """
 

@@ -1,7 +1,7 @@
 """Settings of the image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix): no torch here.
 
 The Snakefile reads task counts and data roots from these at start-up, so this module imports only
-the standard library. Task orders and class counts follow ``reference/protocols.md`` section 1.
+the standard library. Task orders and class counts follow ``docs/protocols.md`` section 1.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""InTAct as a component that any method and any network can use (DESIGN.md section 7).
+"""InTAct as a component that any method and any network can use (docs/design.md section 7).
 
 ::
 

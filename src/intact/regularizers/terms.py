@@ -14,7 +14,7 @@
 Terms with lambda 0 are not computed (an ablation switches a term off that way). They are put together
 per batch by :class:`~intact.regularizers.regularizer.IntactRegularizer`.
 
-The authors' code departs from these equations in places (``shared/reference/protocols.md`` section 4);
+The authors' code departs from these equations in places (``docs/protocols.md`` section 4);
 each departure is a named switch of :class:`~intact.config.IntactConfig` (``feat_gate``,
 ``align_form``, ``protected_layers``, ...), off by default, and ``preset: reference`` sets them all.
 """

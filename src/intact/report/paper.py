@@ -24,11 +24,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import yaml
 
-from intact.train_record import FILENAME as TRAIN_JSON, read_train_record, train_record_path
 from intact.config import resolve_run
 from intact.io import read_json
 from intact.naming import parse_method_name
-from intact.studies import expand_studies
+from intact.paths import RUN_KEY, run_dir
+from intact.plan import Plan, each_run
+from intact.train_record import FILENAME as TRAIN_JSON, read_train_record, train_record_path
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 
@@ -75,29 +76,14 @@ class StoredRun:
     trains: tuple[Mapping[str, Any], ...]
 
 
-def declared_runs(cfg: Mapping[str, Any]) -> dict[str, dict[str, tuple[int, ...]]]:
-    """benchmark -> method -> seeds of every run the config declares (the default run and all studies)."""
-    methods: dict[str, set[int]] = {m: set(cfg["run"]["seeds"]) for m in cfg["run"]["methods"]}
-    for study in expand_studies(cfg).values():
-        for m in study.methods:
-            methods.setdefault(m, set()).update(study.seeds)
-    return {b: {m: tuple(sorted(s)) for m, s in methods.items()} for b in cfg["run"]["benchmarks"]}
-
-
-def run_dir(root: Path, benchmark: str, method: str, seed: int) -> Path:
-    return Path(root) / "runs" / benchmark / method / f"seed{seed}"
-
-
 def stored_files(cfg: Mapping[str, Any], root: str | Path = "results") -> list[Path]:
     """The ``metrics.json`` and ``train.json`` files of declared runs that exist (what the tables read)."""
     files = []
-    for b, methods in declared_runs(cfg).items():
-        for m, seeds in methods.items():
-            for s in seeds:
-                d = run_dir(Path(root), b, m, s)
-                if (d / "metrics.json").exists():
-                    files.append(d / "metrics.json")
-                    files += sorted(d.glob(f"task*/{TRAIN_JSON}"), key=lambda p: int(p.parent.name[4:]))
+    for b, m, s in each_run(Plan(cfg).declared_runs()):
+        d = Path(run_dir(b, m, s, root))
+        if (d / "metrics.json").exists():
+            files.append(d / "metrics.json")
+            files += sorted(d.glob(f"task*/{TRAIN_JSON}"), key=lambda p: int(p.parent.name[4:]))
     return files
 
 
@@ -123,20 +109,18 @@ class StoredResults:
     @classmethod
     def load(cls, cfg: Mapping[str, Any], root: str | Path = "results") -> "StoredResults":
         out = cls()
-        for b, methods in declared_runs(cfg).items():
-            for m, seeds in methods.items():
-                for s in seeds:
-                    d = run_dir(Path(root), b, m, s)
-                    if not (d / "metrics.json").exists():
-                        continue
-                    metrics = read_json(d / "metrics.json")
-                    # a run of an older config (its settings changed since) is not what the config says
-                    if metrics.get("config_hash") != resolve_run(cfg, b, m, s).hash():
-                        out.stale.append(f"{b}/{m}/seed{s}")
-                        continue
-                    trains = tuple(read_train_record(d / f"task{t}") for t in range(metrics["num_tasks"])
-                                   if train_record_path(d / f"task{t}").exists())
-                    out.runs.append(StoredRun(b, m, s, metrics, trains))
+        for b, m, s in each_run(Plan(cfg).declared_runs()):
+            d = Path(run_dir(b, m, s, root))
+            if not (d / "metrics.json").exists():
+                continue
+            metrics = read_json(d / "metrics.json")
+            # a run of an older config (its settings changed since) is not what the config says
+            if metrics.get("config_hash") != resolve_run(cfg, b, m, s).hash():
+                out.stale.append(RUN_KEY.format(benchmark=b, method=m, seed=s))
+                continue
+            trains = tuple(read_train_record(d / f"task{t}") for t in range(metrics["num_tasks"])
+                           if train_record_path(d / f"task{t}").exists())
+            out.runs.append(StoredRun(b, m, s, metrics, trains))
         return out
 
     def benchmarks(self) -> list[str]:

@@ -27,7 +27,6 @@ from intact.io import atomic_path  # noqa: E402
 from intact.report.paper import StoredResults, benchmark_title  # noqa: E402
 from intact.studies import format_value, sensitivity_grid  # noqa: E402
 
-FIGURES = ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate")
 SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
 _LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_{Var}$", "lambda_feat": r"$\lambda_{Feat}$",
            "lambda_align": r"$\lambda_{Align}$"}
@@ -222,7 +221,7 @@ def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
 
 def paper_figures(stored: StoredResults, benchmark: str, methods: Sequence[str], sensitivity_spec: Mapping[str, Any] | None,
                   outputs: Mapping[str, Sequence[str | Path]]) -> None:
-    """Every figure of :data:`FIGURES` for ``benchmark``; ``outputs``: figure -> its PNG / PDF paths."""
+    """Every figure of :data:`intact.plan.PAPER_FIGURES` for ``benchmark``; ``outputs``: figure -> its PNG / PDF paths."""
     aa_evolution(stored, benchmark, methods, outputs["aa_evolution"])
     sensitivity(stored, benchmark, sensitivity_spec, outputs["sensitivity"])
     certificate(stored, benchmark, methods, outputs["certificate"])

@@ -322,7 +322,7 @@ def integration_methods(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Table]:
-    """Every paper table, keyed by its output name."""
+    """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`)."""
     numbers = paper_numbers()
     return {
         "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg), stored),
@@ -331,8 +331,3 @@ def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Tab
         "hyperparameters": hyperparameter_table(cfg),
         "efficiency": efficiency_table(stored, main_methods(cfg)),
     }
-
-
-#: the tables :func:`paper_tables` builds, and the extra CSVs of their blocks
-PAPER_TABLES = ("main", "ablation", "integration", "hyperparameters", "efficiency")
-TABLE_BLOCKS = {"main": ("main_paired",), "integration": ("integration_paired",)}

@@ -22,7 +22,7 @@ This package imports neither torch nor mlflow at import time (the Snakefile impo
 
 from intact.tracking.settings import (
     DEFAULT_EXPERIMENT, MARKER, TRACKER_VERSION, TrackingConfig, TrackingError, load_tracking_config, marker_path,
-    redact, resolve_uri, tracking_config, tracking_markers, tracking_targets,
+    redact, resolve_uri, tracking_config,
 )
 from intact.tracking.record import Payload, RunFolder, build_payload, flatten, read_run_folder, run_figure
 from intact.tracking.mlflow_log import artifact_location, deadline, experiment_id, log_run, probe, store_lock
@@ -31,7 +31,7 @@ from intact.tracking.cli import main
 
 __all__ = [
     "DEFAULT_EXPERIMENT", "MARKER", "TRACKER_VERSION", "TrackingConfig", "TrackingError", "load_tracking_config",
-    "marker_path", "redact", "resolve_uri", "tracking_config", "tracking_markers", "tracking_targets",
+    "marker_path", "redact", "resolve_uri", "tracking_config",
     "Payload", "RunFolder", "build_payload", "flatten", "read_run_folder", "run_figure",
     "artifact_location", "deadline", "experiment_id", "log_run", "probe", "store_lock",
     "find_runs", "needs_sync", "read_marker", "sync", "track_run", "write_marker",

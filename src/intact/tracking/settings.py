@@ -9,7 +9,7 @@ never falls back to the old ``./mlruns`` file store). Where a SQLite store keeps
 its writers are serialised: :mod:`intact.tracking.mlflow_log`.
 
 Each run's marker ``results/runs/<benchmark>/<method>/seed<k>/tracking.json`` is the Snakemake target
-of its tracking step (:func:`marker_path`, :func:`tracking_markers`, :func:`tracking_targets`).
+of its tracking step (:func:`marker_path`; which runs' markers a target asks for: :mod:`intact.plan`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from intact.paths import run_dir
 
@@ -91,19 +91,6 @@ def load_tracking_config(path: str | os.PathLike | None) -> TrackingConfig:
 def marker_path(benchmark: str, method: str, seed: int) -> str:
     """The tracking marker of one run (a Snakemake target, relative to the workdir)."""
     return f"{run_dir(benchmark, method, seed)}/{MARKER}"
-
-
-def tracking_markers(benchmark: str, methods: Sequence[str], seeds: Sequence[int]) -> list[str]:
-    """The markers of every (method, seed) run of a benchmark (for targets: ``all``, studies)."""
-    return [marker_path(benchmark, m, s) for m in methods for s in seeds]
-
-
-def tracking_targets(cfg: Mapping[str, Any]) -> list[str]:
-    """The markers of every run of the target ``all`` (``run:`` section) if tracking is enabled."""
-    if not tracking_config(cfg).enabled:
-        return []
-    r = cfg["run"]
-    return [m for b in r["benchmarks"] for m in tracking_markers(b, r["methods"], r["seeds"])]
 
 
 def resolve_uri(tracking: TrackingConfig, uri: str | None = None, cwd: str | os.PathLike | None = None) -> tuple[str, str]:

@@ -1,0 +1,213 @@
+"""Config -> runs -> files: every target of the workflow, spelled in one place (no torch, no snakemake).
+
+The workflow's targets (``all``, ``study_<name>``, ``full``, ``paper_tables``, ``reports``), the tracking
+markers and the inputs of the report rules are all built here from the config, so no rule writes a run
+folder or a list of files by hand. The run folder itself is spelled once, in :mod:`intact.paths`.
+
+A set of runs is :data:`Runs`: ``{benchmark: {method: seeds}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from intact.config import benchmark_config
+from intact.paths import RESULTS, run_dir, task_dir
+from intact.studies import Study, expand_studies
+from intact.tracking.settings import marker_path, tracking_config
+
+#: benchmark -> method -> seeds
+Runs = dict[str, dict[str, tuple[int, ...]]]
+
+#: what a run writes beside its task folders, and what each task folder holds
+RUN_FILES = ("R.csv", "metrics.json")
+TASK_FILES = ("state.safetensors", "hypercube.safetensors", "train.json", "eval.json")
+
+#: the default run's report (target ``all``: ``run.methods`` x ``run.seeds``; not a study)
+DEFAULT_RUN_REPORT = {
+    "csv": f"{RESULTS}/tables/{{benchmark}}/default_run.csv",
+    "md": f"{RESULTS}/tables/{{benchmark}}/default_run.md",
+    "plot": f"{RESULTS}/figures/{{benchmark}}/default_run_aa_evolution.png",
+}
+#: a benchmark's picture of its tasks (written when its data is prepared)
+DOMAINS_FIGURE = f"{RESULTS}/figures/{{benchmark}}/domains.png"
+
+#: the paper's tables (built by intact.report.paper_tables), the extra CSVs of their blocks, its figures
+PAPER_TABLES = ("main", "ablation", "integration", "hyperparameters", "efficiency")
+TABLE_BLOCKS = {"main": ("main_paired",), "integration": ("integration_paired",)}
+PAPER_FIGURES = ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate")
+TABLE_FORMATS = ("csv", "md", "tex")
+FIGURE_FORMATS = ("png", "pdf")
+
+
+def report_files(study: str, spec: Mapping[str, Any]) -> dict[str, str]:
+    """The report files of ``study`` as ``{output name: path with {benchmark}}``: ``study_<name>.*``."""
+    tables = f"{RESULTS}/tables/{{benchmark}}/study_{study}"
+    figures = f"{RESULTS}/figures/{{benchmark}}/study_{study}"
+    out = {"csv": f"{tables}.csv", "md": f"{tables}.md"}
+    if study == "main":
+        out["plot"] = f"{figures}_aa_evolution.png"
+    elif study == "sensitivity":
+        out["figure"] = f"{figures}.png"
+        out.update({f"figure_{key}": f"{figures}_{key}.png" for key in spec["grid"]})
+    return out
+
+
+def paper_table_file(name: str, ext: str) -> str:
+    """One file of a paper table (``name``: a table of :data:`PAPER_TABLES` or a block of :data:`TABLE_BLOCKS`)."""
+    return f"{RESULTS}/tables/paper/{name}.{ext}"
+
+
+def paper_figure_file(figure: str, benchmark: str, ext: str) -> str:
+    """One file of a paper figure of ``benchmark`` (``"{benchmark}"`` gives the rule's output pattern)."""
+    return f"{RESULTS}/figures/paper/{figure}_{benchmark}.{ext}"
+
+
+def paper_table_files() -> list[str]:
+    """Every paper table in every format, and the CSVs of their blocks."""
+    files = [paper_table_file(t, e) for t in PAPER_TABLES for e in TABLE_FORMATS]
+    return files + [paper_table_file(b, "csv") for t in PAPER_TABLES for b in TABLE_BLOCKS.get(t, ())]
+
+
+def merge_runs(parts: Iterable[Runs]) -> Runs:
+    """The union of several sets of runs (a run in two of them is one run; seeds are united, sorted)."""
+    merged: dict[str, dict[str, set[int]]] = {}
+    for runs in parts:
+        for b, methods in runs.items():
+            for m, seeds in methods.items():
+                merged.setdefault(b, {}).setdefault(m, set()).update(seeds)
+    return {b: {m: tuple(sorted(s)) for m, s in methods.items()} for b, methods in merged.items()}
+
+
+@dataclass
+class Plan:
+    """The runs a config declares and the files that every target of the workflow consists of."""
+
+    cfg: Mapping[str, Any]
+    _num_tasks: dict[str, int] = field(init=False, default_factory=dict, repr=False)
+
+    @cached_property
+    def studies(self) -> dict[str, Study]:
+        """The declared studies, expanded into runs (intact.studies)."""
+        return expand_studies(self.cfg)
+
+    @cached_property
+    def tracking(self) -> bool:
+        """Whether finished runs are logged to MLflow (``tracking.enabled``)."""
+        return tracking_config(self.cfg).enabled
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """The benchmarks every target runs on (``run.benchmarks``)."""
+        return list(self.cfg["run"]["benchmarks"])
+
+    def num_tasks(self, benchmark: str) -> int:
+        if benchmark not in self._num_tasks:
+            self._num_tasks[benchmark] = benchmark_config(self.cfg, benchmark).num_tasks
+        return self._num_tasks[benchmark]
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def default_runs(self) -> Runs:
+        """The runs of target ``all``: ``run.methods`` x ``run.seeds`` on every benchmark."""
+        r = self.cfg["run"]
+        return {b: {m: tuple(r["seeds"]) for m in r["methods"]} for b in self.benchmarks}
+
+    def study_runs(self, study: str) -> Runs:
+        s = self.studies[study]
+        return {b: {m: s.seeds for m in s.methods} for b in self.benchmarks}
+
+    def declared_runs(self) -> Runs:
+        """Every run the config declares: the default run and all studies."""
+        return merge_runs([self.default_runs(), *(self.study_runs(s) for s in self.studies)])
+
+    def requested_runs(self, targets: Iterable[str]) -> Runs:
+        """The runs that the named targets themselves produce (none for ``paper_tables`` or a file)."""
+        targets = set(targets) or {"all"}
+        parts = [self.default_runs()] if targets & {"all", "full"} else []
+        parts += [self.study_runs(s) for s in self.studies if targets & {"full", f"study_{s}"}]
+        return merge_runs(parts)
+
+    # -- the files of runs --------------------------------------------------------------------------
+
+    def task_files(self, benchmark: str, method: str, seed: int | str, name: str) -> list[str]:
+        """``name`` in every task folder of a run."""
+        return [f"{task_dir(benchmark, method, seed, t)}/{name}" for t in range(self.num_tasks(benchmark))]
+
+    def run_files(self, runs: Runs) -> list[str]:
+        """Every artifact of the runs. Task files are listed too (not only R.csv), so that a deleted task
+        folder is redone - Snakemake would otherwise treat it as a disposable intermediate."""
+        files = []
+        for b, m, s in each_run(runs):
+            files += [f"{run_dir(b, m, s)}/{f}" for f in RUN_FILES]
+            files += [f for name in TASK_FILES for f in self.task_files(b, m, s, name)]
+        return files
+
+    def record_files(self, runs: Runs) -> list[str]:
+        """The records the paper's tables and figures read: ``metrics.json`` and every ``train.json``."""
+        return [f for b, m, s in each_run(runs)
+                for f in [f"{run_dir(b, m, s)}/metrics.json", *self.task_files(b, m, s, "train.json")]]
+
+    def markers(self, runs: Runs) -> list[str]:
+        """The MLflow tracking markers of the runs ([] when tracking is off)."""
+        return [marker_path(b, m, s) for b, m, s in each_run(runs)] if self.tracking else []
+
+    # -- targets ------------------------------------------------------------------------------------
+
+    def study_reports(self, study: str, benchmark: str) -> list[str]:
+        """The report files of one study on one benchmark (see workflow/rules/studies.smk)."""
+        return [f.format(benchmark=benchmark) for f in report_files(study, self.studies[study].spec).values()]
+
+    def default_reports(self, benchmark: str) -> list[str]:
+        return [f.format(benchmark=benchmark) for f in DEFAULT_RUN_REPORT.values()]
+
+    def paper_targets(self) -> list[str]:
+        """Every paper table, and every paper figure of every benchmark."""
+        figures = [paper_figure_file(f, b, e) for b in self.benchmarks for f in PAPER_FIGURES for e in FIGURE_FORMATS]
+        return paper_table_files() + figures
+
+    def default_targets(self) -> list[str]:
+        """The default run: its runs, their markers, its report and each benchmark's domains picture."""
+        runs = self.default_runs()
+        reports = [f for b in self.benchmarks for f in [*self.default_reports(b), DOMAINS_FIGURE.format(benchmark=b)]]
+        return self.run_files(runs) + reports + self.markers(runs)
+
+    def all_targets(self) -> list[str]:
+        """Target ``all``: the default run and the paper's tables and figures."""
+        return self.default_targets() + self.paper_targets()
+
+    def study_targets(self, study: str) -> list[str]:
+        """Everything a study produces on every benchmark: its runs (task files included), reports, markers."""
+        runs = self.study_runs(study)
+        return self.run_files(runs) + [f for b in self.benchmarks for f in self.study_reports(study, b)] + self.markers(runs)
+
+    def full_targets(self) -> list[str]:
+        """Target ``full``: the default run, every declared study, and the paper's tables and figures."""
+        return self.default_targets() + [f for s in self.studies for f in self.study_targets(s)] + self.paper_targets()
+
+    def stored_reports(self, exists: Callable[[str], bool]) -> list[str]:
+        """Every default-run and study report whose runs' metrics are all present (``exists``): what
+        ``snakemake reports`` rebuilds from a results/ tree copied off a cluster."""
+        out = []
+        for b in self.benchmarks:
+            if all(exists(f) for f in self.metrics_files(b, self.cfg["run"]["methods"], self.cfg["run"]["seeds"])):
+                out += self.default_reports(b)
+            for name, s in self.studies.items():
+                if all(exists(f) for f in self.metrics_files(b, s.methods, s.seeds)):
+                    out += self.study_reports(name, b)
+        return out
+
+    @staticmethod
+    def metrics_files(benchmark: str, methods: Sequence[str], seeds: Sequence[int]) -> list[str]:
+        """``metrics.json`` of each (method, seed) run of a benchmark."""
+        return [f"{run_dir(benchmark, m, s)}/metrics.json" for m in methods for s in seeds]
+
+
+def each_run(runs: Runs) -> Iterable[tuple[str, str, int]]:
+    """(benchmark, method, seed) of every run."""
+    for b, methods in runs.items():
+        for m, seeds in methods.items():
+            for s in seeds:
+                yield b, m, s

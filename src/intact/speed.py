@@ -1,0 +1,327 @@
+"""``intact speed``: the cost of a training step of ``coda_p`` and ``coda_p+intact`` at task 1, with and
+without the feature caches, on a timm backbone with random weights (nothing is downloaded).
+
+The method settings come from a config (by default ``configs/paper/imagenet_r.yaml`` over ``config.yaml``:
+the paper's CODA-P pool on ViT-B/16); the images are synthetic, stored as the prepared benchmarks store
+them (uint8, at the input size, flipped at random on the device), so a step runs the real loader, loss,
+backward and optimizer. Task 0 is skipped (no training: its hypercube comes from one pass over the images)
+and every row is measured at task 1, where the InTAct teacher and anchors are active.
+
+Per row: seconds per step (median of ``--repeats`` timed steps after one warm-up step, with their min and
+max), backbone passes per step (counted), seconds per evaluation batch (``predict`` at ``--batch``; median,
+min, max), peak memory (CUDA: allocated, reset per row; CPU: the process's peak resident set, which only
+grows), total and trainable parameters, the seconds the caches took to build (once per task; not part of
+a step), and the 1-minute load average before and after the row. The CPU model and core count are
+recorded; a warning says when the machine is busy (load average above half its cores), since then a
+row's time is the load's as much as the code's.
+
+``--pairs`` builds every row first, then times them step by step in turn (row 1 step 1, row 2 step 1,
+..., row 1 step 2, ...): a change of load hits all rows alike, and the ratios (medians of the per-step
+ratios, with min and max) hold where the absolute times do not. (It needs the memory of all rows at once.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from intact.cache import lookup, task_caches
+from intact.config import resolve_run, validate_config
+from intact.settings import deep_merge
+from intact.data.loader import eval_batches, train_batches
+from intact.data.stored import StoredImages
+from intact.efficiency import parameter_counts
+from intact.io import write_json
+from intact.methods import create_method
+from intact.models.backbone import FrozenViT, create_vit
+from intact.speed_args import add_arguments
+from intact.train import build_optimizer
+
+METHODS = ("coda_p", "coda_p+intact")
+
+
+def load_layered(paths: list[Path]) -> dict:
+    """Config files layered in order (as ``snakemake --configfile`` does), validated; data and weights files
+    need not exist (the bench uses only the method settings, on synthetic images and random weights)."""
+    cfg: dict = {}
+    for p in paths:
+        cfg = deep_merge(cfg, yaml.safe_load(Path(p).read_text()) or {})
+    validate_config(cfg, check_files=False)
+    return cfg
+
+
+class PassCounter:
+    """Counts the backbone's forward passes: unprompted (the query) and prompted."""
+
+    def __init__(self, backbone: FrozenViT):
+        self.query = self.prompted = 0
+        q, f = backbone.query, backbone.forward
+
+        def query(x):
+            self.query += 1
+            return q(x)
+
+        def forward(x, prefix=None):
+            if prefix:
+                self.prompted += 1
+                return f(x, prefix)
+            return query(x)
+
+        backbone.query, backbone.forward = query, forward
+
+    @property
+    def total(self) -> int:
+        return self.query + self.prompted
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _peak_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what :mod:`platform` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the system has none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def busy(load: float | None, cores: int) -> bool:
+    """Whether other work holds the CPU: load average above half the cores."""
+    return load is not None and load > 0.5 * cores
+
+
+def spread(times: list[float]) -> dict[str, float]:
+    """Median, min and max of timed repeats (the first, warm-up, entry left out)."""
+    timed = times[1:] or times
+    return {"median": statistics.median(timed), "min": min(timed), "max": max(timed)}
+
+
+class Row:
+    """One row of the table: ``method`` at task 1 with (``cache``) or without the feature caches, set up and
+    ready to time one training step (:meth:`step`) or one evaluation batch (:meth:`eval_batch`) at a time."""
+
+    def __init__(self, cfg: dict, benchmark: str, method: str, cache: bool, *, model: str, batch: int, repeats: int,
+                 device: torch.device, amp: bool, classes: int, tasks: int, seed: int = 0):
+        self.method, self.cache, self.device, self.batch = method, cache, device, batch
+        self.load_before = load_average()
+        run = resolve_run(cfg, benchmark, method, seed)
+        vit = create_vit(model)
+        chans, size = int(vit.patch_embed.proj.in_channels), int(vit.patch_embed.img_size[0])
+        backbone = FrozenViT(vit, (0.5,) * chans, (0.5,) * chans)
+        run = dataclasses.replace(run, optim=dataclasses.replace(run.optim, batch_size=batch, feature_cache=cache, amp=amp))
+        torch.manual_seed(seed)
+        m = self.m = create_method(run, backbone, classes, tasks).to(device)
+        n = batch * (repeats + 1)
+        rng = np.random.default_rng(seed)
+        images = rng.integers(0, 256, size=(n, size, size, chans), dtype=np.uint8)
+        data = StoredImages(images, rng.integers(0, classes, size=n), size, augment=True, task=1)
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and amp) else nullcontext()
+        # task 0 left untrained: its hypercube (needed by the InTAct terms at task 1) from one pass over the images
+        m.begin_task(0, data)
+        m.eval()
+        with self.autocast:
+            m.end_task(0, data)
+        m.begin_task(1, data)
+        m.train()
+        self.counter = PassCounter(m.backbone)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        _sync(device)
+        t0 = time.perf_counter()
+        self.caches, self.record = task_caches(m, None, data, eval_split="test", batch_size=run.optim.eval_batch_size,
+                                               device=device, amp=self.autocast, query_cache=None, enabled=cache)
+        _sync(device)
+        self.build_s = time.perf_counter() - t0
+        self.opt, _ = build_optimizer(m, run.optim, repeats + 1)
+        self.batches = iter(train_batches(data, seed=seed, task=1, epoch=0, batch_size=batch, device=device, keys=True))
+        self.x_eval = next(iter(eval_batches(data, batch, device)))[0]  # images 0..batch-1, unflipped: query rows [:batch, 0]
+        self.times: list[float] = []
+        self.passes: list[int] = []
+        self.eval_times: list[float] = []
+
+    def step(self) -> float:
+        """Time one training step (loss, backward, optimizer) on the next batch."""
+        x, y, *keys = next(self.batches)
+        m, before = self.m, self.counter.total
+        _sync(self.device)
+        t = time.perf_counter()
+        with self.autocast, m.using(**{k: lookup(c, *keys) for k, c in self.caches.items()}):
+            loss, _ = m.loss(x, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        _sync(self.device)
+        self.times.append(time.perf_counter() - t)
+        self.passes.append(self.counter.total - before)
+        return self.times[-1]
+
+    @torch.no_grad()
+    def eval_batch(self) -> float:
+        """Time ``predict`` on one batch, the query read from the cache when there is one."""
+        self.m.eval()
+        q = self.caches["query"][:self.batch, 0] if "query" in self.caches else None
+        _sync(self.device)
+        t = time.perf_counter()
+        with self.autocast, self.m.using(**({"query": q} if q is not None else {})):
+            self.m.predict(self.x_eval)
+        _sync(self.device)
+        self.m.train()
+        self.eval_times.append(time.perf_counter() - t)
+        return self.eval_times[-1]
+
+    def result(self) -> dict[str, Any]:
+        counts = parameter_counts(self.m, self.m.num_trainable_parameters())
+        step, ev = spread(self.times), spread(self.eval_times)
+        return {
+            "method": self.method, "cache": self.cache, "step_s": step["median"], "step_min_s": step["min"],
+            "step_max_s": step["max"], "step_times_s": self.times[1:], "passes_per_step": statistics.median(self.passes[1:]),
+            "eval_batch_s": ev["median"], "eval_min_s": ev["min"], "eval_max_s": ev["max"],
+            "peak_mb": _peak_mb(self.device), "trainable_params": counts["trainable_parameters"],
+            "total_params": counts["total_parameters"], "cache_build_s": self.build_s, "cache_record": self.record,
+            "images_per_s": self.batch / step["median"], "load_before": self.load_before, "load_after": load_average(),
+        }
+
+
+def bench_row(cfg: dict, benchmark: str, method: str, cache: bool, *, repeats: int, **kw: Any) -> dict[str, Any]:
+    """One row measured on its own: a warm-up and ``repeats`` timed steps, then as many evaluation batches."""
+    row = Row(cfg, benchmark, method, cache, repeats=repeats, **kw)
+    for _ in range(repeats + 1):
+        row.step()
+    for _ in range(repeats + 1):
+        row.eval_batch()
+    return row.result()
+
+
+def paired_rows(cfg: dict, benchmark: str, specs: list[tuple[str, bool]], *, repeats: int, **kw: Any) -> list[dict[str, Any]]:
+    """All rows built first, then timed in turn step by step (and evaluation batch by batch)."""
+    rows = [Row(cfg, benchmark, method, cache, repeats=repeats, **kw) for method, cache in specs]
+    for _ in range(repeats + 1):
+        for row in rows:
+            row.step()
+    for _ in range(repeats + 1):
+        for row in rows:
+            row.eval_batch()
+    return [row.result() for row in rows]
+
+
+#: the step-time ratios the table reports: (label, numerator row, denominator row)
+RATIOS = (("coda_p+intact / coda_p step (cached)", (METHODS[1], True), (METHODS[0], True)),
+          ("coda_p+intact / coda_p step (uncached)", (METHODS[1], False), (METHODS[0], False)),
+          ("coda_p cached / uncached step", (METHODS[0], True), (METHODS[0], False)),
+          ("coda_p+intact cached / uncached step", (METHODS[1], True), (METHODS[1], False)))
+
+
+def ratios(rows: list[dict], paired: bool) -> dict[str, dict[str, float]]:
+    """Each ratio of :data:`RATIOS` whose rows were measured: of the medians, or (``paired``) the median, min
+    and max of the per-step ratios (step i of one row over step i of the other, taken moments apart)."""
+    by = {(r["method"], r["cache"]): r for r in rows}
+    out = {}
+    for label, num, den in RATIOS:
+        if num in by and den in by:
+            if paired:
+                per_step = [a / b for a, b in zip(by[num]["step_times_s"], by[den]["step_times_s"])]
+                out[label] = {"median": statistics.median(per_step), "min": min(per_step), "max": max(per_step)}
+            else:
+                out[label] = {"median": by[num]["step_s"] / by[den]["step_s"]}
+    return out
+
+
+def format_table(rows: list[dict], paired: bool = False) -> str:
+    head = (f"{'method':<16}{'cache':>6}{'step_s':>9}{'min':>8}{'max':>8}{'passes':>7}{'eval_s':>8}{'min':>7}{'max':>7}"
+            f"{'img/s':>8}{'peak_mb':>9}{'trainable':>11}{'total':>12}{'build_s':>8}{'load':>12}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        load = "/".join("?" if v is None else f"{v:.1f}" for v in (r["load_before"], r["load_after"]))
+        lines.append(f"{r['method']:<16}{str(r['cache']).lower():>6}{r['step_s']:>9.3f}{r['step_min_s']:>8.3f}"
+                     f"{r['step_max_s']:>8.3f}{r['passes_per_step']:>7g}{r['eval_batch_s']:>8.3f}{r['eval_min_s']:>7.3f}"
+                     f"{r['eval_max_s']:>7.3f}{r['images_per_s']:>8.1f}{r['peak_mb']:>9.0f}{r['trainable_params']:>11,}"
+                     f"{r['total_params']:>12,}{r['cache_build_s']:>8.2f}{load:>12}")
+    lines.append("load: 1-minute load average before / after the row")
+    for label, v in ratios(rows, paired).items():
+        extra = f" (per-step ratios {v['min']:.2f}-{v['max']:.2f})" if paired else ""
+        lines.append(f"{label}: {v['median']:.2f}{extra}")
+    return "\n".join(lines)
+
+
+def run_speed(args: argparse.Namespace) -> int:
+    paths = args.config or [Path("config.yaml"), Path("configs/paper/imagenet_r.yaml")]
+    cfg = load_layered(paths)
+    benchmark = args.benchmark or cfg["run"]["benchmarks"][0]
+    # the benchmark's task count sizes the prompt pool per task (ImageNet-R: 15 when domains are not listed)
+    tasks = len(cfg["benchmarks"][benchmark].get("domains") or []) or 15
+    device = torch.device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cores = os.cpu_count() or 1
+    machine = {"cpu_model": cpu_model(), "cores": cores, "torch_threads": torch.get_num_threads(),
+               "load_before": load_average()}
+    if busy(machine["load_before"], cores):
+        print(f"warning: the machine is busy (load average {machine['load_before']:.1f} on {cores} cores): step times "
+              "measure the load as well; compare rows with --pairs, or rerun on a quiet machine", file=sys.stderr)
+    specs = [(method, cache) for method in args.methods for cache in (False, True)]
+    kw = dict(model=args.model, batch=args.batch, repeats=args.repeats, device=device, amp=args.amp == "on",
+              classes=args.classes, tasks=tasks)
+    print(f"speed: {len(specs)} rows{' (paired)' if args.pairs else ''} ...", file=sys.stderr, flush=True)
+    rows = (paired_rows(cfg, benchmark, specs, **kw) if args.pairs
+            else [bench_row(cfg, benchmark, method, cache, **kw) for method, cache in specs])
+    machine["load_after"] = load_average()
+    machine["busy"] = any(busy(v, cores) for v in [machine["load_before"], machine["load_after"]]
+                          + [r[k] for r in rows for k in ("load_before", "load_after")])
+    print(f"intact speed: {args.model}, batch {args.batch}, {device}"
+          f"{' bf16' if device.type == 'cuda' and args.amp == 'on' else ' fp32'}, task 1, median (min, max) of "
+          f"{args.repeats} steps{', rows alternated step by step' if args.pairs else ''}, method settings: {benchmark} "
+          f"({tasks} tasks) from {', '.join(map(str, paths))}; {machine['cpu_model']}, {cores} cores, "
+          f"{machine['torch_threads']} torch threads")
+    print(format_table(rows, args.pairs))
+    if machine["busy"]:
+        print(f"warning: the machine was busy during the measurement (load average above {0.5 * cores:.1f}): "
+              "absolute times are not the code's alone", file=sys.stderr)
+    if args.json:
+        write_json(args.json, {"model": args.model, "batch": args.batch, "device": str(device),
+                               "amp": device.type == "cuda" and args.amp == "on", "repeats": args.repeats,
+                               "pairs": args.pairs, "machine": machine, "config": [str(p) for p in paths],
+                               "benchmark": benchmark, "results": rows, "ratios": ratios(rows, args.pairs)})
+        print(f"wrote {args.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="intact speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return run_speed(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

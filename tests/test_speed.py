@@ -1,0 +1,71 @@
+"""``intact speed`` on a tiny ViT: the table's rows, the JSON schema, the counted backbone passes, the spread and
+load recorded per row, and the paired mode."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from conftest import REPO
+from intact.cli import main
+from intact.speed import busy, ratios, spread
+
+TINY = ["--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10", "--config", str(REPO / "config.yaml")]
+
+
+def test_speed_writes_the_rows_and_counts_the_passes(tmp_path, capsys):
+    out = tmp_path / "speed.json"
+    assert main(["speed", "--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10",
+                 "--config", str(REPO / "config.yaml"), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["method"], r["cache"]) for r in rows] == [
+        ("coda_p", False), ("coda_p", True), ("coda_p+intact", False), ("coda_p+intact", True)]
+    # live: query + prompted (+ teacher with InTAct at task 1); cached: the prompted pass alone
+    assert [r["passes_per_step"] for r in rows] == [2, 1, 3, 1]
+    for r in rows:
+        assert {"step_s", "passes_per_step", "peak_mb", "trainable_params", "total_params", "eval_batch_s"} <= set(r)
+        assert r["step_s"] > 0 and 0 < r["trainable_params"] < r["total_params"]
+        assert r["step_min_s"] <= r["step_s"] <= r["step_max_s"] and len(r["step_times_s"]) == 2
+        assert r["eval_min_s"] <= r["eval_batch_s"] <= r["eval_max_s"]
+        assert {"load_before", "load_after"} <= set(r)
+    machine = json.loads(out.read_text())["machine"]
+    assert machine["cpu_model"] and machine["cores"] >= 1 and isinstance(machine["busy"], bool)
+    assert "coda_p+intact / coda_p step (cached)" in capsys.readouterr().out
+
+
+def test_pairs_mode_alternates_the_rows_and_reports_per_step_ratios(tmp_path, capsys):
+    out = tmp_path / "speed.json"
+    assert main(["speed", *TINY, "--pairs", "--methods", "coda_p", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["pairs"] is True
+    assert [(r["method"], r["cache"], r["passes_per_step"]) for r in got["results"]] == [("coda_p", False, 2), ("coda_p", True, 1)]
+    live, cached = got["results"]
+    per_step = [a / b for a, b in zip(cached["step_times_s"], live["step_times_s"])]
+    want = {"median": statistics.median(per_step), "min": min(per_step), "max": max(per_step)}
+    assert got["ratios"]["coda_p cached / uncached step"] == want
+    assert "per-step ratios" in capsys.readouterr().out
+
+
+def test_spread_ratios_and_busy():
+    assert spread([9.0, 3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}  # the warm-up step is left out
+    rows = [{"method": "coda_p", "cache": c, "step_s": s, "step_times_s": t}
+            for c, s, t in ((False, 4.0, [4.0, 8.0, 2.0]), (True, 1.0, [1.0, 1.0, 1.0]))]
+    assert ratios(rows, paired=False) == {"coda_p cached / uncached step": {"median": 0.25}}
+    assert ratios(rows, paired=True) == {"coda_p cached / uncached step": {"median": 0.25, "min": 0.125, "max": 0.5}}
+    assert busy(1.5, 2) and not busy(0.9, 2) and not busy(None, 2)
+
+
+def test_paper_scale_check_runs_at_toy_size(tmp_path):
+    """tools/paper_scale_check.py (the GPU check's real-steps part) end to end on a tiny ViT at 32 px."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "tools/paper_scale_check.py"), str(tmp_path / "out"),
+                           "--model", "vit_rgb_p8", "--size", "32", "--batch", "8", "--steps", "8", "--epochs", "1",
+                           "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "out/paper_scale.json").read_text())
+    assert [t["task"] for t in summary["tasks"]] == [0, 1]
+    for t in summary["tasks"]:
+        assert t["images_per_s"] > 0 and t["state_mb"] > 0 and len(t["accuracy"]) == 2
+        assert t["feature_cache"]["query"].startswith("stored")  # the query cache the tool wrote is read
