@@ -5,7 +5,8 @@ import re
 import sys
 
 from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
-from intact.data.image_config import IMAGE_TYPES
+from intact.data.image_config import IMAGE_TYPES, plain_config
+from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.paths import RUN_DIR, run_dir
@@ -24,6 +25,8 @@ def _dry_run():
 
 
 try:
+    # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
+    apply_extends(config, workflow.config_settings.configfiles, workflow.config_settings.config)
     validate_config(config, check_files=False)
     TRACKING = tracking_config(config)
     # weights and raw data: a dry run lists the grid before they are in place (and says what is
@@ -31,7 +34,7 @@ try:
     _missing = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
     if _missing and not _dry_run():
         raise ConfigError("config: " + "; ".join(_missing))
-except ConfigError as err:
+except (ConfigError, LayerError) as err:
     raise WorkflowError(str(err)) from None
 for _m in _missing:
     print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
@@ -95,7 +98,7 @@ def run_config(wildcards):
 
 
 def as_dict(obj):
-    return dataclasses.asdict(obj)
+    return plain_config(obj)  # unset optional keys left out: existing jobs' params stay as they were
 
 
 def manifest(wildcards):
