@@ -16,7 +16,7 @@ CASES = [([12, 16, 5], 0.01), ([12, 16, 16, 5], 0.01), ([8, 24, 4], 0.0), ([10, 
 
 
 @pytest.mark.parametrize("dims, slope", CASES)
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_crown_bounds_are_sound_against_sampled_and_ascent_drift(dims, slope, seed):
     old = head(dims, slope, seed)
     new = updated(old, 0.3, seed + 10)

@@ -2,19 +2,24 @@
 
 The interval certificate (:func:`~intact.regularizers.interval.sequential_drift_bounds`) propagates plain
 boxes through the new network and the drift; for a Linear-LeakyReLU-Linear head with a large update it is
-sound but loose, because it forgets that ``new(h)`` and ``old(h)`` see the *same* input ``h``. Here both
-networks run side by side as one network on ``h`` -
+sound but loose: the drift of a hidden layer is an interval, not a function of the input ``h``. Here the
+difference is tracked *symbolically*. With ``a`` the new network's activations, ``x = W a + b`` its
+pre-activations and ``dx = x_new - x_old``, ``d = act(x_new) - act(x_old)`` the activation drift -
 
-    g(h) = new(h) - old(h):   first layer [W1_new; W1_old] h + [b1_new; b1_old], then block-diagonal
-    layers diag(Wk_new, Wk_old), and the last layer [WL_new, -WL_old] with bias bL_new - bL_old -
+    dx_k = dW_k a_(k-1) + W_k,old d_(k-1) + db_k,     d_0 = 0, a_0 = h,   and the output drift is dx_L -
 
-and CROWN (Zhang et al., 2018) bounds ``g`` over the box: each (leaky) ReLU with an unstable pre-activation
-``x`` in ``[l, u]`` is enclosed by two lines (upper: the chord through ``(l, s l)`` and ``(u, u)``; lower:
-``a x`` with ``a`` in ``[s, 1]``, chosen as CROWN does), and the output is back-substituted to a linear
-function of ``h`` whose exact minimum / maximum over the box is the bound. Intermediate pre-activation
-bounds come from the same back-substitution, layer by layer. Every step encloses the true function, so the
-bound is sound (``tests/test_crown.py`` checks it against sampled and gradient-ascent drift); for one affine
-layer ``g`` is affine and the bound is exact. Supported: Linear, ReLU / LeakyReLU, Identity / Dropout (eval).
+so ``g(h) = new(h) - old(h)`` is one feed-forward network on ``h`` whose hidden state is ``[a_k; d_k]``:
+first layer ``[W1_new; dW1] h + [b1_new; db1]``, then ``[[Wk_new, 0], [dWk, Wk_old]]``, last ``[dWL, WL_old]``.
+CROWN (Zhang et al., 2018) bounds it over the box: each ``a = act(x)`` with an unstable ``x`` in ``[l, u]``
+lies between two lines (upper: the chord through ``(l, s l)`` and ``(u, u)``; lower: ``c x``, ``c`` in
+``[s, 1]``, chosen as CROWN does); each ``d = k dx`` with ``k`` in ``[s, 1]`` (a monotone activation with
+slopes in ``[s, 1]``) lies between ``min(dx, s dx)`` and ``max(dx, s dx)``, relaxed by their chords over
+the bounds of ``dx``, and is exact (``dx`` or ``s dx``) where ``x_new`` and ``x_old`` are both stably on one
+side. The output is back-substituted to a linear function of ``h`` whose exact minimum / maximum over the box
+is the bound; intermediate bounds come from the same back-substitution, layer by layer. Every step encloses
+the true function, so the bound is sound (``tests/test_crown.py`` checks it against sampled and
+gradient-ascent drift); for one affine layer ``g`` is affine and the bound is exact. Supported: Linear,
+ReLU / LeakyReLU, Identity / Dropout (eval). The certificate uses the intersection with the interval bound.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ def supports(layers: Sequence[nn.Module]) -> bool:
 
 
 def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> list[Layer]:
-    """The stacked network computing ``new(h) - old(h)`` as (W, b, slope) layers (see the module text)."""
+    """The network computing ``new(h) - old(h)`` on the hidden state ``[a; d]``, as (W, b, slope) layers
+    (see the module text)."""
     pairs = [(m, o) for m, o in zip(new, old) if not isinstance(m, (nn.Identity, nn.Dropout))]
     affine: list[tuple[nn.Linear, nn.Linear, float | None]] = []
     for m, o in pairs:
@@ -63,35 +69,64 @@ def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> li
         return [(m.weight - o.weight, _bias(m) - _bias(o), None)]
     out: list[Layer] = []
     for k, (m, o, slope) in enumerate(affine):
-        if k == 0:
-            W = torch.cat([m.weight, o.weight])
-            b = torch.cat([_bias(m), _bias(o)])
-        elif k == len(affine) - 1:
-            W = torch.cat([m.weight, -o.weight], dim=1)
-            b = _bias(m) - _bias(o)
-        else:
-            W = torch.block_diag(m.weight, o.weight)
-            b = torch.cat([_bias(m), _bias(o)])
+        dW, db = m.weight - o.weight, _bias(m) - _bias(o)
+        if k == 0:                                   # h -> [x_new; dx]
+            W, b = torch.cat([m.weight, dW]), torch.cat([_bias(m), db])
+        elif k == len(affine) - 1:                   # [a; d] -> dx_L: the output drift
+            W, b = torch.cat([dW, o.weight], dim=1), db
+        else:                                        # [a; d] -> [x_new; dx]
+            zero = torch.zeros(m.out_features, o.in_features, dtype=dW.dtype, device=dW.device)
+            W = torch.cat([torch.cat([m.weight, zero], dim=1), torch.cat([dW, o.weight], dim=1)])
+            b = torch.cat([_bias(m), db])
         out.append((W, b, slope))
     return out
 
 
-def _relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Linear bounds ``a_l x + c_l <= act(x) <= a_u x + c_u`` of LeakyReLU(slope s) for ``x`` in ``[lo, hi]``
-    (``s`` None: no activation, the identity)."""
-    one, zero = torch.ones_like(lo), torch.zeros_like(lo)
-    if s is None:
-        return one, zero, one, zero
-    s_ = torch.full_like(lo, s)
+def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float) -> tuple[torch.Tensor, ...]:
+    """Lines ``a_l x + c_l <= act(x) <= a_u x + c_u`` of LeakyReLU(slope s) for ``x`` in ``[lo, hi]``."""
+    one, zero, s_ = torch.ones_like(lo), torch.zeros_like(lo), torch.full_like(lo, s)
     active, dead = lo >= 0, hi <= 0
     unstable = ~(active | dead)
-    width = (hi - lo).clamp_min(1e-30)
-    chord = (hi - s * lo) / width                                  # the line through (lo, s lo) and (hi, hi)
+    chord = (hi - s * lo) / (hi - lo).clamp_min(1e-30)             # the line through (lo, s lo) and (hi, hi)
     a_u = torch.where(active, one, torch.where(dead, s_, chord))
     c_u = torch.where(unstable, s * lo - chord * lo, zero)
-    # lower: a x with a in [s, 1] (LeakyReLU is convex and through 0): CROWN's choice, 1 where hi >= -lo
+    # lower: c x with c in [s, 1] (LeakyReLU is convex and through 0): CROWN's choice, 1 where hi >= -lo
     a_l = torch.where(active, one, torch.where(dead, s_, torch.where(hi >= -lo, one, s_)))
     return a_l, zero, a_u, c_u
+
+
+def _drift_relaxation(p: torch.Tensor, q: torch.Tensor, x_lo: torch.Tensor, x_hi: torch.Tensor, s: float) -> tuple[torch.Tensor, ...]:
+    """Lines bounding ``d = act(x_new) - act(x_old) = k dx`` (k in [s, 1]) for ``dx`` in ``[p, q]``, with
+    ``x_new`` in ``[x_lo, x_hi]`` (so ``x_old = x_new - dx`` in ``[x_lo - q, x_hi - p]``)."""
+    one, zero, s_ = torch.ones_like(p), torch.zeros_like(p), torch.full_like(p, s)
+    pos, neg = p >= 0, q <= 0
+    straddle = ~(pos | neg)
+    width = (q - p).clamp_min(1e-30)
+    up = (q - s * p) / width                                       # max(dx, s dx) <= chord (p, s p) - (q, q)
+    down = (s * q - p) / width                                     # min(dx, s dx) >= chord (p, p) - (q, s q)
+    a_u = torch.where(pos, one, torch.where(neg, s_, up))
+    c_u = torch.where(straddle, s * p - up * p, zero)
+    a_l = torch.where(pos, s_, torch.where(neg, one, down))
+    c_l = torch.where(straddle, p - down * p, zero)
+    # both pre-activations stably on one side: d = dx (active) or s dx (dead), exactly
+    active = (x_lo >= 0) & (x_lo - q >= 0)
+    dead = (x_hi <= 0) & (x_hi - p <= 0)
+    exact = torch.where(active, one, s_)
+    both = active | dead
+    return (torch.where(both, exact, a_l), torch.where(both, zero, c_l),
+            torch.where(both, exact, a_u), torch.where(both, zero, c_u))
+
+
+def _relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None) -> tuple[torch.Tensor, ...]:
+    """Lines bounding the hidden state ``[a; d]`` of a layer with pre-activation ``[x_new; dx]`` in ``[lo, hi]``
+    (``s`` None: no activation between two Linear layers, the identity, exact)."""
+    if s is None:
+        one, zero = torch.ones_like(lo), torch.zeros_like(lo)
+        return one, zero, one, zero
+    n = lo.numel() // 2
+    act = _act_relaxation(lo[:n], hi[:n], s)
+    drift = _drift_relaxation(lo[n:], hi[n:], lo[:n], hi[:n], s)
+    return tuple(torch.cat([a, d]) for a, d in zip(act, drift))
 
 
 def _backsubstitute(C: torch.Tensor, layers: Sequence[Layer], pre: Sequence[Box], lower: torch.Tensor,
@@ -114,7 +149,7 @@ def _backsubstitute(C: torch.Tensor, layers: Sequence[Layer], pre: Sequence[Box]
 
 @torch.no_grad()
 def crown_bounds(layers: Sequence[Layer], lower: torch.Tensor, upper: torch.Tensor) -> Box:
-    """Lower and upper bounds of the stacked network's output over the box ``[lower, upper]`` (1-d)."""
+    """Lower and upper bounds of a :func:`difference_network`'s output over the box ``[lower, upper]`` (1-d)."""
     pre: list[Box] = []
     for k in range(len(layers)):
         n = layers[k][0].shape[0]
