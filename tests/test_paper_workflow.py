@@ -198,4 +198,4 @@ def test_the_table_notes_name_the_backbone_of_every_here_column():
         if name in tables:
             notes = " ".join(tables[name].notes)
             assert "vit_b16_augreg2_in1k = timm vit_base_patch16_224.augreg2_in21k_ft_in1k" in notes, (name, notes)
-            assert "Forgetting (max-final, Chaudhry" in notes and "Mammoth" in notes
+            assert "Forgetting (max-final): Chaudhry" in notes and "Mammoth" in notes

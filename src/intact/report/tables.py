@@ -25,7 +25,7 @@ METRICS = {
 }
 
 NOTE = (
-    "AA: mean accuracy (%) over all tasks after the last task. Forgetting (max-final, Chaudhry et al.): mean over "
+    "AA: mean accuracy (%) over all tasks after the last task. Forgetting (max-final): Chaudhry et al.'s mean over "
     "tasks of the best accuracy after learning the task, before the last task, minus the final one (can be negative; "
     "not Mammoth's form, whose max includes the last task, nor Avalanche's first-minus-final = −BWT; metrics.json "
     "also holds forgetting_mammoth). Forgetting (one-step): "
