@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
 from intact.hashing import stable_hash
+from intact.layering import LayerError, read_layers
 from intact.naming import MethodNameError, parse_method_name
 from intact.schema import ConfigError, check_schema
 
@@ -140,7 +139,8 @@ class OptimConfig:
 
 #: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
 #: at their defaults, so runs recorded before them keep their params and hashes
-LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),)
+LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),
+              ("benchmark", ImageBenchmarkConfig, ("c_transform",)))
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class RunConfig:
         out = _to_plain(dataclasses.asdict(self))
         for section, cls, keys in LATER_KEYS:
             for k in keys:
-                if out[section].get(k) == getattr(cls, k):
+                if k in out[section] and out[section][k] == getattr(cls, k):
                     del out[section][k]
         return out
 
@@ -182,11 +182,14 @@ class RunConfig:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file (safe loader) and validate it."""
+    """Read a YAML config file (safe loader; ``extends`` resolved: :mod:`intact.layering`) and validate it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    cfg = yaml.safe_load(path.read_text()) or {}
+    try:
+        cfg = read_layers(path)
+    except LayerError as err:
+        raise ConfigError(str(err)) from None
     validate_config(cfg)
     return cfg
 

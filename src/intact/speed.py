@@ -23,7 +23,6 @@ ratios, with min and max) hold where the absolute times do not. (It needs the me
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import os
 import platform
@@ -37,10 +36,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from intact.cache import lookup, task_caches
 from intact.config import resolve_run, validate_config
+from intact.layering import merge, read_layers
 from intact.data.loader import eval_batches, train_batches
 from intact.data.stored import StoredImages
 from intact.efficiency import parameter_counts
@@ -53,19 +52,12 @@ from intact.train import build_optimizer
 METHODS = ("coda_p", "coda_p+intact")
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def load_layered(paths: list[Path]) -> dict:
     """Config files layered in order (as ``snakemake --configfile`` does), validated; data and weights files
     need not exist (the bench uses only the method settings, on synthetic images and random weights)."""
     cfg: dict = {}
     for p in paths:
-        cfg = _merge(cfg, yaml.safe_load(Path(p).read_text()) or {})
+        cfg = merge(cfg, read_layers(p))  # a paper overlay brings its base (extends)
     validate_config(cfg, check_files=False)
     return cfg
 

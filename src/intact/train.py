@@ -22,12 +22,12 @@ import torch
 from torch.utils.data import ConcatDataset, Dataset
 from tqdm import tqdm
 
-from intact.cache import QueryCache, lookup, task_caches
+from intact.cache import QueryCache, lookup, query_settings, task_caches
 from intact.config import OptimConfig, RunConfig
 from intact.data import open_benchmark
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
-from intact.guard import CHECK_EVERY, DivergenceGuard
+from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import damaged, load_checkpoint, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS, create_method
 from intact.methods.base import ContinualMethod
@@ -165,7 +165,8 @@ def train_task(
     steps_per_epoch = count_steps(n, o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
-    stored_queries = QueryCache(query_cache, bench, backbone_sha) if (query_cache and o.feature_cache) else None
+    stored_queries = (QueryCache(query_cache, bench, backbone_sha, query_settings(run.backbone, bench, device, o.amp))
+                      if (query_cache and o.feature_cache) else None)
     caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split, batch_size=o.eval_batch_size,
                                        device=device, amp=amp, query_cache=stored_queries, enabled=o.feature_cache,
                                        progress=progress)
@@ -192,7 +193,8 @@ def train_task(
     guard = DivergenceGuard(
         f"{run.benchmark.name}/{run.method}/seed{run.seed}", task, o.epochs, steps_per_epoch,
         [(k, p) for k, p in method.named_parameters() if p.requires_grad], device,
-        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=epoch * steps_per_epoch + step)
+        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=epoch * steps_per_epoch + step,
+        buffers=list(method.buffers()))
     guard.load_state_dict(guard_state)
     # per-epoch sums of the loss terms (weighted by batch size), kept on the device in float64 - the
     # same arithmetic as summing Python floats, so records are unchanged, without a sync per step
@@ -228,6 +230,7 @@ def train_task(
             epoch_start = time.perf_counter()
             for x, y, *keys in bar:
                 cached = {k: lookup(c, *keys) for k, c in caches.items()}
+                guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics
                 with amp, method.using(**cached):
                     loss, terms = method.loss(x, y)
                 opt.zero_grad(set_to_none=True)
@@ -278,6 +281,7 @@ def train_task(
         "resumed_from": resumed_from, "nonfinite": guard.summary(), "feature_cache": cache_record, "backbone_sha256": backbone_sha,
         "data_sha256": bench.manifest["files"], "provenance": provenance(), "config": run.to_dict(),
     }
+    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", task, method.trainable_state(), method.hypercubes)
     try:
         save_tensors(out_dir / "state.safetensors", method.trainable_state(), stored_by(run, task))
         save_hypercubes(out_dir / "hypercube.safetensors", method.hypercubes, stored_by(run, task))

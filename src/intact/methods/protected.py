@@ -40,12 +40,17 @@ class ProtectedMethod(ContinualMethod):
         return total
 
     def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
-        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``."""
+        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``,
+        both in eval mode whatever the caller's mode (which is restored afterwards)."""
         was_training = self.training
         self.eval()
         device = next(self.reg.model.parameters()).device
         batches = eval_batches(train_set, self.run.optim.eval_batch_size, device)
         # the training images' cached queries, in order, when the trainer passes them (intact.cache)
         acts = self.reg.collect(self.with_queries(self.predict, self.cached.get("eval_query")), (x for x, _ in batches))
-        self.train(was_training)
-        return self.reg.end_task(task, acts)
+        try:
+            # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
+            # the running statistics that are saved with the task
+            return self.reg.end_task(task, acts)
+        finally:
+            self.train(was_training)
