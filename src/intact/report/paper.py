@@ -105,7 +105,7 @@ def files_digest(files: Iterable[Path]) -> str:
 def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Benchmark -> its backbone in words (name, timm model and whose weights, input normalisation)."""
     out = {}
-    for b in declared_runs(cfg):
+    for b in Plan(cfg).declared_runs():
         name = cfg["benchmarks"][b].get("backbone")
         bb = cfg["backbones"].get(name, {})
         if "model" in bb:
