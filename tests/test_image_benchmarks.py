@@ -50,7 +50,10 @@ def configs(base: Path) -> dict[str, dict]:
         "imagenet_c": {"type": "imagenet_c", "root": str(base / "imagenet-c"), "split": str(base / "c_lists"), "domains": C2},
         "domainnet": {"type": "domainnet", "root": str(base / "DomainNet"), "domains": ["real", "quickdraw"]},
         "imagenet_mix": {"type": "imagenet_mix", "root_r": str(base / "imagenet-r"), "root_c": str(base / "imagenet-c"),
-                         "split": str(base / "mix_lists"), "domains": ["c_defocus_blur", "r_art"]},
+                         "split": str(base / "mix_lists"), "domains": ["c_defocus_blur", "r_art"],
+                         # the switch: C tasks as ImageNet-C's (stored at 33 for the crop), so that the tasks
+                         # differ in size; the default (the authors') is tested in test_audit_fixes.py
+                         "c_transform": "imagenet_c"},
     }
 
 

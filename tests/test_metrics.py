@@ -49,3 +49,21 @@ def test_single_task_and_bad_shapes():
     assert M.average_accuracy(one) == 42 and M.forgetting_max(one) == 0 and M.bwt(one) == 0
     with pytest.raises(ValueError):
         M.average_accuracy(np.zeros((2, 3)))
+
+
+def test_forgetting_definitions_differ_only_where_they_say():
+    """Chaudhry's max stops before the last task (can be < 0); Mammoth's includes it (>= 0); Avalanche's
+    first-minus-final is -BWT. Brute force over random matrices."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        T = int(rng.integers(2, 6))
+        A = rng.uniform(0, 100, (T, T))
+        chaudhry = np.mean([max(A[i, j] for j in range(i, T - 1)) - A[i, T - 1] for i in range(T - 1)])
+        mammoth = np.mean([max(A[i, j] for j in range(i, T)) - A[i, T - 1] for i in range(T - 1)])
+        assert M.forgetting_max(A) == pytest.approx(chaudhry) and M.forgetting_mammoth(A) == pytest.approx(mammoth)
+        assert M.forgetting_mammoth(A) >= 0 and M.forgetting_mammoth(A) >= M.forgetting_max(A)
+        assert M.forgetting_first_final(A) == pytest.approx(-M.bwt(A))
+    improving = np.array([[50.0, 60.0], [0.0, 70.0]])                   # task 0 ends at its best
+    assert M.forgetting_max(improving) == -10.0 and M.forgetting_mammoth(improving) == 0.0
+    assert set(M.FORGETTING_DEFINITIONS) >= {"forgetting_max", "forgetting_mammoth", "forgetting_first_final"}
+    assert "forgetting_mammoth" in M.summarize(improving)

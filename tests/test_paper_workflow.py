@@ -14,16 +14,16 @@ from conftest import REPO, snakemake, tiny_config, write_config
 from test_workflow import job_counts
 
 PAPER = REPO / "configs" / "paper"
-NO_ENV = {k: "" for k in ("INTACT_VIT_B16", "IMAGENET_R_ROOT", "IMAGENET_C_ROOT", "DOMAINNET_ROOT")}
+NO_ENV = {k: "" for k in ("INTACT_VIT_B16", "INTACT_VIT_B16_AUGREG2", "INTACT_VIT_B16_AUGREG_IN1K", "IMAGENET_R_ROOT",
+                           "IMAGENET_C_ROOT", "DOMAINNET_ROOT")}
+AUTHORS_MODEL = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
 
 
 def layered(name: str) -> dict:
-    """config.yaml with the paper config over it, as `snakemake --configfile` merges them."""
-    from snakemake.utils import update_config
+    """config.yaml with the paper config (its base resolved) over it, as the Snakefile layers them."""
+    from intact.layering import merge, read_layers
 
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    update_config(cfg, yaml.safe_load((PAPER / f"{name}.yaml").read_text()))
-    return cfg
+    return merge(yaml.safe_load((REPO / "config.yaml").read_text()), read_layers(PAPER / f"{name}.yaml"))
 
 
 @pytest.mark.parametrize("name, tasks, lambdas, epochs, studies", [
@@ -45,10 +45,12 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
         assert (run.intact.lambda_intdrift, run.intact.lambda_feat, run.intact.lambda_var, run.intact.lambda_align) == (*lambdas, 1.0)
         o = run.optim
         assert (o.epochs, o.batch_size, o.lr_head, o.lr_prompt, o.schedule, o.drop_last) == (epochs, 64, 1e-3, 1e-3, "cosine_epoch", True)
-        assert run.backbone.model == "vit_base_patch16_224.augreg_in21k" and run.backbone.input_std == (1.0, 1.0, 1.0)
+        assert run.backbone.model == AUTHORS_MODEL and run.backbone.input_std == (1.0, 1.0, 1.0)
         assert run.settings["pool_size"] == 100 and run.settings["layers"] == [0, 1, 2, 3, 4]
     assert resolve_run(cfg, name, "coda_p+intact@preset=reference", 0).intact.double_ce is True
     assert expand_studies(cfg)["main"].seeds == (0, 1, 2)
+    if "integration" in studies:                               # the paper's integration table averages 5 seeds
+        assert expand_studies(cfg)["integration"].seeds == (0, 1, 2, 3, 4)
 
 
 def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
@@ -56,7 +58,7 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
     counts = job_counts(proc.stdout)
     assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 7 * 3 and counts["collect_run"] == 7 * 3
-    for missing, var in (("backbones.vit_b16.weights", "INTACT_VIT_B16"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
+    for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
                          ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT")):
         line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
         assert f"environment variable ${var} is not set" in line
@@ -74,7 +76,7 @@ def test_paper_real_run_stops_at_start_up_naming_the_missing_root(tmp_path):
     weights = tmp_path / "vit.safetensors"
     weights.write_bytes(b"x")
     proc = snakemake(tmp_path, "all", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False,
-                     env={**NO_ENV, "INTACT_VIT_B16": str(weights), "IMAGENET_R_ROOT": str(tmp_path / "not-here")})
+                     env={**NO_ENV, "INTACT_VIT_B16_AUGREG2": str(weights), "IMAGENET_R_ROOT": str(tmp_path / "not-here")})
     assert proc.returncode != 0
     assert f"key 'benchmarks.imagenet_r.root': data root '$IMAGENET_R_ROOT' (= '{tmp_path / 'not-here'}') does not exist" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
@@ -117,3 +119,83 @@ def test_integration_entries_give_their_settings_to_the_intact_run_only():
     runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
     table = integration_table(runs, study.spec["methods"])
     assert list(table["method"]) == ["l2p"] and table.loc[0, "delta_aa"] == pytest.approx(3.0)
+
+
+# ---- the base + overlay layout (issue 15 item 4, issue 17 items 1-4) -------------------------------------
+
+@pytest.mark.parametrize("name", ["domainnet", "imagenet_r", "imagenet_c", "imagenet_mix"])
+def test_each_paper_config_is_a_short_overlay_of_the_shared_base(name):
+    from intact.layering import EXTENDS
+
+    raw = yaml.safe_load((PAPER / f"{name}.yaml").read_text())
+    assert raw[EXTENDS] == "base.yaml"
+    assert set(raw) <= {EXTENDS, "run", "benchmarks", "intact", "optim", "studies"}      # nothing shared is repeated
+    base = yaml.safe_load((PAPER / "base.yaml").read_text())
+    for section in ("methods", "head", "backbones", "tracking"):
+        assert section not in raw and section in base
+
+
+def test_layers_merge_mappings_and_replace_everything_else(tmp_path):
+    from intact.layering import LayerError, apply_extends, read_layers
+
+    (tmp_path / "base.yaml").write_text("a: {x: 1, y: [1, 2]}\nb: 2\nc: {z: 3}\n")
+    (tmp_path / "over.yaml").write_text("extends: base.yaml\na: {y: [3]}\nc: null\n")
+    assert read_layers(tmp_path / "over.yaml") == {"a": {"x": 1, "y": [3]}, "b": 2, "c": None}
+    # what Snakemake hands the Snakefile: defaults <- overlay <- --config, without the base
+    config = {"a": {"x": 0, "y": [0], "w": 9}, "b": 0, "c": {"z": 0}, "extends": "base.yaml", "d": 1}
+    config = {**config, "a": {**config["a"], "y": [3]}, "c": None, "d": 5}
+    apply_extends(config, [tmp_path / "over.yaml"], {"d": 5})
+    assert config == {"a": {"x": 1, "y": [3], "w": 9}, "b": 2, "c": None, "d": 5}
+    (tmp_path / "loop.yaml").write_text("extends: loop.yaml\n")
+    with pytest.raises(LayerError, match="extends itself"):
+        read_layers(tmp_path / "loop.yaml")
+
+
+@pytest.mark.parametrize("name", ["domainnet", "imagenet_r", "imagenet_c", "imagenet_mix"])
+def test_intact_validate_and_runs_accept_the_overlays(name, tmp_path, capsys, monkeypatch):
+    """``intact validate`` reads the overlay with its base; a config over config.yaml validates like the Snakefile's."""
+    from intact.cli import main
+    from intact.config import validate_config
+
+    validate_config(layered(name), check_files=False)
+    for var in NO_ENV:
+        monkeypatch.setenv(var, str(tmp_path))
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"x")
+    monkeypatch.setenv("INTACT_VIT_B16_AUGREG2", str(weights))
+    assert main(["runs", str(PAPER / f"{name}.yaml")]) == 0
+    assert name in capsys.readouterr().out
+
+
+def test_the_named_backbones_are_declared_once_and_the_paper_uses_the_authors():
+    from intact.models.named_backbones import AUTHORS, NAMED_BACKBONES
+
+    base = yaml.safe_load((PAPER / "base.yaml").read_text())["backbones"]
+    for b in NAMED_BACKBONES.values():
+        assert base[b.name]["model"] == b.model and base[b.name]["weights"] == f"${b.env}"
+    assert {m for m in (v["model"] for v in base.values())} == {b.model for b in NAMED_BACKBONES.values()}
+    for name in ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix"):
+        assert layered(name)["benchmarks"][name]["backbone"] == AUTHORS
+
+
+def test_input_normalisation_defaults_to_the_code_and_the_paper_reading_is_a_named_switch():
+    from intact.config import resolve_run
+
+    cfg = layered("imagenet_r")
+    assert resolve_run(cfg, "imagenet_r", "coda_p", 0).backbone.input_mean == (0.0, 0.0, 0.0)
+    cfg["benchmarks"]["imagenet_r"]["backbone"] = "vit_b16_augreg2_in1k_norm"
+    bb = resolve_run(cfg, "imagenet_r", "coda_p", 0).backbone
+    assert bb.model == AUTHORS_MODEL and bb.input_mean == bb.input_std == (0.5, 0.5, 0.5)
+
+
+def test_the_table_notes_name_the_backbone_of_every_here_column():
+    from intact.report.paper import StoredResults
+    from intact.report.paper_tables import paper_tables
+
+    cfg = layered("imagenet_mix")
+    tables = paper_tables(cfg, StoredResults.load(cfg, "/nonexistent"))
+    for name in ("main", "ablation", "efficiency"):
+        if name in tables:
+            notes = " ".join(tables[name].notes)
+            assert "vit_b16_augreg2_in1k = timm vit_base_patch16_224.augreg2_in21k_ft_in1k" in notes, (name, notes)
+            assert "Forgetting (max-final): Chaudhry" in notes and "Mammoth" in notes

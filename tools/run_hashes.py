@@ -13,6 +13,7 @@ import yaml
 
 from intact.checks import declared_runs
 from intact.config import resolve_run
+from intact.layering import read_layers
 
 EXTRA = ["net_finetune", "net_finetune+intact", "net_ewc", "net_lwf",
          "net_finetune+intact@methods.net_finetune.model=cnn_bn,methods.net_finetune.feature=conv1"]
@@ -20,7 +21,7 @@ EXTRA = ["net_finetune", "net_finetune+intact", "net_ewc", "net_lwf",
 
 def main(paths: list[str]) -> None:
     for path in paths:
-        cfg = yaml.safe_load(Path(path).read_text())
+        cfg = read_layers(path)  # `extends` resolved (configs/paper/*.yaml are overlays of base.yaml)
         if "benchmarks" not in cfg:  # an overlay (configs/lambda_search.yaml): over config.yaml, as snakemake merges
             base = yaml.safe_load(Path("config.yaml").read_text())
             cfg = {**base, **cfg, "run": {**base["run"], **cfg["run"]}}
@@ -34,4 +35,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["config.yaml", *sorted(map(str, Path("configs/paper").glob("*.yaml"))), "configs/lambda_search.yaml"])
+    main(sys.argv[1:] or ["config.yaml", *sorted(map(str, (p for p in Path("configs/paper").glob("*.yaml") if p.name != "base.yaml"))), "configs/lambda_search.yaml"])

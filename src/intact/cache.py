@@ -33,6 +33,19 @@ from intact.io import atomic_path, read_json, write_json
 #: what a feature function sees: the (augmented) images of a batch -> one feature row per image
 FeatureFn = Callable[[torch.Tensor], torch.Tensor]
 META = "query.json"
+#: what a stored query depends on besides the weights' and the data's sha256; a cache written under any
+#: other value is refused by name (by every reader: the Snakemake jobs, ``intact bench``, the Python API)
+SETTINGS = ("timm_model", "input_mean", "input_std", "image_size", "precision")
+
+
+def query_settings(backbone_cfg, bench: Benchmark, device: torch.device, amp: bool) -> dict:
+    """The settings a query cache of ``bench`` under the backbone ``backbone_cfg`` depends on (:data:`SETTINGS`):
+    the precision is bfloat16 where training autocasts (CUDA with ``optim.amp``), else float32."""
+    m = bench.manifest
+    size = m.get("image_size") or (m.get("image_shape") or [None])[-1]
+    return {"timm_model": backbone_cfg.model, "input_mean": [float(v) for v in backbone_cfg.input_mean],
+            "input_std": [float(v) for v in backbone_cfg.input_std], "image_size": size,
+            "precision": "bfloat16" if (device.type == "cuda" and amp) else "float32"}
 
 
 def variants(data: Dataset) -> int | None:
@@ -89,7 +102,7 @@ def _name(split: str, task: int) -> str:
 
 def write_query_cache(bench: Benchmark, query: FeatureFn, out_dir: str | Path, *, batch_size: int,
                       device: torch.device, amp: AbstractContextManager | None = None, backbone_sha256: str = "",
-                      progress: bool = True) -> dict:
+                      progress: bool = True, settings: dict | None = None) -> dict:
     """Store ``q(x)`` for every image and variant of every task's train and test split under ``out_dir``
     (float32 ``.npy``, opened later as memory maps); ``query.json``, written last, lists them."""
     out_dir = Path(out_dir)
@@ -110,20 +123,30 @@ def write_query_cache(bench: Benchmark, query: FeatureFn, out_dir: str | Path, *
                 del mm
             files[f"{split}{t}"] = list(arr.shape)
     meta = {"benchmark": bench.name, "backbone_sha256": backbone_sha256, "data_sha256": bench.manifest["files"],
-            "files": files, "skipped": skipped, "dtype": "float32"}
+            "settings": settings or {}, "files": files, "skipped": skipped, "dtype": "float32"}
     write_json(out_dir / META, meta)
     return meta
 
 
 class QueryCache:
-    """A stored query cache: per (split, task) memory maps, checked against the backbone and the data."""
+    """A stored query cache: per (split, task) memory maps, checked against the backbone, the data and the
+    settings the queries depend on (:data:`SETTINGS`)."""
 
-    def __init__(self, root: str | Path, bench: Benchmark, backbone_sha256: str):
+    def __init__(self, root: str | Path, bench: Benchmark, backbone_sha256: str, settings: dict):
+        """``settings``: what this reader runs under (:func:`query_settings`) - required, so that no reader
+        (a Snakemake job, ``train_task`` / ``evaluate_task`` called directly) can skip the check."""
         self.root = Path(root)
         self.meta = read_json(self.root / META)
+        again = f"(delete it and rerun: snakemake {self.root / META})"
         if self.meta["backbone_sha256"] != backbone_sha256 or self.meta["data_sha256"] != bench.manifest["files"]:
-            raise ValueError(f"query cache {self.root}: written for another backbone or data "
-                             f"(delete it and rerun: snakemake {self.root / META})")
+            raise ValueError(f"query cache {self.root}: written for another backbone or data {again}")
+        stored = self.meta.get("settings", {})
+        for key in SETTINGS:
+            if key not in stored:
+                raise ValueError(f"query cache {self.root}: records no {key} (written by an older version) {again}")
+            if stored[key] != settings[key]:
+                raise ValueError(f"query cache {self.root}: written with {key} = {stored[key]!r}, this run uses "
+                                 f"{settings[key]!r} {again}")
 
     def get(self, split: str, task: int) -> np.ndarray | None:
         """The (N, V, D) memory map of one split, or None when it is not cached."""
@@ -202,4 +225,5 @@ def build_query_cache(backbone_cfg, manifest: str | Path, backbone_weights: str 
     backbone = backbone.to(device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and amp) else None
     return write_query_cache(bench, backbone.query, out_dir, batch_size=batch_size, device=device,
-                             amp=autocast, backbone_sha256=digest, progress=progress)
+                             amp=autocast, backbone_sha256=digest, progress=progress,
+                             settings=query_settings(backbone_cfg, bench, device, amp))

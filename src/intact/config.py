@@ -14,17 +14,16 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from intact.checks import check_runs
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
+from intact.layering import LayerError, merge, read_layers
 from intact.methods import METHODS
 from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
 from intact.schema import ConfigError, check_schema
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
     INTACT_PRESETS, LATER_KEYS, BackboneConfig, BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig,
-    RunConfig, benchmark_dataclass, build_dataclass, deep_merge,
+    RunConfig, benchmark_dataclass, build_dataclass,
 )
 
 SECTIONS = ("methods", "head", "intact", "optim")
@@ -35,11 +34,14 @@ SECTIONS = ("methods", "head", "intact", "optim")
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file (safe loader) and validate it."""
+    """Read a YAML config file (safe loader; ``extends`` resolved: :mod:`intact.layering`) and validate it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    cfg = yaml.safe_load(path.read_text()) or {}
+    try:
+        cfg = read_layers(path)
+    except LayerError as err:
+        raise ConfigError(str(err)) from None
     validate_config(cfg)
     return cfg
 
@@ -173,6 +175,6 @@ def _merge_sections(sections: dict[str, Any], update: Mapping[str, Any]) -> None
             if preset not in INTACT_PRESETS:
                 raise ConfigError(f"config: key 'intact.preset' = {preset!r} is not allowed; expected one of {list(INTACT_PRESETS)}")
             values = {**INTACT_PRESETS[preset], **values}
-        sections[name] = deep_merge(sections.get(name, {}), values)
+        sections[name] = merge(sections.get(name, {}), values)
 
 

@@ -10,11 +10,17 @@ checkpoint stays on disk and no ``state.safetensors`` / ``train.json`` is writte
 ``optim.on_nonfinite: skip_batch`` instead checks each batch before the optimizer step (one sync per
 step) and skips a batch whose terms or gradients are not finite; the job still fails once more than
 ``optim.max_skipped_fraction`` of the task's steps were skipped. Skipped batches go to ``train.json``.
+A skipped batch leaves no trace: its forward pass already updated BatchNorm's running statistics, so the
+guard snapshots the method's buffers before each forward (:meth:`DivergenceGuard.snapshot`, skip_batch
+only) and restores them when it skips the batch.
+
+Whatever the policy, :func:`check_saved` refuses a task result with any non-finite floating tensor it
+would save - parameters, buffers (BatchNorm statistics, EWC's Fisher) and hypercubes.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -33,7 +39,8 @@ class DivergenceGuard:
 
     def __init__(self, run_name: str, task: int, epochs: int, steps_per_epoch: int,
                  params: Sequence[tuple[str, torch.Tensor]], device: torch.device, *,
-                 policy: str = "stop", max_skipped_fraction: float = 0.0, start_step: int = 0) -> None:
+                 policy: str = "stop", max_skipped_fraction: float = 0.0, start_step: int = 0,
+                 buffers: Sequence[torch.Tensor] = ()) -> None:
         if policy not in ("stop", "skip_batch"):
             raise ValueError(f"optim.on_nonfinite = {policy!r}: expected stop or skip_batch")
         self.run_name, self.task, self.epochs, self.steps_per_epoch = run_name, task, epochs, steps_per_epoch
@@ -48,6 +55,9 @@ class DivergenceGuard:
         self.gstep = torch.tensor(start_step, dtype=torch.int64, device=device)
         self.names: list[str] = []
         self._index: dict[tuple[str, ...], torch.Tensor] = {}
+        #: the buffers a forward pass may update (BatchNorm statistics), and their copy before this batch
+        self.buffers = list(buffers)
+        self._before: list[torch.Tensor] = []
 
     @property
     def skips(self) -> bool:
@@ -91,6 +101,16 @@ class DivergenceGuard:
         self.first = torch.where(new, here, self.first)
         self.gstep += 1
 
+    def snapshot(self) -> None:
+        """skip_batch only: copy the buffers before this batch's forward pass, so that a skip can undo it."""
+        if self.skips:
+            self._before = [b.detach().clone() for b in self.buffers]
+
+    @torch.no_grad()
+    def _restore(self) -> None:
+        for b, saved in zip(self.buffers, self._before):
+            b.copy_(saved)
+
     # ---- host side -----------------------------------------------------------------------------
     def batch_ok(self, loss: torch.Tensor, terms: dict[str, torch.Tensor], epoch: int, step: int) -> bool:
         """skip_batch only: are this batch's terms, loss and gradients finite? Counts a skipped batch and
@@ -99,6 +119,7 @@ class DivergenceGuard:
         ok = self._finite(values)
         if bool(ok.all()):
             return True
+        self._restore()  # the skipped forward pass updated the running statistics: undo it
         self.skipped_count += 1
         if len(self.skipped) < MAX_LISTED:
             self.skipped.append([epoch, step])
@@ -139,3 +160,15 @@ class DivergenceGuard:
         """What ``train.json`` records."""
         return {"policy": self.policy, "skipped_batches": self.skipped_count, "skipped_at": self.skipped,
                 "max_skipped": self.max_skipped}
+
+
+def check_saved(where: str, task: int, tensors: Mapping[str, torch.Tensor], hypercubes: Mapping[str, Any]) -> None:
+    """Raise :class:`NonFiniteError` naming the first non-finite floating tensor among what a task saves:
+    the method's state (parameters and buffers: BatchNorm statistics, EWC's Fisher) and the hypercubes."""
+    named = [(f"buffer or parameter {k!r}", v) for k, v in tensors.items()]
+    named += [(f"hypercube {k!r} ({side} bound)", getattr(c, side)) for k, c in hypercubes.items() for side in ("lower", "upper")]
+    for name, value in named:
+        if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise NonFiniteError(
+                f"run {where}, task {task}: the {name} to be saved is not finite (NaN or Inf). Training stopped; "
+                "no state.safetensors or train.json was written for this task. Lower the lambdas or learning rates.")

@@ -45,13 +45,44 @@ def caa(R: np.ndarray) -> float:
 def forgetting_max(R: np.ndarray) -> float:
     """Max-minus-final forgetting (Chaudhry et al.): mean_{i<T-1} max_{i<=j<T-1} R[i, j] - R[i, T-1].
 
-    The maximum runs over the states *after* task ``i`` was learned; 0 for a single task.
+    The maximum runs over the states *after* task ``i`` was learned and *before* the last one (j <= T-2),
+    so the value can be negative (a task that ends better than ever before); 0 for a single task.
     """
     R = _check(R)
     T = R.shape[0]
     if T < 2:
         return 0.0
     return float(np.mean([R[i, i : T - 1].max() - R[i, T - 1] for i in range(T - 1)]))
+
+
+def forgetting_mammoth(R: np.ndarray) -> float:
+    """Mammoth's ``forgetting``: mean_{i<T-1} max_{i<=j<=T-1} R[i, j] - R[i, T-1].
+
+    As :func:`forgetting_max` but the maximum includes the final state, so every term and the mean are >= 0
+    (equal to :func:`forgetting_max` where no task ends at its best).
+    """
+    R = _check(R)
+    T = R.shape[0]
+    if T < 2:
+        return 0.0
+    return float(np.mean([R[i, i:].max() - R[i, T - 1] for i in range(T - 1)]))
+
+
+def forgetting_first_final(R: np.ndarray) -> float:
+    """Avalanche's stream "forgetting": mean_{i<T-1} (R[i, i] - R[i, T-1]), the accuracy just after learning
+    a task minus the final one; exactly ``-bwt(R)``."""
+    return -bwt(R)
+
+
+#: every forgetting definition reported, by its metrics.json key, with the words the notes use for it
+FORGETTING_DEFINITIONS = {
+    "forgetting_max": "Forgetting (max-final, Chaudhry et al.; the default): mean over tasks i < T of "
+                      "max_{i ≤ j ≤ T−1} R[i, j] − R[i, T] (tasks 1-indexed; the max stops before the last task, "
+                      "so it can be negative)",
+    "forgetting_mammoth": "Forgetting (Mammoth): the same with the max including the last task (j ≤ T), so it is ≥ 0",
+    "forgetting_first_final": "Forgetting (Avalanche): mean over tasks i < T of R[i, i] − R[i, T] = −BWT",
+    "forgetting_one_step": "Forgetting (one-step, CODA-Prompt): the mean drop on learned tasks per new task",
+}
 
 
 def forgetting_one_step(R: np.ndarray) -> float:
@@ -95,6 +126,7 @@ def summarize(R: np.ndarray, sizes: np.ndarray | None = None, num_classes: int |
         "caa": caa(R),
         "forgetting_max": forgetting_max(R),
         "forgetting_one_step": forgetting_one_step(R),
+        "forgetting_mammoth": forgetting_mammoth(R),
         "bwt": bwt(R),
     }
     if sizes is not None:

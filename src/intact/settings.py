@@ -3,12 +3,11 @@
 Every section of config.yaml that is not a method's own (``head``, ``intact``, ``optim``, ``backbones``,
 ``benchmarks``) is a dataclass here; a method's settings are declared in its own module
 (:mod:`intact.methods.declare`). :func:`build_dataclass` turns a mapping into one of them and
-:func:`deep_merge` is the one config merge (config layers, benchmark overrides, name overrides).
+:func:`intact.layering.merge` is the one config merge (config layers, benchmark overrides, name overrides).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import types
 import typing
@@ -129,7 +128,8 @@ class OptimConfig:
 
 #: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
 #: at their defaults, so runs recorded before them keep their params and hashes
-LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),)
+LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),
+              ("benchmark", ImageBenchmarkConfig, ("c_transform",)))
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class RunConfig:
         out = _to_plain(dataclasses.asdict(self))
         for section, cls, keys in LATER_KEYS:
             for k in keys:
-                if out[section].get(k) == getattr(cls, k):
+                if k in out[section] and out[section][k] == getattr(cls, k):
                     del out[section][k]
         return out
 
@@ -169,15 +169,6 @@ class RunConfig:
 def benchmark_dataclass(kind: str | None) -> type:
     """The settings class of a benchmark type: the image benchmarks share one, digits has its own."""
     return ImageBenchmarkConfig if kind in IMAGE_TYPES else BenchmarkConfig
-
-
-def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """A new mapping: ``update`` merged into a copy of ``base``, nested mappings key by key (how config files
-    layer, ``snakemake --configfile a b``; benchmark and method-name overrides)."""
-    out = copy.deepcopy(dict(base))
-    for k, v in update.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else copy.deepcopy(v)
-    return out
 
 
 def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str) -> Any:

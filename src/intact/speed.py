@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from intact.cache import lookup, task_caches
 from intact.config import resolve_run, validate_config
-from intact.settings import deep_merge
+from intact.layering import merge, read_layers
 from intact.data.loader import eval_batches, train_batches
 from intact.data.stored import StoredImages
 from intact.efficiency import parameter_counts
@@ -58,7 +57,7 @@ def load_layered(paths: list[Path]) -> dict:
     need not exist (the bench uses only the method settings, on synthetic images and random weights)."""
     cfg: dict = {}
     for p in paths:
-        cfg = deep_merge(cfg, yaml.safe_load(Path(p).read_text()) or {})
+        cfg = merge(cfg, read_layers(p))  # a paper overlay brings its base (extends)
     validate_config(cfg, check_files=False)
     return cfg
 

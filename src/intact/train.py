@@ -28,11 +28,11 @@ import torch
 from torch.utils.data import ConcatDataset, Dataset
 from tqdm import tqdm
 
-from intact.cache import QueryCache, lookup, task_caches
+from intact.cache import QueryCache, lookup, query_settings, task_caches
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
 from intact.evaluate import evaluate_method
-from intact.guard import CHECK_EVERY, DivergenceGuard
+from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS
 from intact.methods.shared.base import ContinualMethod
@@ -166,7 +166,8 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
     steps_per_epoch = count_steps(len(train_set), o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
-    stored_queries = QueryCache(query_cache, bench, backbone_sha) if (query_cache and o.feature_cache) else None
+    stored_queries = (QueryCache(query_cache, bench, backbone_sha, query_settings(run.backbone, bench, device, o.amp))
+                      if (query_cache and o.feature_cache) else None)
     caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split, batch_size=o.eval_batch_size,
                                        device=device, amp=amp, query_cache=stored_queries, enabled=o.feature_cache,
                                        progress=progress)
@@ -195,7 +196,8 @@ def resume(job: TaskRun) -> None:
     job.guard = DivergenceGuard(
         f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, o.epochs, job.steps_per_epoch,
         [(k, p) for k, p in job.method.named_parameters() if p.requires_grad], job.device,
-        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=job.epoch * job.steps_per_epoch + job.step)
+        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=job.epoch * job.steps_per_epoch + job.step,
+        buffers=list(job.method.buffers()))
     job.guard.load_state_dict(guard_state)
     job.sums = {k: torch.tensor(v, dtype=torch.float64, device=job.device) for k, v in running.items() if k != "_n"}
     job.count = running.get("_n", 0.0)
@@ -226,6 +228,7 @@ def train_epoch(job: TaskRun, stop: "_StopFlag", progress: bool, max_steps: int 
     epoch_start = time.perf_counter()
     for x, y, *keys in bar:
         cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
+        guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics
         with job.amp, method.using(**cached):
             loss, terms = method.loss(x, y)
         job.opt.zero_grad(set_to_none=True)
@@ -289,6 +292,7 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     """``state.safetensors``, ``hypercube.safetensors``, ``train.json`` (and ``eval.json``), all or none;
     then the checkpoint goes."""
     run, out_dir = job.run, job.out_dir
+    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(), job.method.hypercubes)
     try:
         save_tensors(out_dir / "state.safetensors", job.method.trainable_state(), stored_by(run, job.task))
         save_hypercubes(out_dir / "hypercube.safetensors", job.method.hypercubes, stored_by(run, job.task))

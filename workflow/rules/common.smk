@@ -6,7 +6,8 @@ import re
 import sys
 
 from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
-from intact.data.image_config import IMAGE_TYPES
+from intact.data.image_config import IMAGE_TYPES, plain_config
+from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.paths import RUN_DIR, RUN_KEY, task_dir
@@ -15,13 +16,15 @@ from intact.sources import source_files
 from intact.tracking import tracking_config
 
 try:
+    # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
+    apply_extends(config, workflow.config_settings.configfiles, workflow.config_settings.config)
     validate_config(config, check_files=False)
     TRACKING = tracking_config(config)
     # weights and raw data: a dry run lists the grid before they are in place (and says what is
     # missing); a real run stops before its first job, naming them (onstart below). A prepared
     # benchmark no longer needs its raw images.
     MISSING = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
-except ConfigError as err:
+except (ConfigError, LayerError) as err:
     raise WorkflowError(str(err)) from None
 for _m in MISSING:
     print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
@@ -86,7 +89,7 @@ def run_config(wildcards):
 
 
 def as_dict(obj):
-    return dataclasses.asdict(obj)
+    return plain_config(obj)  # unset optional keys left out: existing jobs' params stay as they were
 
 
 def manifest(wildcards):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 #: benchmark type -> the paper's task order
@@ -30,6 +30,12 @@ DEFAULT_SPLIT = {"domainnet": "official", "imagenet_r": "coda", "imagenet_c": "k
 #: the split names each type ships (anything else is the path of a folder with the user's own lists)
 SHIPPED_SPLITS = {"domainnet": ("official",), "imagenet_r": ("coda", "ka"), "imagenet_c": ("ka",), "imagenet_mix": ("ka",)}
 IMAGE_TYPES = tuple(TASK_ORDERS)
+#: ImageNet-Mix's C tasks: ``authors`` (default) as the authors' ImageNet_CR dataset treats all 30 tasks -
+#: Resize(224) + CenterCrop(224) + flip, the raw 224-px image (so the query cache covers them); ``imagenet_c``
+#: as ImageNet-C alone: Resize(230) + a random 224 crop (test: centre crop), which has no finite set of variants
+C_TRANSFORMS = ("authors", "imagenet_c")
+#: optional keys left out of a config's plain form while unset (None), so existing runs keep their hashes
+UNSET_KEYS = ("c_transform",)
 
 
 def expand_path(value: str) -> str:
@@ -63,6 +69,11 @@ class ImageBenchmarkConfig:
     root_c: str | None = None
     split: str | None = None
     skip_unreadable: bool = False
+    c_transform: str | None = None   #: ImageNet-Mix only (:data:`C_TRANSFORMS`); None there means ``authors``
+
+    def __post_init__(self) -> None:
+        if self.type == "imagenet_mix" and self.c_transform is None:
+            object.__setattr__(self, "c_transform", "authors")  # explicit, so it is part of the run's hash
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -95,3 +106,9 @@ class ImageBenchmarkConfig:
             out.append(f"key 'benchmarks.{self.name}.split' = {split!r}: neither a split of this type "
                        f"({', '.join(SHIPPED_SPLITS[self.type])}) nor an existing folder of split lists")
         return out
+
+
+def plain_config(cfg: object) -> dict:
+    """A benchmark (or any dataclass) config as a plain dict, without :data:`UNSET_KEYS` that are None."""
+    out = asdict(cfg)  # type: ignore[call-overload]
+    return {k: v for k, v in out.items() if not (k in UNSET_KEYS and v is None)}

@@ -1,7 +1,9 @@
 """ImageNet-Mix: 30 tasks alternating ImageNet-C and ImageNet-R (C0, R0, C1, R1, ..., C14, R14).
 
-C tasks are ImageNet-C's (``root_c``, the corruption lists, Resize(230) + random 224 crop); R tasks
-come from the KA-style ImageNet-R lists (``root_r``); both share the KA label map (200 classes).
+C tasks are ImageNet-C's images (``root_c``, the corruption lists); R tasks come from the KA-style ImageNet-R
+lists (``root_r``); both share the KA label map (200 classes). All 30 tasks get the authors' transform (their
+``ImageNet_CR`` dataset): Resize(224) + CenterCrop(224) + flip; ``c_transform: imagenet_c`` gives the C tasks
+ImageNet-C's own Resize(230) + random 224 crop instead (see ``docs/protocols.md``).
 Task names are ``c_<corruption>`` / ``r_<domain>``. ``split: ka`` (default) uses the shipped lists;
 a folder path holds a user's ``c_train.txt``, ``c_test.txt``, ``r_train.txt``, ``r_test.txt``.
 """
@@ -25,7 +27,9 @@ class ImageNetMix(ImageBenchmark):
         c, c_files = c_lists(cfg.split_name, expand_path(cfg.root_c), corruptions, user_stem="c_")
         r, r_files = r_lists(cfg.split_name, expand_path(cfg.root_r), domains, user_stem="r_")
         size = cfg.image_size
-        tasks = [c_task(t, c[t[2:]], size) if t.startswith("c_")
-                 else TaskPlan(t, r[t[2:]]["train"], r[t[2:]]["test"], size, size, size) for t in cfg.tasks]
+        # the authors' transform (default) treats a C task as an R task; ``c_transform: imagenet_c`` keeps ImageNet-C's
+        parts = {t: c[t[2:]] if t.startswith("c_") else r[t[2:]] for t in cfg.tasks}
+        tasks = [c_task(t, parts[t], size) if (t.startswith("c_") and cfg.c_transform == "imagenet_c")
+                 else TaskPlan(t, parts[t]["train"], parts[t]["test"], size, size, size) for t in cfg.tasks]
         files = [{"half": "c", **f} for f in c_files] + [{"half": "r", **f} for f in r_files]
         return tasks, files

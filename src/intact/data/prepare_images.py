@@ -23,7 +23,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from intact.data.image_config import ImageBenchmarkConfig
-from intact.data.split_lists import SplitList, check_split
+from intact.data.split_lists import SplitList, check_split, reuse_warnings
 from intact.hashing import sha256_file
 from intact.io import read_json, write_json
 
@@ -133,6 +133,16 @@ def class_names(plan: list[TaskPlan], num_classes: int) -> list[str | None]:
     return names
 
 
+def list_names(split_files: list[dict[str, Any]], task: str) -> dict[str, str]:
+    """Part -> the list file(s) ``task``'s entries of that part came from (for error messages)."""
+    out = {}
+    for part in ("train", "test"):
+        names = [f["file"] for f in split_files if f.get("split") == part and f.get("task", task) == task
+                 and ("half" not in f or task.startswith(f"{f['half']}_"))]
+        out[part] = ", ".join(names) or f"the {part} list"
+    return out
+
+
 def default_workers() -> int:
     """The cores this process may use (the job's allocation under SLURM / taskset)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -142,7 +152,8 @@ def prepare_images(cfg: ImageBenchmarkConfig, plan: list[TaskPlan], split_files:
                    out_dir: str | os.PathLike, workers: int | None = None, progress: bool = True) -> Path:
     """Check ``plan`` against the roots, store every task's pixels, write ``manifest.json`` (last)."""
     out_dir = Path(out_dir)
-    check_split({t.name: {"train": t.train, "test": t.test} for t in plan}, cfg.num_classes)
+    splits = {t.name: {"train": t.train, "test": t.test} for t in plan}
+    check_split(splits, cfg.num_classes, list_files={t.name: list_names(split_files, t.name) for t in plan})
     workers = max(1, workers or default_workers())
     total = sum(len(t.train) + len(t.test) for t in plan)
     pool = mp.get_context("fork").Pool(workers) if workers > 1 else None
@@ -175,7 +186,7 @@ def prepare_images(cfg: ImageBenchmarkConfig, plan: list[TaskPlan], split_files:
         "image_size": cfg.image_size, "split": cfg.split_name, "class_names": class_names(plan, cfg.num_classes),
         "tasks": tasks,
         "train_images": sum(t["train"] for t in tasks), "test_images": sum(t["test"] for t in tasks),
-        "split_files": split_files, "skipped": skipped, "files": files,
+        "split_files": split_files, "warnings": reuse_warnings(splits), "skipped": skipped, "files": files,
         "bytes": sum((out_dir / f).stat().st_size for f in files),
     }
     path = out_dir / "manifest.json"

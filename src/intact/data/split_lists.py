@@ -11,7 +11,7 @@ import lzma
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from intact.hashing import sha256_file
 
@@ -96,8 +96,47 @@ def _fail(what: str, bad: list[str], total: int) -> SplitError:
     return SplitError(f"split check failed: {len(bad)} of {total} entries {what}: {shown}")
 
 
-def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check_files: bool = True) -> None:
-    """Check every (task, split) list: non-empty, labels in range, no duplicated path, every file present.
+def check_overlap(splits: dict[str, dict[str, SplitList]], list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """No task may test on an image it trains on: a path in both its train and test list is a
+    :class:`SplitError` naming the list files, the count and the first shared paths. ``list_files``:
+    task -> {"train"/"test": the list file(s) the entries came from}."""
+    for task, parts in splits.items():
+        train = {(parts["train"].root, p) for p in parts["train"].paths}
+        shared = [p for p in parts["test"].paths if (parts["test"].root, p) in train]
+        if shared:
+            names = (list_files or {}).get(task, {})
+            files = " and ".join(names.get(k, f"the {k} list") for k in ("train", "test"))
+            shown = "; ".join(shared[:SHOW]) + ("; ..." if len(shared) > SHOW else "")
+            raise SplitError(f"split check failed: task {task}: {len(shared)} of {len(parts['test'])} test entries are also "
+                             f"in its training list ({files}): {shown}")
+
+
+def image_of(rel: str) -> str:
+    """The source image a list entry shows: its class folder and file name (``<wnid>/<file>``); an ImageNet-C
+    entry ``<corruption>/5/<wnid>/<file>`` shows the same image as every other corruption's entry of it."""
+    return "/".join(rel.replace("\\", "/").split("/")[-2:])
+
+
+def reuse_warnings(splits: dict[str, dict[str, SplitList]]) -> list[str]:
+    """One warning per task whose test images (as :func:`image_of` names them) another task trains on -
+    by design of the ImageNet-C reference lists, where every corruption's test images are training images
+    of other corruptions (the corruption differs, the underlying photograph does not)."""
+    trained: dict[str, set[str]] = {t: {image_of(p) for p in parts["train"].paths} for t, parts in splits.items()}
+    out = []
+    for task, parts in splits.items():
+        others = set().union(*(v for t, v in trained.items() if t != task)) if len(trained) > 1 else set()
+        shared = [p for p in parts["test"].paths if image_of(p) in others]
+        if shared:
+            out.append(f"task {task}: {len(shared)} test image{'s' if len(shared) > 1 else ''} of {len(parts['test'])} "
+                       f"(first: {shared[0]}) are training images of other tasks (another corruption or domain of the "
+                       "same photograph; by design of the ImageNet-C reference lists)")
+    return out
+
+
+def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check_files: bool = True,
+                list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Check every (task, split) list: non-empty, labels in range, no duplicated path, no path in both a
+    task's train and test list (:func:`check_overlap`), every file present.
 
     ``splits`` maps task -> {"train"/"test": SplitList}. Raises :class:`SplitError` with the count and
     the first offending entries; nothing is decoded or written before this passes.
@@ -122,6 +161,7 @@ def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check
                 seen.add(key)
         if dup:
             raise _fail("are duplicated lines", dup, total)
+    check_overlap(splits, list_files)
     if not check_files:
         return
     missing = []

@@ -35,8 +35,19 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str] = None) -> str:
-    """Load local weights into ``vit`` (classifier heads ignored); return the file's sha256."""
+def written_for(path: Path) -> str | None:
+    """The timm model name ``tools/export_timm_weights.py`` recorded in a .safetensors file, if any."""
+    if path.suffix != ".safetensors":
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return (f.metadata() or {}).get("timm_model")
+
+
+def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str] = None, model: Optional[str] = None) -> str:
+    """Load local weights into ``vit`` (classifier heads ignored); return the file's sha256. With ``model``, a
+    file that records another timm model (the same architecture under other weights) is refused."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise WeightsError(f"backbone weights file {str(path)!r} does not exist")
@@ -45,6 +56,11 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str
     digest = sha256_file(path)
     if sha256 is not None and digest != sha256:
         raise WeightsError(f"backbone weights file {str(path)!r} has sha256 {digest}, expected {sha256}")
+    recorded = written_for(path) if model else None
+    if recorded is not None and recorded != model:
+        # e.g. ImageNet-21k weights for the authors' fine-tuned backbone: loads without error, wrong numbers
+        raise WeightsError(f"backbone weights file {str(path)!r} was written for timm model {recorded!r}, "
+                           f"not {model!r} (tools/export_timm_weights.py --named writes each named backbone)")
     if path.suffix == ".npz":  # original JAX/big_vision checkpoints
         from timm.models.vision_transformer import _load_weights
 
@@ -117,5 +133,5 @@ def create_vit(model: str, num_classes: int = 0) -> nn.Module:
 def create_backbone(cfg: BackboneConfig, weights_path: str | Path) -> tuple[FrozenViT, str]:
     """Build the frozen backbone of ``cfg`` with weights from ``weights_path``; also return their sha256."""
     vit = create_vit(cfg.model)
-    digest = load_backbone_weights(vit, weights_path, cfg.sha256 if not cfg.pretrained_here else None)
+    digest = load_backbone_weights(vit, weights_path, cfg.sha256 if not cfg.pretrained_here else None, model=cfg.model)
     return FrozenViT(vit, cfg.input_mean, cfg.input_std), digest

@@ -25,12 +25,14 @@ and they are never part of the saved state.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from intact.settings import IntactConfig
+from intact.regularizers import crown
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.terms import (
     align_loss, align_loss_reference, feat_loss, feat_loss_reference, intdrift_loss, var_loss,
@@ -44,6 +46,30 @@ TeacherFn = Callable[[nn.Module], torch.Tensor]
 def frozen_copy(module: nn.Module) -> nn.Module:
     """A detached snapshot in eval mode (no dropout, BatchNorm on its running statistics)."""
     return copy.deepcopy(module).eval().requires_grad_(False)
+
+
+@contextmanager
+def batchnorm_as(copy_: nn.Module, source: nn.Module) -> Iterator[None]:
+    """Within the block, every BatchNorm of ``copy_`` normalises as the same-named one of ``source`` does now:
+    with the batch's statistics while ``source`` trains. The copy's running statistics are restored after,
+    so the frozen snapshot (the anchors share it) never changes.
+
+    Why: L_Feat compares the student's feature (batch statistics in training) with the teacher's; with the
+    teacher on running statistics it would be nonzero for unchanged weights (docs/protocols.md, L_Feat)."""
+    live = dict(source.named_modules())
+    switched = [m for n, m in copy_.named_modules()
+                if isinstance(m, nn.modules.batchnorm._BatchNorm) and getattr(live.get(n), "training", False)]
+    saved = [[b.clone() for b in m.buffers()] for m in switched]
+    for m in switched:
+        m.train(True)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, bufs in zip(switched, saved):
+                m.train(False)
+                for b, v in zip(m.buffers(), bufs):
+                    b.copy_(v)
 
 
 class IntactRegularizer:
@@ -143,13 +169,15 @@ class IntactRegularizer:
         return out
 
     def teacher_feature(self, x: torch.Tensor) -> torch.Tensor:
-        """The feature layer's input when the frozen teacher (a copy of ``model``) runs on ``x``."""
+        """The feature layer's input when the frozen teacher (a copy of ``model``) runs on ``x``; its BatchNorm
+        layers use the batch's statistics exactly when the student's do (:func:`batchnorm_as`)."""
         captured: dict[str, torch.Tensor] = {}
         layer = dict(self.teacher.named_modules())[self.feature]
         # (a forward hook that returns a value replaces the layer's output: this one returns None)
         handle = layer.register_forward_hook(lambda m, args, out: captured.update(z=args[0]))
         try:
-            self.teacher(x)
+            with batchnorm_as(self.teacher, self.teacher_source):
+                self.teacher(x)
         finally:
             handle.remove()
         return captured["z"]
@@ -200,12 +228,26 @@ class IntactRegularizer:
     def certificate(self, new: nn.Sequential, old: nn.Sequential, cube: Hypercube, samples: int = 4096) -> dict[str, Any]:
         """A sound bound of ``|f_t(z) - f_(t-1)(z)|`` for every ``z`` in ``cube`` (max over outputs of
         max(|lower|, |upper|); exact for one affine layer), and the largest drift seen at ``samples``
-        points drawn in the box (an empirical check: never above the certificate)."""
+        points drawn in the box (an empirical check: never above the certificate). For a multi-layer
+        Linear / (leaky) ReLU head the interval bounds are intersected with CROWN's (:mod:`intact.regularizers.crown`)
+        and both widths are recorded (``certificate_interval``, ``certificate_crown``)."""
         lo, hi = sequential_drift_bounds(list(new), list(old), cube.lower, cube.upper)
+        extra: dict[str, float] = {}
+        if crown.supports(list(new)) and sum(isinstance(m, nn.Linear) for m in new) > 1:
+            # a multi-layer head: CROWN on new - old is tighter; both are sound, so is their intersection
+            c_lo, c_hi = crown.difference_bounds(list(new), list(old), cube.lower, cube.upper)
+            extra = {"certificate_interval": _width(lo, hi), "certificate_crown": _width(c_lo, c_hi)}
+            lo, hi = torch.maximum(lo, c_lo.to(lo.dtype)), torch.minimum(hi, c_hi.to(hi.dtype))
         z = cube.sample(samples, torch.Generator().manual_seed(0)).to(cube.lower.device)
         return {
-            "certificate": float(torch.maximum(lo.abs(), hi.abs()).max()),
+            "certificate": _width(lo, hi),
+            **extra,
             "drift_lower": lo.tolist(),
             "drift_upper": hi.tolist(),
             "sampled_drift": float((new(z) - old(z)).abs().max()),
         }
+
+
+def _width(lo: torch.Tensor, hi: torch.Tensor) -> float:
+    """The certificate of drift bounds: max over outputs of max(|lower|, |upper|)."""
+    return float(torch.maximum(lo.abs(), hi.abs()).max())

@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 from intact.config import resolve_run
+from intact.models.named_backbones import describe
 from intact.io import read_json
 from intact.naming import parse_method_name
 from intact.paths import RUN_KEY, run_dir
@@ -38,8 +39,11 @@ PAPER_BENCHMARKS = ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")
 
 AA_NOTE = ("AA: mean top-1 accuracy (%) over all tasks after the last task, AA = (1/T) Σ_i R[i, T] "
            "(the paper's Appendix \"Metrics\").")
-FORGETTING_NOTE = ("Forgetting (max-final): mean over tasks i < T of max_{i ≤ j < T} R[i, j] − R[i, T]; "
-                   "the paper reports no forgetting.")
+FORGETTING_NOTE = ("Forgetting (max-final): Chaudhry et al.'s mean over tasks i < T of max_{i ≤ j < T} R[i, j] − R[i, T]; "
+                   "the max stops before the last task, so it can be negative. Not Mammoth's (max including the last "
+                   "task, ≥ 0: forgetting_mammoth in metrics.json) nor Avalanche's (R[i, i] − R[i, T] = −BWT); never "
+                   "compare numbers across these definitions (docs/protocols.md, \"Forgetting\"). "
+                   "The paper reports no forgetting.")
 
 
 @lru_cache(maxsize=1)
@@ -99,16 +103,29 @@ def files_digest(files: Iterable[Path]) -> str:
     return f"{count}:{h.hexdigest()}"
 
 
+def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """Benchmark -> its backbone in words (name, timm model and whose weights, input normalisation)."""
+    out = {}
+    for b in Plan(cfg).declared_runs():
+        name = cfg["benchmarks"][b].get("backbone")
+        bb = cfg["backbones"].get(name, {})
+        if "model" in bb:
+            out[b] = describe(name, bb["model"], bb.get("input_mean", ()), bb.get("input_std", ()))
+    return out
+
+
 @dataclass
 class StoredResults:
     """The current config's finished runs under a ``results/`` root."""
 
     runs: list[StoredRun] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    #: benchmark -> the backbone its "here" column ran on, in words (:func:`backbone_descriptions`)
+    backbones: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, cfg: Mapping[str, Any], root: str | Path = "results") -> "StoredResults":
-        out = cls()
+        out = cls(backbones=backbone_descriptions(cfg))
         for b, m, s in each_run(Plan(cfg).declared_runs()):
             d = Path(run_dir(b, m, s, root))
             if not (d / "metrics.json").exists():

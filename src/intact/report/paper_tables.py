@@ -54,6 +54,14 @@ def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
     return text
 
 
+def backbone_note(stored: StoredResults) -> str:
+    """Which backbone every "here" column ran on: a number is never compared across checkpoints by accident."""
+    if not stored.backbones:
+        return "Here: no benchmark of this config declares a backbone."
+    return "Backbone of each \"here\" column: " + "; ".join(
+        f"{benchmark_title(b)}: {text}" for b, text in stored.backbones.items()) + "."
+
+
 def average_stat(stored: StoredResults, method: str, benchmarks: Sequence[str]) -> Stat | None:
     """Per seed, the mean AA over ``benchmarks`` (seeds present in all of them), then mean ± std."""
     per = [stored.values(b, method) for b in benchmarks]
@@ -112,7 +120,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: mean ± std over {section['seeds']} runs (paper table {section['table']}). {section['caption']}",
-        seeds_note(stats, stored),
+        seeds_note(stats, stored), backbone_note(stored),
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
@@ -144,7 +152,7 @@ def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredRe
         "Per seed s present in both runs: d_s = AA(A, s) − AA(B, s); mean ± sample std of d_s, and on how many "
         "seeds A is better (A wins k of n). The same seed means the same data order and initial prompts, so "
         "the pairing removes the seed-to-seed variance the unpaired ± above still contains.",
-        AA_NOTE, FORGETTING_NOTE,
+        AA_NOTE, FORGETTING_NOTE, backbone_note(stored),
     ]
     if not table.rows:
         table.notes.insert(0, "No pair of runs (with and without +intact) is declared in this study.")
@@ -197,7 +205,7 @@ def ablation_table(stored: StoredResults, cfg: Mapping[str, Any]) -> Table:
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
-        seeds_note(stats, stored),
+        seeds_note(stats, stored), backbone_note(stored),
         "Δ = mean AA without the term − mean AA of the full method. Paired Δ: the same per seed "
         "(mean ± std over the seeds both have); full wins k of n: seeds on which removing the term lowers AA.",
     ]
@@ -305,6 +313,7 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
         "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per second. "
         f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
         AA_NOTE, FORGETTING_NOTE, seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
+        backbone_note(stored),
     ]
     return table
 

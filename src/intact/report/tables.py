@@ -25,8 +25,10 @@ METRICS = {
 }
 
 NOTE = (
-    "AA: mean accuracy (%) over all tasks after the last task. Forgetting (max-final): mean over tasks "
-    "of the best accuracy after learning the task minus the final one. Forgetting (one-step): "
+    "AA: mean accuracy (%) over all tasks after the last task. Forgetting (max-final): Chaudhry et al.'s mean over "
+    "tasks of the best accuracy after learning the task, before the last task, minus the final one (can be negative; "
+    "not Mammoth's form, whose max includes the last task, nor Avalanche's first-minus-final = −BWT; metrics.json "
+    "also holds forgetting_mammoth). Forgetting (one-step): "
     "CODA-Prompt's mean drop per new task. BWT: mean final minus just-learned accuracy. CAA: mean of the "
     "AA evolution. Certificate: worst-case |logit drift| of the head over the previous hypercube after "
     "the last task (the InTAct guarantee, measured). Mean ± sample std over seeds."

@@ -39,7 +39,8 @@ class IntactPenalty(Penalty):
         return self.reg.penalty(**method.intact_teacher(batch))
 
     def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
-        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``."""
+        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``,
+        both in eval mode whatever the caller's mode (which is restored afterwards)."""
         was_training = method.training
         method.eval()
         device = next(self.reg.model.parameters()).device
@@ -47,8 +48,12 @@ class IntactPenalty(Penalty):
         # the training images' cached queries, in order, when the trainer passes them (intact.cache)
         forward = method.with_queries(method.predict, method.cached.get("eval_query"))
         acts = self.reg.collect(forward, (x for x, _ in batches))
-        method.train(was_training)
-        return self.reg.end_task(task, acts)
+        try:
+            # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
+            # the running statistics that are saved with the task
+            return self.reg.end_task(task, acts)
+        finally:
+            method.train(was_training)
 
 
 class TensorStore(nn.Module):

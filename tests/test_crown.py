@@ -1,0 +1,81 @@
+"""The CROWN certificate of multi-layer heads (intact.regularizers.crown): sound against sampled and
+gradient-ascent drift, exact for one Linear layer, and tighter than the interval certificate where it matters."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from intact.experiments.certificate_width import ascent_drift, box, head, updated
+from intact.regularizers.crown import difference_bounds, supports
+from intact.regularizers.interval import sequential_drift_bounds
+
+
+CASES = [([12, 16, 5], 0.01), ([12, 16, 16, 5], 0.01), ([8, 24, 4], 0.0), ([10, 12, 12, 6], 0.1)]
+
+
+@pytest.mark.parametrize("dims, slope", CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_crown_bounds_are_sound_against_sampled_and_ascent_drift(dims, slope, seed):
+    old = head(dims, slope, seed)
+    new = updated(old, 0.3, seed + 10)
+    lo, hi = box(dims[0], seed + 20)
+    c_lo, c_hi = difference_bounds(list(new), list(old), lo, hi)
+    g = torch.Generator().manual_seed(seed)
+    z = lo + (hi - lo) * torch.rand((20000, dims[0]), generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        d = new(z) - old(z)
+    corners = lo + (hi - lo) * torch.randint(0, 2, (2000, dims[0]), generator=g).double()
+    with torch.no_grad():
+        d = torch.cat([d, new(corners) - old(corners)])
+    tol = 1e-9
+    assert (d.min(0).values >= c_lo - tol).all() and (d.max(0).values <= c_hi + tol).all()
+    a_lo, a_hi = ascent_drift(new, old, lo, hi)
+    assert (a_lo >= c_lo - tol).all() and (a_hi <= c_hi + tol).all(), (a_lo - c_lo, c_hi - a_hi)
+
+
+def test_one_linear_layer_is_exact_and_equals_the_interval_certificate():
+    old = head([7, 4], 0.01, 0)
+    new = updated(old, 0.3, 1)
+    lo, hi = box(7, 2)
+    c = difference_bounds(list(new), list(old), lo, hi)
+    i = sequential_drift_bounds(list(new), list(old), lo, hi)
+    assert torch.allclose(c[0], i[0], atol=1e-12) and torch.allclose(c[1], i[1], atol=1e-12)
+    # exact: the corner each bound names attains it
+    dW, db = new[0].weight - old[0].weight, new[0].bias - old[0].bias
+    z = torch.where(dW > 0, lo, hi)                                     # the minimising corner per output
+    with torch.no_grad():
+        assert torch.allclose((z * dW).sum(1) + db, c[0], atol=1e-12)
+
+
+def test_crown_is_tighter_than_intervals_on_deeper_heads_with_large_updates():
+    ratios = []
+    for seed in range(4):
+        for dims in ([12, 16, 5], [12, 16, 16, 5]):
+            old = head(dims, 0.01, seed)
+            new = updated(old, 0.3, seed + 10)
+            lo, hi = box(dims[0], seed + 20)
+            c = difference_bounds(list(new), list(old), lo, hi)
+            i = sequential_drift_bounds(list(new), list(old), lo, hi)
+            width = lambda b: float(torch.maximum(b[0].abs(), b[1].abs()).max())  # noqa: E731
+            ratios.append(width(i) / width(c))
+    assert min(ratios) >= 1.0 and sum(ratios) / len(ratios) > 1.2, ratios
+
+
+def test_supports_only_linear_heads():
+    assert supports(list(head([4, 5, 3], 0.01, 0)))
+    assert not supports([nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2, 3)])
+
+
+def test_the_regularizer_records_both_certificates_for_a_deeper_head():
+    from intact.regularizers.hypercube import Hypercube
+    from intact.regularizers.regularizer import IntactRegularizer
+
+    model = head([6, 8, 3], 0.01, 0).float()
+    reg = IntactRegularizer(None, model, ["0", "2"])
+    new = updated(model, 0.3, 3)
+    lo, hi = box(6, 4)
+    info = reg.certificate(new, model, Hypercube(lo.float(), hi.float()))
+    assert info["certificate"] <= min(info["certificate_interval"], info["certificate_crown"]) + 1e-6
+    assert info["sampled_drift"] <= info["certificate"] + 1e-6
