@@ -175,7 +175,7 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
         method.reg.hypercubes = {"fc0": Hypercube(-torch.ones(64), torch.ones(64))}
         method.begin_task(1, None)
         method.train()
-        snapshots = [method.reg.previous] + ([method.reg.teacher] if name.endswith("+intact") else list(method.previous.values()))
+        snapshots = [method.reg.previous] + ([method.reg.teacher] if name.endswith("+intact") else list(method.penalties[0].previous.values()))
         assert all(not m.training for s in snapshots for m in s.modules())
         state = method.trainable_state()
         assert not any(k.startswith(("backbone.", "teacher.", "previous.")) for k in state) and "head.fc0.weight" in state
