@@ -14,16 +14,19 @@ from intact.methods.coda_p import CodaConfig
 from intact.methods.dualprompt import DualPromptConfig
 from intact.methods.ewc import EwcConfig
 from intact.methods.finetune import FinetuneConfig
+from intact.methods.inflora import InfloraConfig
 from intact.methods.joint import JointConfig
 from intact.methods.l2p import L2PConfig
 from intact.methods.lwf import LwfConfig
 from intact.methods.network import NetworkConfig, NetworkEwcConfig, NetworkLwfConfig
+from intact.methods.s_prompts import SPromptsConfig
 from intact.paths import run_dir
 
 CFG = yaml.safe_load((REPO / "config.yaml").read_text())
 SECTIONS = {
     "methods.coda_p": CodaConfig, "methods.l2p": L2PConfig, "methods.dualprompt": DualPromptConfig,
     "methods.finetune": FinetuneConfig, "methods.ewc": EwcConfig, "methods.lwf": LwfConfig, "methods.joint": JointConfig,
+    "methods.inflora": InfloraConfig, "methods.s_prompts": SPromptsConfig,
     "methods.net_finetune": NetworkConfig, "methods.net_ewc": NetworkEwcConfig, "methods.net_lwf": NetworkLwfConfig,
     "head": HeadConfig, "intact": IntactConfig, "optim": OptimConfig,
     "backbones.vit_digits.pretrain": PretrainConfig, "benchmarks.digits": BenchmarkConfig,

@@ -27,6 +27,7 @@ SETTINGS_CLASSES: dict[str, str] = {
     "coda_p": "intact.methods.coda_p:CodaConfig", "l2p": "intact.methods.l2p:L2PConfig",
     "dualprompt": "intact.methods.dualprompt:DualPromptConfig", "finetune": "intact.methods.finetune:FinetuneConfig",
     "ewc": "intact.methods.ewc:EwcConfig", "lwf": "intact.methods.lwf:LwfConfig", "joint": "intact.methods.joint:JointConfig",
+    "inflora": "intact.methods.inflora:InfloraConfig", "s_prompts": "intact.methods.s_prompts:SPromptsConfig",
 }
 #: image channels of each benchmark family
 BENCHMARK_CHANNELS: dict[str, int] = {"digits": 1}

@@ -22,12 +22,18 @@ class MethodEntry:
     loads_previous_state: bool = True
     #: False: the method trains a whole network of its own; the job builds no frozen backbone
     uses_backbone: bool = True
+    #: why "<name>+intact" is refused, where it is (said by the config checks)
+    intact_refusal: str = ""
 
 
 METHODS: dict[str, MethodEntry] = {
     "coda_p": MethodEntry("intact.methods.coda_p:CodaPrompt", True, "CODA-Prompt (Smith et al., CVPR 2023)"),
     "l2p": MethodEntry("intact.methods.l2p:L2P", True, "L2P++ (Wang et al., CVPR 2022), prefix tuning"),
     "dualprompt": MethodEntry("intact.methods.dualprompt:DualPrompt", True, "DualPrompt (Wang et al., ECCV 2022)"),
+    "inflora": MethodEntry("intact.methods.inflora:InfLoRA", True, "InfLoRA (Liang & Li, CVPR 2024), one shared head"),
+    "s_prompts": MethodEntry("intact.methods.s_prompts:SPrompts", False, "S-Prompts (Wang et al., NeurIPS 2022)",
+                             intact_refusal="it shares no component between domains (one prompt and one head per domain, "
+                                            "the domain picked by k-means), so InTAct has nothing to protect"),
     "finetune": MethodEntry("intact.methods.finetune:Finetune", True, "sequential fine-tuning of one shared prompt + head"),
     "ewc": MethodEntry("intact.methods.ewc:EWC", False, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head"),
     "lwf": MethodEntry("intact.methods.lwf:LwF", False, "LwF (Li & Hoiem, 2017) on one shared prompt + head"),
