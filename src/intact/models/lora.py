@@ -80,7 +80,7 @@ def lora_attention(attn: Attention, x: torch.Tensor, A: torch.Tensor, B: torch.T
     delta = torch.einsum("bnd,krd->kbnr", x, A.to(x.dtype))               # (2, B, N, R)
     delta = torch.einsum("kbnr,kdr->kbnd", delta, B.to(x.dtype))          # (2, B, N, D)
     q, k, v = qkv.reshape(Bn, N, 3, C).unbind(2)
-    k, v = k + delta[0], v + delta[1]
+    k, v = k + delta[0].to(k.dtype), v + delta[1].to(v.dtype)     # (autocast: one dtype for attention)
     q, k, v = (t.reshape(Bn, N, H, hd).transpose(1, 2) for t in (q, k, v))
     q, k = attn.q_norm(q), attn.k_norm(k)
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=attn.attn_drop.p if attn.training else 0.0)
