@@ -149,3 +149,19 @@ def test_inflora_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
     a, b = load_tensors(tmp_path / "full/task1/state.safetensors"), load_tensors(tmp_path / "cut/task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_inflora_intact_with_the_teacher_cache_equals_the_live_run_bit_for_bit(tiny_bench, tmp_path):
+    from test_cache import _run as run_with_cache, _train_eval
+
+    cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
+    R0, s0, d0 = _train_eval(run_with_cache(cfg, "digits", "inflora+intact", False), manifest, w, tmp_path / "live", 2, None)
+    R1, s1, d1 = _train_eval(run_with_cache(cfg, "digits", "inflora+intact", True), manifest, w, tmp_path / "cached", 2, None)
+    assert R0 == R1
+    assert s0.keys() == s1.keys() and all(torch.equal(s0[k], s1[k]) for k in s0)
+    a, b = read_json(d0 / "task1/train.json"), read_json(d1 / "task1/train.json")
+    assert [e["feat"] for e in a["epochs"]] == [e["feat"] for e in b["epochs"]]
+    assert a["hypercube"] == b["hypercube"] and a["certificate"] == b["certificate"]
+    assert not a["feature_cache"]["used"] and b["feature_cache"]["used"]
+    # no query, so none cached; the teacher (the previous task's frozen model) is
+    assert "query" not in b["feature_cache"] and b["feature_cache"]["teacher"] == "computed at the start of the task"

@@ -113,3 +113,19 @@ def test_s_prompts_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
     a, b = load_tensors(tmp_path / "full/state.safetensors"), load_tensors(tmp_path / "cut/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_s_prompts_with_the_stored_query_cache_equals_the_live_run_bit_for_bit(tiny_bench, tmp_path):
+    from intact.cache import build_query_cache
+    from test_cache import _run as run_with_cache, _train_eval
+
+    cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
+    cached_run = run_with_cache(cfg, "digits", "s_prompts", True)
+    qdir = tmp_path / "query"
+    build_query_cache(cached_run.backbone, manifest, w, qdir, threads=1, progress=False)
+    R0, s0, _ = _train_eval(run_with_cache(cfg, "digits", "s_prompts", False), manifest, w, tmp_path / "live", 2, None)
+    R1, s1, _ = _train_eval(cached_run, manifest, w, tmp_path / "cached", 2, qdir)
+    assert R0 == R1                                                     # the domain choice at test included
+    assert s0.keys() == s1.keys() and all(torch.equal(s0[k], s1[k]) for k in s0)   # the k-means centres included
+    rec = read_json(tmp_path / "cached/task1/train.json")["feature_cache"]
+    assert rec["used"] and rec["query"].startswith("stored")
