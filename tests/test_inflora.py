@@ -165,3 +165,14 @@ def test_inflora_intact_with_the_teacher_cache_equals_the_live_run_bit_for_bit(t
     assert not a["feature_cache"]["used"] and b["feature_cache"]["used"]
     # no query, so none cached; the teacher (the previous task's frozen model) is
     assert "query" not in b["feature_cache"] and b["feature_cache"]["teacher"] == "computed at the start of the task"
+
+
+def test_bench_counts_the_lora_passes():
+    from conftest import tiny_config
+    from intact.speed import bench_row
+
+    cfg = tiny_config(methods=["inflora", "inflora+intact"])
+    passes = [bench_row(cfg, "digits", m, cache, model="vit_rgb_p8", batch=8, repeats=2, device=torch.device("cpu"),
+                        amp=False, classes=10, tasks=3)["passes_per_step"]
+              for m in ("inflora", "inflora+intact") for cache in (False, True)]
+    assert passes == [1, 1, 2, 1]     # the teacher's pass is cached; there is no query pass to cache

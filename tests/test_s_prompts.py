@@ -129,3 +129,12 @@ def test_s_prompts_with_the_stored_query_cache_equals_the_live_run_bit_for_bit(t
     assert s0.keys() == s1.keys() and all(torch.equal(s0[k], s1[k]) for k in s0)   # the k-means centres included
     rec = read_json(tmp_path / "cached/task1/train.json")["feature_cache"]
     assert rec["used"] and rec["query"].startswith("stored")
+
+
+def test_bench_counts_one_prompted_pass_per_step():
+    from conftest import tiny_config
+    from intact.speed import bench_row
+
+    row = bench_row(tiny_config(methods=["s_prompts"]), "digits", "s_prompts", False, model="vit_rgb_p8", batch=8,
+                    repeats=2, device=torch.device("cpu"), amp=False, classes=10, tasks=3)
+    assert row["passes_per_step"] == 1 and row["trainable_params"] == 10 * 64 + 64 * 10 + 10   # domain known: no query
