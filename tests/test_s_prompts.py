@@ -102,6 +102,13 @@ def test_s_prompts_trains_three_domains_and_picks_them_at_test(tiny_bench, tmp_p
     with torch.no_grad():
         chosen = choose_domain(method.query(x), method.centres[:3])
     assert (chosen == 1).float().mean() > 0.5
+    # the run collects like every other (a method that keeps no hypercube has none in metrics.json)
+    from intact.results import collect_run
+
+    paths = [tmp_path / f"task{t}" for t in range(TASKS)]
+    metrics = collect_run([p / "eval.json" for p in paths], [p / "train.json" for p in paths], tmp_path / "R.csv",
+                          tmp_path / "metrics.json", 10)
+    assert metrics["hypercube_log_volume"] == [None] * TASKS and metrics["certificate"] == [None] * TASKS
 
 
 def test_s_prompts_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
