@@ -69,9 +69,9 @@ class PassCounter:
         self.query = self.prompted = 0
         q, f = backbone.query, backbone.forward
 
-        def query(x):
+        def query(x, *args, **kwargs):
             self.query += 1
-            return q(x)
+            return q(x, *args, **kwargs)
 
         def forward(x, prefix=None):
             if prefix:
@@ -140,6 +140,7 @@ def bench_row(cfg: dict, benchmark: str, method: str, cache: bool, *, model: str
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        m.after_step()
         _sync(device)
         times.append(time.perf_counter() - t)
         passes.append(counter.total - before)

@@ -28,6 +28,8 @@ METHODS: dict[str, MethodEntry] = {
     "coda_p": MethodEntry("intact.methods.coda_p:CodaPrompt", True, "CODA-Prompt (Smith et al., CVPR 2023)"),
     "l2p": MethodEntry("intact.methods.l2p:L2P", True, "L2P++ (Wang et al., CVPR 2022), prefix tuning"),
     "dualprompt": MethodEntry("intact.methods.dualprompt:DualPrompt", True, "DualPrompt (Wang et al., ECCV 2022)"),
+    "c_prompt": MethodEntry("intact.methods.c_prompt:CPrompt", True, "C-Prompt (Liu et al., IJCV 2024), as its code runs it"),
+    "ka_prompt": MethodEntry("intact.methods.ka_prompt:KAPrompt", True, "KA-Prompt (ICML 2025) on C-Prompt, as its code runs it"),
     "finetune": MethodEntry("intact.methods.finetune:Finetune", True, "sequential fine-tuning of one shared prompt + head"),
     "ewc": MethodEntry("intact.methods.ewc:EWC", False, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head"),
     "lwf": MethodEntry("intact.methods.lwf:LwF", False, "LwF (Li & Hoiem, 2017) on one shared prompt + head"),
