@@ -49,7 +49,10 @@ class CPromptConfig:
     qkv_projection: bool = True             #: prompts through the frozen qkv (the code); false: used as K/V directly
     test_pool: str = "all"                  #: all (the code: every slot, trained or not) | seen (slices trained so far)
     ema_head: bool = True                   #: evaluate the adaptive EMA head (--use_ema_c --adapt_ema_c)
-    h: float = 10.0                         #: adapt_h in gamma = 1 - exp(d / mean(d) - h)
+    #: adapt_h in gamma = 1 - exp(d / mean(d) - h): at an average step gamma = 1 - e^(1 - h), an EMA time
+    #: constant of ~e^(h - 1) steps (h = 10, the code's default: ~8100; the scripts' 6.5-10 suit tasks of
+    #: hundreds to thousands of steps). 3 (~7 steps) for the digits tasks of a few dozen steps.
+    h: float = 3.0
     gamma_eps: float = 0.0                  #: added to mean(d) (C-Prompt: 0; KA-Prompt: 1e-5)
     protect: str = "ema"                    #: with +intact: ema (the evaluated head) | live (the trained head)
     lr: float | None = None                 #: one lr for every group (the code); null: optim.lr_head / lr_prompt
