@@ -243,3 +243,15 @@ def test_resume_mid_task_is_bit_identical(runs, tiny_bench, tmp_path, method):
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
     a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(out / "task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
+    """token-1 query and L_Feat teacher computed once per task = computed every step (CPU, fp32)."""
+    z = runs["c_prompt+intact"]
+    assert "computed" in read_json(z["folder"] / "task1/train.json")["feature_cache"]["teacher"]
+    live = resolve_run(tiny_bench["config"], "digits", "c_prompt+intact@optim.feature_cache=false", 0)
+    for t in range(2):
+        _train(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
+    assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
+    a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
