@@ -11,6 +11,8 @@ import yaml
 from conftest import REPO
 from intact.config import BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig
 from intact.methods.coda_p import CodaConfig
+from intact.methods.c_prompt import CPromptConfig
+from intact.methods.ka_prompt import KAPromptConfig
 from intact.methods.dualprompt import DualPromptConfig
 from intact.methods.ewc import EwcConfig
 from intact.methods.finetune import FinetuneConfig
@@ -27,6 +29,7 @@ SECTIONS = {
     "methods.coda_p": CodaConfig, "methods.l2p": L2PConfig, "methods.dualprompt": DualPromptConfig,
     "methods.finetune": FinetuneConfig, "methods.ewc": EwcConfig, "methods.lwf": LwfConfig, "methods.joint": JointConfig,
     "methods.inflora": InfloraConfig, "methods.s_prompts": SPromptsConfig,
+    "methods.c_prompt": CPromptConfig, "methods.ka_prompt": KAPromptConfig,
     "methods.net_finetune": NetworkConfig, "methods.net_ewc": NetworkEwcConfig, "methods.net_lwf": NetworkLwfConfig,
     "head": HeadConfig, "intact": IntactConfig, "optim": OptimConfig,
     "backbones.vit_digits.pretrain": PretrainConfig, "benchmarks.digits": BenchmarkConfig,

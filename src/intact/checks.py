@@ -19,6 +19,7 @@ from typing import Any, Iterator, Mapping
 LAYER_KEYS: dict[str, tuple[str, ...]] = {
     "coda_p": ("layers",), "l2p": ("layers",), "dualprompt": ("g_layers", "e_layers"),
     "finetune": ("layers",), "ewc": ("layers",), "lwf": ("layers",), "joint": ("layers",),
+    "c_prompt": ("general_layers",), "ka_prompt": ("general_layers",),  # (expert blocks: checked when built)
 }
 #: every key of a method's settings that the checks below read
 CHECKED_KEYS: dict[str, tuple[str, ...]] = {**LAYER_KEYS, "coda_p": ("layers", "pool_size"), "l2p": ("layers", "pool_size", "top_k")}
@@ -28,6 +29,7 @@ SETTINGS_CLASSES: dict[str, str] = {
     "dualprompt": "intact.methods.dualprompt:DualPromptConfig", "finetune": "intact.methods.finetune:FinetuneConfig",
     "ewc": "intact.methods.ewc:EwcConfig", "lwf": "intact.methods.lwf:LwfConfig", "joint": "intact.methods.joint:JointConfig",
     "inflora": "intact.methods.inflora:InfloraConfig", "s_prompts": "intact.methods.s_prompts:SPromptsConfig",
+    "c_prompt": "intact.methods.c_prompt:CPromptConfig", "ka_prompt": "intact.methods.ka_prompt:KAPromptConfig",
 }
 #: image channels of each benchmark family
 BENCHMARK_CHANNELS: dict[str, int] = {"digits": 1}

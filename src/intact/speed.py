@@ -180,6 +180,7 @@ class Row:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+        m.after_step()
         _sync(self.device)
         self.times.append(time.perf_counter() - t)
         self.passes.append(self.counter.total - before)

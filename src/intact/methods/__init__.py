@@ -34,6 +34,8 @@ METHODS: dict[str, MethodEntry] = {
     "s_prompts": MethodEntry("intact.methods.s_prompts:SPrompts", False, "S-Prompts (Wang et al., NeurIPS 2022)",
                              intact_refusal="it shares no component between domains (one prompt and one head per domain, "
                                             "the domain picked by k-means), so InTAct has nothing to protect"),
+    "c_prompt": MethodEntry("intact.methods.c_prompt:CPrompt", True, "C-Prompt (Liu et al., IJCV 2024), as its code runs it"),
+    "ka_prompt": MethodEntry("intact.methods.ka_prompt:KAPrompt", True, "KA-Prompt (ICML 2025) on C-Prompt, as its code runs it"),
     "finetune": MethodEntry("intact.methods.finetune:Finetune", True, "sequential fine-tuning of one shared prompt + head"),
     "ewc": MethodEntry("intact.methods.ewc:EWC", False, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head"),
     "lwf": MethodEntry("intact.methods.lwf:LwF", False, "LwF (Li & Hoiem, 2017) on one shared prompt + head"),

@@ -34,6 +34,12 @@ def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
 class ContinualMethod(nn.Module, ABC):
     """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
 
+    #: the optimizer the job builds for every task (fresh at each task); C-Prompt's code uses AdamW
+    optimizer: type = torch.optim.Adam
+    #: the benchmark's stored query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
+    #: False for a method whose query is another token: its query is then computed per task (still exact)
+    stored_query: bool = True
+
     def __init__(self, run: RunConfig, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__()
         self.run = run
@@ -96,6 +102,9 @@ class ContinualMethod(nn.Module, ABC):
     @abstractmethod
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The training loss of one batch and its named terms (detached values for logging)."""
+
+    def after_step(self) -> None:
+        """Called after every optimizer step the job takes (C-Prompt's EMA head); nothing by default."""
 
     def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
         """Finish ``task`` (hypercubes, certificates); return what ``train.json`` should record."""

@@ -26,7 +26,8 @@ LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "la
 OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
               "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
               "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
-              "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct"}
+              "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct",
+              "c_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
 
 
 def pm(stat: Stat | None) -> str:
