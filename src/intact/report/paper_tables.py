@@ -125,7 +125,8 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
-    table.notes += [row["note"] for _, run, row in rows if run and row and row.get("note")]
+    # a paper row's note: how our run of it differs, or why it is reported only (ESN, CPrompt)
+    table.notes += [row["note"] for _, _, row in rows if row and row.get("note")]
     runs = [r for _, r, _ in rows if r]
     table.blocks.append(paired_table(f"{name}_paired", f"{title}: paired per-seed differences", runs, stored, [*columns, *extra]))
     return table
