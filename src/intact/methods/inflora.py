@@ -31,19 +31,17 @@ class InfloraSettings:
                              later=True, exclusiveMinimum=0)
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
+def _lora(PromptMethod: type) -> type:
+    """The forward path on ``PromptMethod``: the LoRA as the "pool", no query, the teacher from the cache."""
+    from typing import Any
+
     import torch
     from torch import nn
 
-    from intact.data.loader import eval_batches
-    from intact.methods.shared.prompt import PromptMethod
-    from intact.models.dualgpm import DualGPM, down_projection, threshold
+    from intact.models.dualgpm import DualGPM
     from intact.models.lora import KVLoRA, lora_forward
 
-    class InfLoRA(PromptMethod):
-        """LoRA on K and V of every block (the "pool"), a shared head, DualGPM between tasks."""
-
+    class InfLoRAForward(PromptMethod):
         def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
             self.gpm = DualGPM(self.backbone.depth, embed_dim)
             return KVLoRA(self.backbone.depth, embed_dim, self.cfg.rank, num_tasks)
@@ -62,7 +60,21 @@ def implementation() -> type:
         def features(self, x: torch.Tensor, q: torch.Tensor | None, pool: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
             return lora_forward(self.backbone, x, pool if pool is not None else self.pool), x.new_zeros(())
 
-        # ---- the task cycle -----------------------------------------------------------------------
+    return InfLoRAForward
+
+
+def implementation() -> type:
+    """The method itself (imports torch: only a job calls this): the LoRA forward + DualGPM between tasks."""
+    import torch
+
+    from intact.data.loader import eval_batches
+    from intact.methods.shared.prompt import PromptMethod
+    from intact.models.dualgpm import down_projection, threshold
+    from intact.models.lora import lora_forward
+
+    class InfLoRA(_lora(PromptMethod)):
+        """LoRA on K and V of every block (the "pool"), a shared head, DualGPM between tasks."""
+
         @torch.no_grad()
         def input_covariances(self, data: Any) -> list[torch.Tensor]:
             """Every block's attention-input covariance ``mean over tokens of x x^T`` over ``data`` (float64)."""

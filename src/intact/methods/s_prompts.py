@@ -27,24 +27,17 @@ class SPromptsSettings:
     distance: str = setting("l1", "l1 (the official code) | l2 (the paper's nearest neighbour)", enum=["l1", "l2"])
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
-    import math
+def _per_domain(ContinualMethod: type) -> type:
+    """The per-domain prompts and heads on ``ContinualMethod``: training one domain, predicting by the nearest centre."""
     from typing import Any, Callable
 
     import torch
-    import torch.nn.functional as F
     from torch import nn
 
-    from intact.data.loader import eval_batches
-    from intact.methods.shared.base import ContinualMethod
     from intact.models.heads import Head
-    from intact.models.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
-    from intact.seeding import task_generator
+    from intact.models.s_prompts import choose_domain, forward_with_tokens
 
-    class SPrompts(ContinualMethod):
-        """Per-domain prompt tokens and heads on a frozen ViT; the domain chosen by the nearest k-means centre."""
-
+    class SPromptsDomains(ContinualMethod):
         def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
             super().__init__(run, settings, backbone, num_classes, num_tasks)
             D = backbone.embed_dim
@@ -63,14 +56,6 @@ def implementation() -> type:
         def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
             return {"query": self.query}
 
-        def start_task(self, task: int, train_set: Any) -> None:
-            # the official prompt is an nn.Linear(D, L) weight: U(-1/sqrt(D), 1/sqrt(D)); drawn from the task's generator
-            bound = 1 / math.sqrt(self.backbone.embed_dim)
-            g = task_generator(self.run.seed, task, "prompts")
-            with torch.no_grad():
-                p = self.prompts[task]
-                p.copy_((torch.rand(p.shape, generator=g, dtype=p.dtype) * 2 - 1) * bound)
-
         def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
             t = self.task
             z = forward_with_tokens(self.backbone, x, self.prompts[t].expand(len(x), -1, -1))
@@ -85,6 +70,40 @@ def implementation() -> type:
             logits = torch.stack([self.heads[d](z) for d in range(n)], dim=1)       # (B, n, C)
             return logits[torch.arange(len(x), device=x.device), domain]
 
+        def param_groups(self) -> list[dict[str, Any]]:
+            o, t = self.run.optim, self.task
+            return [
+                {"params": list(self.heads[t].parameters()), "lr": o.lr_head, "name": "head"},
+                {"params": [self.prompts[t]], "lr": o.lr_prompt, "name": "prompts"},
+            ]
+
+    return SPromptsDomains
+
+
+def implementation() -> type:
+    """The method itself (imports torch: only a job calls this): the per-domain parts + the task hooks."""
+    import math
+    from typing import Any
+
+    import torch
+    import torch.nn.functional as F
+
+    from intact.data.loader import eval_batches
+    from intact.methods.shared.base import ContinualMethod
+    from intact.models.s_prompts import kmeans_centres
+    from intact.seeding import task_generator
+
+    class SPrompts(_per_domain(ContinualMethod)):
+        """Per-domain prompt tokens and heads on a frozen ViT; the domain chosen by the nearest k-means centre."""
+
+        def start_task(self, task: int, train_set: Any) -> None:
+            # the official prompt is an nn.Linear(D, L) weight: U(-1/sqrt(D), 1/sqrt(D)); drawn from the task's generator
+            bound = 1 / math.sqrt(self.backbone.embed_dim)
+            g = task_generator(self.run.seed, task, "prompts")
+            with torch.no_grad():
+                p = self.prompts[task]
+                p.copy_((torch.rand(p.shape, generator=g, dtype=p.dtype) * 2 - 1) * bound)
+
         @torch.no_grad()
         def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
             """The domain's k-means centres of its training images' normalised unprompted [CLS]."""
@@ -94,13 +113,6 @@ def implementation() -> type:
             self.centres[task] = kmeans_centres(F.normalize(feats.float(), dim=1), self.cfg.clusters).to(self.centres)
             self.domains.fill_(task + 1)
             return {"kmeans": {"clusters": self.cfg.clusters, "images": len(feats)}}
-
-        def param_groups(self) -> list[dict[str, Any]]:
-            o, t = self.run.optim, self.task
-            return [
-                {"params": list(self.heads[t].parameters()), "lr": o.lr_head, "name": "head"},
-                {"params": [self.prompts[t]], "lr": o.lr_prompt, "name": "prompts"},
-            ]
 
     return SPrompts
 
