@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from intact.config import resolve_run  # noqa: E402
+from intact.layering import read_layers  # noqa: E402
 from intact.methods import create_method  # noqa: E402
 from intact.methods.shared.base import frozen_prefixes  # noqa: E402
 from intact.models.backbone import FrozenViT, create_vit  # noqa: E402
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=15)
     ap.add_argument("--methods", nargs="+", default=["s_prompts", "inflora", "inflora+intact", "coda_p"])
     args = ap.parse_args(argv)
-    cfg = yaml.safe_load(Path(args.config).read_text())
+    cfg = read_layers(args.config)   # a paper config: its base.yaml, then the overlay
     paper = {r["method"]: r["trainable_parameters"] for r in paper_numbers()["efficiency"]["rows"]}
     print(f"{'method':<16}{'per task':>12}{'all tasks':>12}{'fixed bufs':>12}{'paper':>12}")
     for method in args.methods:
