@@ -78,6 +78,19 @@ def test_a_declaration_refuses_layer_keys_it_does_not_have():
         Method("bad", S, "x:Y", "a method", layer_keys=("blocks",))
 
 
+def test_a_refusal_of_intact_is_declared_with_its_reason():
+    @dataclasses.dataclass(frozen=True)
+    class S:
+        length: int = setting(1, "tokens")
+
+    with pytest.raises(TypeError, match="accepts '\\+intact' yet gives a reason"):
+        Method("bad", S, "x:Y", "a method", accepts_intact=True, intact_refusal="nothing shared")
+    assert not METHODS["s_prompts"].accepts_intact and "nothing to protect" in METHODS["s_prompts"].intact_refusal
+    # the config checks say the declared reason
+    assert_config_error(lambda c: c["run"].update(methods=["s_prompts+intact"]),
+                        ["does not accept '+intact': it shares no component between domains"])
+
+
 def test_configuration_reference_is_current():
     proc = subprocess.run([sys.executable, str(REPO / "tools/config_reference.py"), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -256,3 +256,14 @@ def test_fresh_clone_paper_tables_fill_the_paper_columns_and_train_nothing(tmp_p
     assert {p.name for p in figures.iterdir()} == {f"{f}_digits.{e}" for f in
                                                     ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate") for e in ("png", "pdf")}
     assert "Nothing to be done" in snakemake(tmp_path, "paper_tables", "-n").stdout
+
+
+def test_reported_only_rows_say_why_in_the_table_note():
+    """ESN and CPrompt are not run here; the main table's notes give the reason (issue 16)."""
+    nums = {r["method"]: r for r in paper_numbers()["main"]["rows"]}
+    assert nums["ESN"]["ours"] is None and nums["CPrompt"]["ours"] is None
+    notes = paper_tables(CONFIG, StoredResults())["main"].notes
+    esn = [n for n in notes if n.startswith("ESN")]
+    cprompt = [n for n in notes if n.startswith("CPrompt")]
+    assert len(esn) == 1 and "per-task heads" in esn[0] and "energy-vote calibration" in esn[0]
+    assert len(cprompt) == 1 and "class-keyed task inference" in cprompt[0] and "shares the classes" in cprompt[0]

@@ -57,7 +57,8 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
     counts = job_counts(proc.stdout)
-    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 7 * 3 and counts["collect_run"] == 7 * 3
+    # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16)
+    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 11 * 3 and counts["collect_run"] == 11 * 3
     for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
                          ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT")):
         line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
@@ -115,7 +116,8 @@ def test_integration_entries_give_their_settings_to_the_intact_run_only():
 
     study = expand_studies(layered("domainnet"))["integration"]
     assert study.methods == ("l2p", "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1",
-                             "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3")
+                             "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3",
+                             "c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact", "inflora", "inflora+intact")
     runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
     table = integration_table(runs, study.spec["methods"])
     assert list(table["method"]) == ["l2p"] and table.loc[0, "delta_aa"] == pytest.approx(3.0)

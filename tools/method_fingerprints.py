@@ -1,8 +1,9 @@
-"""Train tasks 0-1 of several methods on a tiny digits benchmark; print each run's config hash, a hash of its
-task-1 state, its task-1 epoch record (loss terms) and its train.json keys - to compare two versions of the
-code bit for bit (a refactoring must print the same JSON).
+"""Train tasks 0..T-1 (T = $INTACT_FP_TASKS, default 2; 3 = every task) of several methods on a tiny digits
+benchmark; print each run's config hash, a hash of its last state, its last epoch record (loss terms), its
+train.json keys and its R matrix (one row per trained task: accuracy on every task) - to compare two
+versions of the code bit for bit (a refactoring must print the same JSON).
 
-Usage: PYTHONPATH=<tree>/src [INTACT_CONFIG=<tree>/config.yaml] python tools/method_fingerprints.py BENCH_DIR OUT_DIR METHOD...
+Usage: PYTHONPATH=<tree>/src [INTACT_CONFIG=<tree>/config.yaml] [INTACT_FP_TASKS=3] python tools/method_fingerprints.py BENCH_DIR OUT_DIR METHOD...
 (BENCH_DIR: prepared data + backbone, built on first use; share it between the two versions.)
 """
 import hashlib, json, os, sys
@@ -28,14 +29,16 @@ from safetensors.torch import load_file
 res = {}
 for m in sys.argv[3:]:
     run = resolve_run(cfg, "digits", m, 0)
-    prev = None
-    for t in range(2):
+    prev, R = None, []
+    for t in range(int(os.environ.get("INTACT_FP_TASKS", "2"))):
         d = out / m / f"task{t}"
-        rec = train_task(run, t, manifest=manifest, backbone_weights=weights, out_dir=d, prev_dir=prev, threads=1, progress=False)
+        rec = train_task(run, t, manifest=manifest, backbone_weights=weights, out_dir=d, prev_dir=prev, threads=1, progress=False,
+                         eval_out=d / "eval.json")
+        R.append(json.loads((d / "eval.json").read_text())["accuracy"])
         prev = d
     st = load_file(str(d / "state.safetensors"))
     h = hashlib.sha256()
     for k in sorted(st): h.update(k.encode()); h.update(st[k].numpy().tobytes())
     ep = rec["epochs"][0]; ep = {k: v for k, v in ep.items() if k not in ("seconds", "images_per_s")}
-    res[m] = {"hash": run.hash(), "state": h.hexdigest()[:16], "epoch": ep, "keys": [k for k in rec if k not in ("seconds","images_per_s","peak_memory_mb","inference_batch_seconds","provenance")]}
+    res[m] = {"hash": run.hash(), "state": h.hexdigest()[:16], "epoch": ep, "R": R, "keys": [k for k in rec if k not in ("seconds","images_per_s","peak_memory_mb","inference_batch_seconds","provenance")]}
 print(json.dumps(res, indent=1, sort_keys=True))

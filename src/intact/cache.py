@@ -195,16 +195,18 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
                                              "the live path (a query and a teacher pass per step)"}
     caches: dict[str, torch.Tensor] = {}
     record: dict = {"used": True, "variants": v}
-    tasks = cache_tasks(train_set, bench, "train", eval_split) if query_cache is not None else None
+    tasks = cache_tasks(train_set, bench, "train", eval_split) if (query_cache is not None and "query" in fns and method.stored_query) else None
     stored = query_cache.for_tasks("train", tasks, device) if tasks is not None else None
-    if stored is not None and stored.shape[:2] == (len(train_set), v):
+    if "query" not in fns:  # a method without a query (InfLoRA): only its teacher is cached
+        pass
+    elif stored is not None and stored.shape[:2] == (len(train_set), v):
         caches["query"], record["query"] = stored, f"stored ({query_cache.root})"
     else:
         caches["query"] = compute_features(fns["query"], train_set, v, batch_size, device, amp, "query cache", progress)
         record["query"] = "computed at the start of the task"
     if "teacher" in fns:
         caches["teacher"] = compute_features(fns["teacher"], train_set, v, batch_size, device, amp, "teacher cache",
-                                             progress, given=caches["query"])
+                                             progress, given=caches.get("query"))
         record["teacher"] = "computed at the start of the task"
     return caches, record
 

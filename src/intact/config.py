@@ -113,7 +113,8 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         raise ConfigError(f"config: method {method!r}: unknown method {name.base!r} (expected one of: {', '.join(sorted(METHODS))})")
     if name.intact and not METHODS[name.base].accepts_intact:
         accepting = ", ".join(n for n, e in METHODS.items() if e.accepts_intact)
-        raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact' (methods that do: {accepting})")
+        reason = f": {METHODS[name.base].intact_refusal}" if METHODS[name.base].intact_refusal else ""
+        raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that do: {accepting})")
     sections = {s: {} for s in SECTIONS}
     _merge_sections(sections, {s: cfg.get(s, {}) for s in SECTIONS})
     _merge_sections(sections, cfg["benchmarks"][benchmark].get("overrides", {}) or {})

@@ -51,7 +51,7 @@ def _table(props: dict[str, Any], values: dict[str, Any]) -> list[str]:
 
 def method_section(m: Method) -> list[str]:
     """One method's part of the reference: what it is, how it composes, its settings."""
-    facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`"]
+    facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`" + (f": {m.intact_refusal}" if m.intact_refusal else "")]
     facts += [f"penalties: {', '.join(m.penalties)}"] if m.penalties else []
     facts += ["starts every task afresh"] if not m.loads_previous_state else []
     facts += ["a whole network (no frozen backbone)"] if not m.uses_backbone else []

@@ -40,6 +40,12 @@ def _first(per_layer: dict[str, Any]) -> dict[str, Any]:
     return next(iter(per_layer.values()))
 
 
+def _box(train: dict[str, Any], key: str) -> float | None:
+    """``key`` of the first protected layer's cumulative box; None for a method that keeps none (S-Prompts)."""
+    per_layer = train.get("hypercube") or {}
+    return _first(per_layer)["cumulative"][key] if per_layer else None
+
+
 def check_records(paths: Sequence[Path], records: Sequence[dict[str, Any]], reference: dict[str, Any], finite: str) -> None:
     """The per-task records of one run, in task order, must all be this run's (method, seed, config hash)
     and their field ``finite`` must hold no NaN / Inf: a foreign or diverged record never reaches R,
@@ -84,8 +90,8 @@ def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: 
         "certificate": [t.get("certificate") for t in trains],
         "sampled_drift": [t.get("sampled_drift") for t in trains],
         # the first protected layer's box (the head's: the [CLS] feature)
-        "hypercube_log_volume": [_first(t["hypercube"])["cumulative"]["log_volume"] for t in trains],
-        "hypercube_mean_width": [_first(t["hypercube"])["cumulative"]["mean_width"] for t in trains],
+        "hypercube_log_volume": [_box(t, "log_volume") for t in trains],
+        "hypercube_mean_width": [_box(t, "mean_width") for t in trains],
         "feat_gate": [t["epochs"][-1].get("feat_gate") for t in trains],
         "train_seconds": sum(t["seconds"] for t in trains),
         "trainable_parameters": trains[-1]["trainable_parameters"],

@@ -63,27 +63,18 @@ def load_layered(paths: list[Path]) -> dict:
 
 
 class PassCounter:
-    """Counts the backbone's forward passes: unprompted (the query) and prompted."""
+    """Counts the backbone's forward passes: every pass - unprompted, prefix-prompted, or a method's own path
+    through the blocks (InfLoRA's LoRA, S-Prompts' input tokens) - embeds the images once (``_tokens``)."""
 
     def __init__(self, backbone: FrozenViT):
-        self.query = self.prompted = 0
-        q, f = backbone.query, backbone.forward
+        self.total = 0
+        tokens = backbone._tokens
 
-        def query(x):
-            self.query += 1
-            return q(x)
+        def counted(x):
+            self.total += 1
+            return tokens(x)
 
-        def forward(x, prefix=None):
-            if prefix:
-                self.prompted += 1
-                return f(x, prefix)
-            return query(x)
-
-        backbone.query, backbone.forward = query, forward
-
-    @property
-    def total(self) -> int:
-        return self.query + self.prompted
+        backbone._tokens = counted
 
 
 def _sync(device: torch.device) -> None:
@@ -181,6 +172,7 @@ class Row:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+        m.after_step()
         _sync(self.device)
         self.times.append(time.perf_counter() - t)
         self.passes.append(self.counter.total - before)

@@ -64,7 +64,7 @@ def lr_factor(schedule: str, epochs: int, steps_per_epoch: int):
 
 
 def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: int):
-    opt = torch.optim.Adam(method.param_groups(), weight_decay=o.weight_decay)
+    opt = method.optimizer(method.param_groups(), weight_decay=o.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(o.schedule, o.epochs, steps_per_epoch))
     return opt, sched
 
@@ -236,6 +236,7 @@ def train_epoch(job: TaskRun, stop: "_StopFlag", progress: bool, max_steps: int 
         good = not guard.skips or guard.batch_ok(loss, terms, job.epoch, job.step)
         if good:
             job.opt.step()
+            method.after_step()
         job.sched.step()  # a skipped batch still advances the schedule: lr stays a function of the step
         guard.observe(loss, terms, with_terms=not guard.skips)
         job.step += 1

@@ -49,6 +49,8 @@ class Method:
     implementation: str | Callable[[], type]
     description: str
     accepts_intact: bool = False  #: ``<name>+intact`` is a valid run (InTAct's terms join the loss)
+    #: why ``<name>+intact`` is refused (the config checks say it), for a method that does not accept it
+    intact_refusal: str = ""
     layer_keys: tuple[str, ...] = ()  #: keys that list backbone blocks (checked against the backbone's depth)
     check: Check | None = None
     #: penalties composed around the loss (:data:`intact.methods.shared.penalties.PENALTIES`), in the order
@@ -65,6 +67,8 @@ class Method:
         unknown = set(self.layer_keys) - {f.name for f in dataclasses.fields(self.settings)}
         if unknown:
             raise TypeError(f"method {self.name!r}: layer_keys {sorted(unknown)} are not settings")
+        if self.intact_refusal and self.accepts_intact:
+            raise TypeError(f"method {self.name!r}: accepts '+intact' yet gives a reason to refuse it")
 
     def load(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""

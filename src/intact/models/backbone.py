@@ -117,9 +117,18 @@ class FrozenViT(nn.Module):
             h = block_with_prefix(blk, h, prefix.get(i))
         return self.vit.norm(h)[:, 0]
 
-    def query(self, x: torch.Tensor) -> torch.Tensor:
-        """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature."""
-        return self.vit.norm(self.vit.blocks(self._tokens(x)))[:, 0]
+    def query(self, x: torch.Tensor, token: str = "cls") -> torch.Tensor:
+        """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature.
+        ``token``: ``token1`` reads output token 1 instead (C-Prompt), ``patch_mean`` the mean of the
+        patch tokens (KA-Prompt); both after the final LayerNorm, as the reference codes read them."""
+        h = self.vit.norm(self.vit.blocks(self._tokens(x)))
+        if token == "cls":
+            return h[:, 0]
+        if token == "token1":
+            return h[:, 1]
+        if token == "patch_mean":
+            return h[:, self.vit.num_prefix_tokens:].mean(1)
+        raise ValueError(f"query token {token!r}: expected cls, token1 or patch_mean")
 
 
 def create_vit(model: str, num_classes: int = 0) -> nn.Module:

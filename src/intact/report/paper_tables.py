@@ -26,7 +26,8 @@ LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "la
 OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
               "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
               "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
-              "coda_p+intact": "CODA-P + InTAct"}
+              "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct",
+              "c_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
 
 
 def pm(stat: Stat | None) -> str:
@@ -124,6 +125,8 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
+    # a paper row's note: how our run of it differs, or why it is reported only (ESN, CPrompt)
+    table.notes += [row["note"] for _, _, row in rows if row and row.get("note")]
     runs = [r for _, r, _ in rows if r]
     table.blocks.append(paired_table(f"{name}_paired", f"{title}: paired per-seed differences", runs, stored, [*columns, *extra]))
     return table

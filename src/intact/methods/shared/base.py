@@ -76,6 +76,11 @@ class ContinualMethod(nn.Module, ABC):
     reg: IntactRegularizer | None = None
     #: the reference code counts CE twice whenever InTAct is on (a family that honours ``intact.double_ce``)
     double_ce: bool = False
+    #: the optimizer the job builds for every task (fresh at each task); C-Prompt's code uses AdamW
+    optimizer: type = torch.optim.Adam
+    #: the benchmark's stored query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
+    #: False for a method whose query is another token: its query is then computed per task (still exact)
+    stored_query: bool = True
 
     def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__()
@@ -171,6 +176,9 @@ class ContinualMethod(nn.Module, ABC):
                     total = total + value
         terms["acc"] = (logits.argmax(1) == y).float().mean()
         return total, {k: v.detach() for k, v in terms.items()}
+
+    def after_step(self) -> None:
+        """Called after every optimizer step the job takes (C-Prompt's EMA head); nothing by default."""
 
     def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
         """Finish ``task``: the penalties' ``end_task`` (InTAct's hypercubes and certificate first, then

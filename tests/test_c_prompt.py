@@ -1,0 +1,258 @@
+"""C-Prompt and KA-Prompt: their defining behaviour, and tiny end-to-end runs with and without +intact."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from intact.config import resolve_run
+from intact.data.loader import eval_batches
+from intact.evaluate import evaluate_task
+from intact.io import load_tensors, read_json
+from intact.models.backbone import FrozenViT, create_vit
+from intact.models.c_prompt import AdaptiveEma, CPromptPool, greedy_slots, qkv_prefix
+from intact.models.shared_prompt import split_prompt
+from intact.restore import load_method
+from intact.train import Preempted, train_task
+
+METHODS = ["c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact"]
+TASKS = 3
+
+
+def _backbone(seed: int = 0) -> FrozenViT:
+    torch.manual_seed(seed)
+    vit = create_vit("vit_digits_p8")
+    with torch.no_grad():  # non-zero qkv biases, so that "+ b" is tested too
+        for blk in vit.blocks:
+            blk.attn.qkv.bias.normal_()
+    return FrozenViT(vit, (0.5,), (0.5,))
+
+
+# ---- the prompts through the frozen qkv -------------------------------------------------------------
+
+def _official_block(block, x: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
+    """C-Prompt's ``forward_block`` / ``forward_attn``, written out: the prompt's halves are inserted into
+    the (LayerNormed) token sequence after [CLS] and the whole sequence goes through qkv; K is read from
+    the first-half sequence, V from the second-half one, Q from the tokens alone."""
+    attn = block.attn
+    h = block.norm1(x)
+    B, N, C = h.shape
+    H, hd = attn.num_heads, attn.head_dim
+    half = prompt.shape[1] // 2
+
+    def heads(t):
+        return attn.qkv(t).reshape(B, t.shape[1], 3, H, hd).permute(2, 0, 3, 1, 4)
+
+    q = heads(h)[0]
+    k = heads(torch.cat([h[:, :1], prompt[:, :half], h[:, 1:]], 1))[1]
+    v = heads(torch.cat([h[:, :1], prompt[:, half:], h[:, 1:]], 1))[2]
+    a = (q @ k.transpose(-2, -1) * hd ** -0.5).softmax(-1) @ v
+    x = x + attn.proj(a.transpose(1, 2).reshape(B, N, C))
+    return x + block.mlp(block.norm2(x))
+
+
+def test_qkv_projected_prompt_is_the_prefix_of_the_official_insertion():
+    bb = _backbone()
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(3, 1, 32, 32, generator=g)
+    raw = {l: torch.rand(3, 4, 64, generator=g) * 2 - 1 for l in (0, 1, 2, 3)}
+    # qkv_prefix is W p + b of the K rows (first half) and of the V rows (second half)
+    attn = bb.vit.blocks[2].attn
+    pk, pv = qkv_prefix(attn, raw[2])
+    W, b = attn.qkv.weight, attn.qkv.bias
+    torch.testing.assert_close(pk, raw[2][:, :2] @ W[64:128].T + b[64:128])
+    torch.testing.assert_close(pv, raw[2][:, 2:] @ W[128:].T + b[128:])
+    # the whole backbone with the projected prefix = the official insertion, block by block
+    ours = bb(x, {l: qkv_prefix(bb.vit.blocks[l].attn, p) for l, p in raw.items()})
+    h = bb._tokens(x)
+    for i, blk in enumerate(bb.vit.blocks):
+        h = _official_block(blk, h, raw[i]) if i in raw else blk(h)
+    torch.testing.assert_close(ours, bb.vit.norm(h)[:, 0], rtol=1e-5, atol=1e-5)
+    # ... and not the raw prompts used as keys / values directly
+    unprojected = bb(x, {l: split_prompt(p) for l, p in raw.items()})
+    assert not torch.allclose(unprojected, ours, atol=1e-3)
+
+
+def test_query_tokens_read_token1_and_the_patch_mean():
+    bb = _backbone()
+    x = torch.rand(2, 1, 32, 32)
+    h = bb.vit.norm(bb.vit.blocks(bb._tokens(x)))
+    torch.testing.assert_close(bb.query(x), h[:, 0])
+    torch.testing.assert_close(bb.query(x, "token1"), h[:, 1])
+    torch.testing.assert_close(bb.query(x, "patch_mean"), h[:, 1:].mean(1))
+
+
+def test_selection_is_within_the_task_slice_in_training_and_over_the_pool_at_test():
+    pool = CPromptPool(8, num_tasks=3, per_task=3, length=2, top_n=2, general_length=2, general_layers=(0,), expert_layers=(1,))
+    pool.begin_task(0, torch.Generator().manual_seed(0))
+    pool.begin_task(1, torch.Generator().manual_seed(1))
+    q = torch.randn(64, 8, generator=torch.Generator().manual_seed(2))
+    pool.train()
+    idx, dist = pool.select(q)
+    assert ((idx >= 3) & (idx < 6)).all()
+    cos = F.normalize(q, dim=1) @ F.normalize(pool.keys, dim=1).T
+    torch.testing.assert_close(dist, 1 - cos.gather(1, idx))
+    raw, aux = pool(q)
+    torch.testing.assert_close(raw[1], pool.prompts["1"][idx].mean(1))          # the N prompts averaged
+    torch.testing.assert_close(aux, 0.5 * dist.sum(1).mean())
+    pool.eval()
+    assert pool.select(q)[0].tolist() == cos.topk(2, dim=1).indices.tolist()    # whole pool, untrained slice 2 too
+    pool.test_pool = "seen"
+    assert (pool.select(q)[0] < 6).all()
+
+
+# ---- the adaptive EMA head ------------------------------------------------------------------------
+
+def test_ema_gamma_follows_its_formula():
+    h = 3.0
+    head = nn.Linear(4, 2)
+    general = nn.ParameterDict({"0": nn.Parameter(torch.zeros(2, 4)), "1": nn.Parameter(torch.zeros(2, 4))})
+    ema = AdaptiveEma(head, general, h=h)
+    ema.start(general)
+    g = torch.Generator().manual_seed(0)
+    changes, shadow = [], None
+    for step in range(5):
+        before = torch.cat([p.detach().clone().flatten() for p in general.values()])
+        with torch.no_grad():
+            for p in general.values():
+                p.add_(torch.randn(p.shape, generator=g) * (step + 1))
+            head.weight.add_(torch.randn(2, 4, generator=g))
+        d = float((torch.cat([p.detach().flatten() for p in general.values()]) - before).norm())
+        changes.append(d)
+        ema.step(head, general)
+        gamma = 1 - math.exp(d / (sum(changes) / len(changes)) - h)
+        assert float(ema.gamma) == pytest.approx(gamma, rel=1e-6)  # d from float32 prompts
+        w = head.weight.detach().double()
+        shadow = w if shadow is None else gamma * shadow + (1 - gamma) * w   # the first update copies
+        torch.testing.assert_close(ema.shadow()["weight"].double(), shadow, rtol=1e-6, atol=1e-6)
+    z = torch.randn(3, 4)
+    torch.testing.assert_close(ema(head, z), z @ ema.shadow()["weight"].T + ema.shadow()["bias"])
+
+
+# ---- KA-Prompt's greedy initialisation -------------------------------------------------------------
+
+def _greedy_by_brute_force(sim: torch.Tensor, count: int) -> list[int]:
+    """Each next key maximises the total coverage sum_n max(picked + [key]) (ties: lowest index)."""
+    picked: list[int] = []
+    for _ in range(count):
+        def cover(i):
+            return float(sim[picked + [i]].max(0).values.sum())
+        best = max(range(sim.shape[0]), key=lambda i: (round(cover(i), 6), -i))
+        picked.append(best)
+    return picked
+
+
+def test_greedy_initialisation_picks_the_highest_coverage_keys():
+    g = torch.Generator().manual_seed(0)
+    sim = torch.rand(7, 40, generator=g)
+    slots = greedy_slots(sim, 3, torch.Generator().manual_seed(0))
+    assert [i for i, j in slots] == _greedy_by_brute_force(sim, 3) and all(i == j for i, j in slots)
+    assert slots[0][0] == int(sim.sum(1).argmax())
+    # two keys cover everything: the remaining slots are means of two picked keys, drawn from the seed
+    sim = torch.tensor([[0.9, 0.9, 0.1, 0.1], [0.1, 0.1, 0.9, 0.9], [0.5, 0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 0.0]])
+    slots = greedy_slots(sim, 5, torch.Generator().manual_seed(3))
+    assert [s[0] for s in slots[:2]] == [0, 1] and all(set(s) <= {0, 1} for s in slots[2:])
+    assert slots == greedy_slots(sim, 5, torch.Generator().manual_seed(3))
+    assert greedy_slots(sim, 4, torch.Generator(), always_argmax=True)[2:] == [(0, 0), (0, 0)]
+
+
+def test_ka_prompt_copies_the_greedy_slots_into_the_new_slice(tiny_bench):
+    run = resolve_run(tiny_bench["config"], "digits", "ka_prompt", 0)
+    bench, m, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
+    m.begin_task(0, m.training_data(bench, 0))
+    with torch.no_grad():  # distinct old keys, as training would leave them
+        m.pool.keys[:3] = torch.randn(3, m.pool.keys.shape[1], generator=torch.Generator().manual_seed(0))
+    before = {k: v.detach().clone() for k, v in m.trainable_state().items()}
+    data = m.training_data(bench, 1)
+    m.begin_task(1, data)
+    q = torch.cat([m.backbone.query(x, "patch_mean") for x, _ in eval_batches(data, 64, torch.device("cpu"))])
+    sim = (F.normalize(before["pool.keys"][:3], dim=1) @ F.normalize(q, dim=1).T + 1) / 2
+    assert len(m.greedy) == 3 and m.greedy[0] == (_greedy_by_brute_force(sim, 1)[0],) * 2   # the best-covering key first
+    for new, (i, j) in zip(range(3, 6), m.greedy):
+        torch.testing.assert_close(m.pool.keys[new], (before["pool.keys"][i] + before["pool.keys"][j]) / 2)
+        torch.testing.assert_close(m.pool.prompts["2"][new], (before["pool.prompts.2"][i] + before["pool.prompts.2"][j]) / 2)
+    assert torch.equal(m.pool.keys[:3], before["pool.keys"][:3])
+
+
+# ---- end to end on the tiny benchmark --------------------------------------------------------------
+
+def _train(bench, run, out, task, prev=None, **kw):
+    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
+                      prev_dir=prev, threads=1, progress=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_bench, tmp_path_factory):
+    root = tmp_path_factory.mktemp("c_prompt")
+    out = {}
+    for method in METHODS:
+        run = resolve_run(tiny_bench["config"], "digits", method, 0)
+        folder = root / method
+        R = torch.zeros(TASKS, TASKS)
+        for t in range(TASKS):
+            _train(tiny_bench, run, folder / f"task{t}", t, folder / f"task{t - 1}" if t else None)
+            rec = evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                                state=folder / f"task{t}/state.safetensors", out_path=folder / f"task{t}/eval.json", threads=1)
+            R[:, t] = torch.tensor(rec["accuracy"])
+        out[method] = {"run": run, "folder": folder, "R": R}
+    return out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_runs_end_to_end(runs, method):
+    z = runs[method]
+    for t in range(TASKS):
+        record = read_json(z["folder"] / f"task{t}/train.json")
+        assert record["trainable_parameters"] > 0 and -1e3 < record["ema_gamma"] < 1
+        state = load_tensors(z["folder"] / f"task{t}/state.safetensors")
+        assert int(state["ema.registered"]) == 1 and not any(k.startswith("backbone.") for k in state)
+    R = z["R"]
+    assert torch.isfinite(R).all() and (R.diag() > 20).all(), f"{method}: {R.tolist()}"
+    epoch = read_json(z["folder"] / "task1/train.json")["epochs"][0]
+    assert 0 < epoch["aux"] < 0.5 * 2 * 2          # key_weight * sum over top-2 of (1 - cos) <= 0.5 * 2 * 2
+    if method.startswith("ka_prompt"):
+        assert epoch["ka_aux"] > 0 and read_json(z["folder"] / "task1/train.json")["greedy_init"]
+    if "+intact" in method:
+        assert "intdrift" in epoch
+
+
+def test_the_evaluated_head_is_the_ema_head(runs, tiny_bench):
+    z = runs["c_prompt"]
+    state = load_tensors(z["folder"] / "task2/state.safetensors")
+    assert not torch.equal(state["ema.shadow_fc0__weight"], state["head.fc0.weight"])
+    run = z["run"]
+    bench, m, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
+                              state=z["folder"] / "task2/state.safetensors", state_task=2)
+    m.eval()
+    x = next(iter(eval_batches(bench.eval_set(0, "test"), 8, torch.device("cpu"))))[0]
+    with torch.no_grad():
+        zf, _ = m.features(x, m.query(x))
+        torch.testing.assert_close(m.predict(x), zf @ state["ema.shadow_fc0__weight"].T + state["ema.shadow_fc0__bias"])
+
+
+@pytest.mark.parametrize("method", ["c_prompt+intact", "ka_prompt"])
+def test_resume_mid_task_is_bit_identical(runs, tiny_bench, tmp_path, method):
+    z = runs[method]
+    out = tmp_path / "cut"
+    with pytest.raises(Preempted):
+        _train(tiny_bench, z["run"], out / "task1", 1, z["folder"] / "task0", max_steps=2)
+    record = _train(tiny_bench, z["run"], out / "task1", 1, z["folder"] / "task0")
+    assert record["resumed_from"] == {"epoch": 0, "step": 2}
+    a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(out / "task1/state.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
+    """token-1 query and L_Feat teacher computed once per task = computed every step (CPU, fp32)."""
+    z = runs["c_prompt+intact"]
+    assert "computed" in read_json(z["folder"] / "task1/train.json")["feature_cache"]["teacher"]
+    live = resolve_run(tiny_bench["config"], "digits", "c_prompt+intact@optim.feature_cache=false", 0)
+    for t in range(2):
+        _train(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
+    assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
+    a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
