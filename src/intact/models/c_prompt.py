@@ -32,6 +32,7 @@ from torch import nn
 from torch.func import functional_call
 
 from intact.models.shared_prompt import check_length
+from intact.models.task_index import TaskIndexed
 
 #: layer index -> raw prompt tokens (B, L, D): keys = first L/2 rows, values = last L/2 rows
 RawPrompts = dict[int, torch.Tensor]
@@ -54,7 +55,7 @@ def uniform_range_(t: torch.Tensor, low: float, high: float, generator: torch.Ge
         t.copy_(low + (high - low) * torch.rand(t.shape, generator=generator, dtype=t.dtype))
 
 
-class CPromptPool(nn.Module):
+class CPromptPool(TaskIndexed):
     """General prompts + the key-prompt pool; ``forward(query) -> (raw prompts per layer, key loss)``."""
 
     def __init__(self, embed_dim: int, num_tasks: int, per_task: int, length: int, top_n: int,
@@ -73,16 +74,10 @@ class CPromptPool(nn.Module):
         self.keys = nn.Parameter(torch.zeros(size, embed_dim))
         self.prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(size, length, embed_dim)) for l in self.expert_layers})
         self.general = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(general_length, embed_dim)) for l in self.general_layers})
-        self.register_buffer("task", torch.tensor(0, dtype=torch.long))
+        self.register_task()
         self.register_buffer("initialized", torch.tensor(0, dtype=torch.long))
-        self._task_host = 0
-        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_task_host", int(module.task)))
         #: the slots the last forward selected (B, N): KA-Prompt's auxiliary loss reads them
         self.last_selection: torch.Tensor | None = None
-
-    @property
-    def task_index(self) -> int:
-        return int(self.task) if self.task.device.type == "cpu" else self._task_host
 
     def slice(self, task: int | None = None) -> tuple[int, int]:
         t = self.task_index if task is None else task
@@ -98,8 +93,7 @@ class CPromptPool(nn.Module):
             for p in self.prompts.values():
                 uniform_range_(p, -1.0, 1.0, generator)
             self.initialized.fill_(1)
-        self.task.fill_(task)
-        self._task_host = task
+        self.set_task(task)
 
     def select(self, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-N slots by cosine(query, key) and their distances ``1 - cos`` (both (B, N)): within the

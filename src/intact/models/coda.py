@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from intact.models.prefix import Prefix
+from intact.models.task_index import TaskIndexed
 
 
 def gram_schmidt_(t: torch.Tensor, start: int, end: int, generator: torch.Generator) -> None:
@@ -44,7 +45,7 @@ def ortho_penalty(t: torch.Tensor) -> torch.Tensor:
     return ((t @ t.T - torch.eye(t.shape[0], device=t.device)) ** 2).mean()
 
 
-class CodaPromptPool(nn.Module):
+class CodaPromptPool(TaskIndexed):
     """The component pool; ``task`` decides which components exist and which train."""
 
     def __init__(self, embed_dim: int, pool_size: int, length: int, layers: tuple[int, ...], num_tasks: int, ortho_mu: float = 0.0):
@@ -62,16 +63,7 @@ class CodaPromptPool(nn.Module):
             self.keys[str(layer)] = nn.Parameter(torch.zeros(pool_size, embed_dim))
             self.attn[str(layer)] = nn.Parameter(torch.zeros(pool_size, embed_dim))
             self.prompts[str(layer)] = nn.Parameter(torch.zeros(pool_size, length, embed_dim))
-        self.register_buffer("task", torch.tensor(0, dtype=torch.long))
-        # a host copy of the task buffer (set by begin_task and load_state_dict): on a GPU, reading the
-        # buffer in every forward would wait for the device
-        self._task_host = 0
-        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_task_host", int(module.task)))
-
-    @property
-    def task_index(self) -> int:
-        """The current task: the buffer itself on the CPU (free to read), its host copy on a device."""
-        return int(self.task) if self.task.device.type == "cpu" else self._task_host
+        self.register_task()
 
     def components(self, task: int | None = None) -> tuple[int, int]:
         """(first trainable, end) component indices of ``task`` (default: the current one)."""
@@ -80,8 +72,7 @@ class CodaPromptPool(nn.Module):
 
     def begin_task(self, task: int, generator: torch.Generator) -> None:
         """Make ``task`` current and initialise its components orthogonal to the earlier ones."""
-        self.task.fill_(task)
-        self._task_host = task
+        self.set_task(task)
         s, f = self.components(task)
         with torch.no_grad():
             for params in (self.keys, self.attn, self.prompts):

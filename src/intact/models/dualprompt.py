@@ -21,9 +21,10 @@ from torch import nn
 
 from intact.models.prefix import Prefix
 from intact.models.shared_prompt import check_length, split_prompt, uniform_
+from intact.models.task_index import TaskIndexed
 
 
-class DualPromptPool(nn.Module):
+class DualPromptPool(TaskIndexed):
     """G-prompts + a task-keyed E-prompt pool; ``task`` (a buffer, saved with the state) is the current task."""
 
     def __init__(self, embed_dim: int, num_tasks: int, g_length: int, g_layers: tuple[int, ...],
@@ -39,21 +40,11 @@ class DualPromptPool(nn.Module):
         self.g_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(g_length, embed_dim)) for l in self.g_layers})
         self.e_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(num_tasks, e_length, embed_dim)) for l in self.e_layers})
         self.keys = nn.Parameter(torch.zeros(num_tasks, embed_dim))
-        self.register_buffer("task", torch.tensor(0, dtype=torch.long))
-        # a host copy of the task buffer (set by begin_task and load_state_dict): on a GPU, reading the
-        # buffer in every forward would wait for the device
-        self._task_host = 0
-        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_task_host", int(module.task)))
-
-    @property
-    def task_index(self) -> int:
-        """The current task: the buffer itself on the CPU (free to read), its host copy on a device."""
-        return int(self.task) if self.task.device.type == "cpu" else self._task_host
+        self.register_task()
 
     def begin_task(self, task: int, generator: torch.Generator) -> None:
         """Make ``task`` current; draw its E-prompt and key (and, at the first task, the G-prompts)."""
-        self.task.fill_(task)
-        self._task_host = task
+        self.set_task(task)
         if task == 0:
             for p in self.g_prompts.values():
                 uniform_(p, generator)

@@ -22,12 +22,13 @@ from timm.layers import Attention
 from torch import nn
 
 from intact.models.backbone import FrozenViT
+from intact.models.task_index import TaskIndexed
 
 #: (block index, attention input ``x`` of shape (B, N, D)) -> None; sees every block's input in a pass
 Capture = Callable[[int, torch.Tensor], None]
 
 
-class KVLoRA(nn.Module):
+class KVLoRA(TaskIndexed):
     """Per-task LoRA factors on K and V of every block; ``task`` decides which are summed and which trains."""
 
     def __init__(self, depth: int, dim: int, rank: int, num_tasks: int):
@@ -39,19 +40,11 @@ class KVLoRA(nn.Module):
         self.register_buffer("A", torch.zeros(num_tasks, depth, 2, rank, dim))
         #: B[s][b, 0 | 1] = task s's up-projection of block b's key | value (trained from zero)
         self.B = nn.ParameterList([nn.Parameter(torch.zeros(depth, 2, dim, rank)) for _ in range(num_tasks)])
-        self.register_buffer("task", torch.tensor(0, dtype=torch.long))
-        # a host copy of the task buffer (read every forward; see intact.models.coda)
-        self._task_host = 0
-        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_task_host", int(module.task)))
-
-    @property
-    def task_index(self) -> int:
-        return int(self.task) if self.task.device.type == "cpu" else self._task_host
+        self.register_task()
 
     def begin_task(self, task: int, generator: Optional[torch.Generator] = None) -> None:
         """Make ``task`` current: its B (zero) is the only one that trains (nothing is drawn at random)."""
-        self.task.fill_(task)
-        self._task_host = task
+        self.set_task(task)
         for s, b in enumerate(self.B):
             b.requires_grad_(s == task)
 
