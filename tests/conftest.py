@@ -104,3 +104,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the tests within a file is kept)."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
+
+
+def train_on_tiny(bench: dict, run, folder: Path, tasks: int):
+    """Train ``run`` on tasks ``0..tasks-1`` of the tiny benchmark (``folder/task<t>``, each task from the
+    previous one's state) and evaluate after each: R[i, t], the accuracy on task i after task t."""
+    import torch
+
+    from intact.evaluate import evaluate_task
+    from intact.train import train_task
+
+    R = torch.zeros(tasks, tasks)
+    for t in range(tasks):
+        out = folder / f"task{t}"
+        train_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
+                   prev_dir=folder / f"task{t - 1}" if t else None, threads=1, progress=False)
+        rec = evaluate_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"],
+                            state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
+        R[:, t] = torch.tensor(rec["accuracy"])
+    return R

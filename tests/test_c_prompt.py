@@ -11,13 +11,14 @@ from torch import nn
 
 from intact.config import resolve_run
 from intact.data.loader import eval_batches
-from intact.evaluate import evaluate_task
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.models.c_prompt import AdaptiveEma, CPromptPool, greedy_slots, qkv_prefix
 from intact.models.shared_prompt import split_prompt
 from intact.restore import load_method
 from intact.train import Preempted, train_task
+
+from conftest import train_on_tiny
 
 METHODS = ["c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact"]
 TASKS = 3
@@ -192,12 +193,7 @@ def runs(tiny_bench, tmp_path_factory):
     for method in METHODS:
         run = resolve_run(tiny_bench["config"], "digits", method, 0)
         folder = root / method
-        R = torch.zeros(TASKS, TASKS)
-        for t in range(TASKS):
-            _train(tiny_bench, run, folder / f"task{t}", t, folder / f"task{t - 1}" if t else None)
-            rec = evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
-                                state=folder / f"task{t}/state.safetensors", out_path=folder / f"task{t}/eval.json", threads=1)
-            R[:, t] = torch.tensor(rec["accuracy"])
+        R = train_on_tiny(tiny_bench, run, folder, TASKS)
         out[method] = {"run": run, "folder": folder, "R": R}
     return out
 

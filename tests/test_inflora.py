@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from intact.config import resolve_run
-from intact.evaluate import evaluate_task
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.models.dualgpm import DualGPM, down_projection, threshold
 from intact.models.lora import KVLoRA, lora_forward
 from intact.train import train_task
+
+from conftest import train_on_tiny
 
 TASKS = 3
 
@@ -115,12 +116,7 @@ def _train(bench, run, out, task, prev=None, **kw):
 @pytest.mark.parametrize("method", ["inflora", "inflora+intact"])
 def test_inflora_trains_three_tasks_and_keeps_later_updates_out_of_earlier_subspaces(tiny_bench, tmp_path, method):
     run = resolve_run(tiny_bench["config"], "digits", method, 0)
-    R = torch.zeros(TASKS, TASKS)
-    for t in range(TASKS):
-        _train(tiny_bench, run, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
-        rec = evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
-                            state=tmp_path / f"task{t}/state.safetensors", out_path=tmp_path / f"task{t}/eval.json", threads=1)
-        R[:, t] = torch.tensor(rec["accuracy"])
+    R = train_on_tiny(tiny_bench, run, tmp_path, TASKS)
     assert (R.diag() > 20).all(), R
     record = read_json(tmp_path / "task1/train.json")
     assert record["dualgpm"]["blocks"] and record["trainable_parameters"] > 0

@@ -11,7 +11,6 @@ from torch import nn
 from torch.func import functional_call
 
 from intact.config import resolve_run
-from intact.evaluate import evaluate_task
 from intact.io import load_tensors, read_json
 from intact.methods.shared.base import Batch
 from intact.methods import create_method
@@ -21,6 +20,8 @@ from intact.models.shared_prompt import SharedPrompt, split_prompt
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
 from intact.regularizers.lwf import distillation_loss
 from intact.train import train_task
+
+from conftest import train_on_tiny
 
 METHODS = ["l2p", "l2p+intact", "dualprompt", "dualprompt+intact", "finetune", "ewc", "lwf", "joint"]
 TASKS = 3
@@ -211,12 +212,7 @@ def zoo(tiny_bench, tmp_path_factory):
     for method in METHODS:
         run = _run(tiny_bench, method)
         folder = root / method
-        R = torch.zeros(TASKS, TASKS)
-        for t in range(TASKS):
-            _train(tiny_bench, run, folder / f"task{t}", t, folder / f"task{t - 1}" if t else None)
-            rec = evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
-                                state=folder / f"task{t}/state.safetensors", out_path=folder / f"task{t}/eval.json", threads=1)
-            R[:, t] = torch.tensor(rec["accuracy"])
+        R = train_on_tiny(tiny_bench, run, folder, TASKS)
         out[method] = {"run": run, "folder": folder, "R": R}
     return out
 

@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from intact.config import ConfigError, resolve_run
-from intact.evaluate import evaluate_task
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.models.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
 from intact.restore import load_method
 from intact.train import train_task
+
+from conftest import train_on_tiny
 
 TASKS = 3
 
@@ -81,12 +82,7 @@ def _train(bench, run, out, task, prev=None, **kw):
 
 def test_s_prompts_trains_three_domains_and_picks_them_at_test(tiny_bench, tmp_path):
     run = resolve_run(tiny_bench["config"], "digits", "s_prompts", 0)
-    R = torch.zeros(TASKS, TASKS)
-    for t in range(TASKS):
-        _train(tiny_bench, run, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
-        rec = evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
-                            state=tmp_path / f"task{t}/state.safetensors", out_path=tmp_path / f"task{t}/eval.json", threads=1)
-        R[:, t] = torch.tensor(rec["accuracy"])
+    R = train_on_tiny(tiny_bench, run, tmp_path, TASKS)
     assert (R.diag() > 20).all(), R
     s0, s2 = load_tensors(tmp_path / "task0/state.safetensors"), load_tensors(tmp_path / "task2/state.safetensors")
     assert int(s2["domains"]) == 3 and s2["centres"].abs().sum(-1).gt(0).all()
