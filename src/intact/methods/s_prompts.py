@@ -46,13 +46,6 @@ def _per_domain(ContinualMethod: type) -> type:
             self.register_buffer("centres", torch.zeros(num_tasks, self.cfg.clusters, D))
             self.register_buffer("domains", torch.tensor(0, dtype=torch.long))   #: domains with centres
 
-        def query(self, x: torch.Tensor) -> torch.Tensor:
-            """The unprompted [CLS] (cached where possible)."""
-            if "query" in self.cached:
-                return self.cached["query"]
-            with torch.no_grad():
-                return self.backbone.query(x)
-
         def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
             return {"query": self.query}
 

@@ -96,6 +96,13 @@ class ContinualMethod(nn.Module, ABC):
         self.cached: dict[str, torch.Tensor] = {}
 
     # ---- feature caches -------------------------------------------------------------------------------
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        """The frozen backbone's unprompted [CLS] of ``x``, read from the cache when the batch has it."""
+        if "query" in self.cached:
+            return self.cached["query"]
+        with torch.no_grad():
+            return self.backbone.query(x)
+
     def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
         """The per-image feature functions of frozen parts that ``loss`` / ``predict`` may read from a cache:
         ``"query"``: x -> q(x); ``"teacher"``: (x, q(x)) -> the teacher's feature. None by default."""

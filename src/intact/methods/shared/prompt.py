@@ -45,12 +45,6 @@ class PromptMethod(ContinualMethod):
         """The prompt pool: ``pool(query) -> (prefix, auxiliary loss)``, with ``pool.begin_task``."""
 
     # ---- forward ------------------------------------------------------------------------------
-    def query(self, x: torch.Tensor) -> torch.Tensor:
-        if "query" in self.cached:
-            return self.cached["query"]
-        with torch.no_grad():
-            return self.backbone.query(x)
-
     def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
         fns: dict[str, Callable[..., torch.Tensor]] = {"query": self.query}
         if self.reg.cfg is not None and self.reg.teacher is not None and self.reg.task > 0:
