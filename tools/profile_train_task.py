@@ -87,6 +87,8 @@ def _instrument(phases: Phases) -> None:
     phases.wrap(train, "write_json", "writing")
     phases.wrap(evaluate, "write_json", "writing")
     phases.wrap(evaluate, "evaluate_method", "evaluation (R column)")
+    if hasattr(train, "evaluate_method"):  # imported by name since the train/evaluate circle was broken (issue 15)
+        phases.wrap(train, "evaluate_method", "evaluation (R column)")
     train.save_checkpoint = io.save_checkpoint
 
     make = restore.create_method
