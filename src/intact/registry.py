@@ -1,24 +1,210 @@
-"""Lazy registries: a name maps to a "module:attribute" string, imported on first use.
+"""Registries of declarations: the built-in modules of one package and the entry points of one group.
 
-Lazy on purpose: the Snakefile validates names at start-up (and on every cluster job) without
-paying for a torch/timm import.
+One loader of ``"module:attr"`` targets (:func:`load_target`), one resolver of names (:func:`resolve`) and one
+way to find declarations (:class:`Registry`), shared by the methods (:mod:`intact.methods`) and whatever else
+is declared in files and registered by other packages (benchmarks).
+
+A declaration that cannot be loaded - a module that fails to import, an entry point that names the wrong
+object or declares another name, a name declared twice - does not stop the import: the failure is recorded
+under the name it would have had, and only looking that name up raises, with one line naming the
+distribution, the entry point or module, and the cause. So a broken plugin refuses only the configs that use
+it. A built-in module without the declaration attribute is a helper: it is skipped, and listed.
+
+Importing this module imports nothing heavy: the Snakefile builds the registries at start-up (and in every
+cluster job), and implementations (which import torch) are loaded only by a job.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
-from typing import Any, Mapping
+import importlib.util
+import pkgutil
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+
+T = TypeVar("T")
 
 
-def resolve(registry: Mapping[str, Any], name: str, what: str) -> Any:
-    """Return ``registry[name]`` or raise a KeyError that lists the valid names."""
+class RegistryError(KeyError):
+    """An unknown name, or one whose declaration failed to load; ``str()`` is the one-line message."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def resolve(registry: Mapping[str, T], name: str, what: str) -> T:
+    """``registry[name]``, or a :class:`RegistryError` (a KeyError) that lists the known names."""
     try:
         return registry[name]
+    except RegistryError:
+        raise
     except KeyError:
-        raise KeyError(f"unknown {what} {name!r}; registered: {', '.join(sorted(registry))}") from None
+        raise RegistryError(f"unknown {what} {name!r}; known: {', '.join(sorted(registry))}") from None
 
 
-def load_target(target: str) -> Any:
-    """Import ``"package.module:attribute"`` and return the attribute."""
+@functools.lru_cache(maxsize=None)
+def load_target(target: str | Callable[[], Any]) -> Any:
+    """The object a target names: import ``"package.module:attr"`` and return the attribute, or call a
+    factory function (a declaration's ``implementation`` may be either). Cached: one object per target."""
+    if callable(target):
+        return target()
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def target_problem(target: str) -> str | None:
+    """Why ``"package.module:attr"`` would not load, found without running the module (no torch import):
+    the module must be findable and its source must define ``attr`` at top level. None: it looks right.
+    (Finding ``a.b.c`` imports the packages ``a`` and ``a.b``, not ``c``.)"""
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr.isidentifier():
+        return f"{target!r} is not of the form 'package.module:attribute'"
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as err:
+        return f"module {module!r} cannot be found ({type(err).__name__}: {err})"
+    if spec is None:
+        return f"module {module!r} cannot be found"
+    if spec.origin and spec.origin.endswith(".py") and attr not in _top_level_names(spec.origin):
+        return f"module {module!r} ({spec.origin}) defines no {attr!r}"
+    return None
+
+
+def _top_level_names(path: str) -> set[str]:
+    """The names a module's source binds at top level (definitions, assignments, imports; inside a
+    top-level ``if`` / ``try`` too), not those inside functions or classes."""
+    with open(path, encoding="utf-8") as f:
+        body = ast.parse(f.read(), path).body
+    names: set[str] = set()
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            body += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+    return names
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why the declaration of ``name`` could not be loaded, and where it came from."""
+
+    name: str
+    origin: str   #: "module intact.methods.x" or "entry point 'x = pkg.mod:METHOD' of distribution 'pkg 1.0'"
+    cause: str    #: "ModuleNotFoundError: No module named 'foo'" (one line)
+
+    def message(self, what: str) -> str:
+        return f"{what} {self.name!r} cannot be loaded: {self.origin}: {self.cause}"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def entry_point_origin(ep: EntryPoint) -> str:
+    """An entry point as the messages name it: its line and its distribution."""
+    dist = getattr(ep, "dist", None)
+    where = f" of distribution '{dist.name} {dist.version}'" if dist is not None else ""
+    return f"entry point '{ep.name} = {ep.value}' (group {ep.group!r}){where}"
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """The declarations of one kind: the built-ins (each module of ``package`` that defines ``attr``), then
+    those that installed packages register under the entry-point group ``group``. A read-only mapping of
+    the loaded ones; a name whose loading failed is in :attr:`failures` and raises when looked up.
+
+    ``kind``: the declaration class; ``what``: its name in messages ("method"); ``skip``: module names of
+    ``package`` that are not declarations (besides those without ``attr``, skipped anyway)."""
+
+    def __init__(self, what: str, kind: type, package: str, attr: str, group: str, skip: tuple[str, ...] = ()):
+        self.what, self.kind, self.package, self.attr, self.group = what, kind, package, attr, group
+        self._found: dict[str, T] = {}
+        self._origin: dict[str, str] = {}
+        self.failures: dict[str, Failure] = {}
+        #: modules of ``package`` that define no ``attr`` (helpers), by module name
+        self.skipped: list[str] = []
+        self._builtins(skip)
+        self.builtin: frozenset[str] = frozenset(self._found)   #: the names declared by ``package`` itself
+        self._installed()
+
+    # -- the mapping: loaded declarations only -------------------------------------------------------
+    def __getitem__(self, name: str) -> T:
+        if name in self._found:
+            return self._found[name]
+        if name in self.failures:
+            raise RegistryError(self.failures[name].message(self.what))
+        hint = f" (module {self.package}.{name} defines no {self.attr})" if name in self.skipped else ""
+        raise RegistryError(f"unknown {self.what} {name!r}{hint}; known: {', '.join(sorted(self._found))}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def builtins(self) -> dict[str, T]:
+        """The package's own declarations, whatever else is installed (for the project's own tooling)."""
+        return {n: d for n, d in self._found.items() if n in self.builtin}
+
+    def origin(self, name: str) -> str:
+        """Where the declaration of ``name`` comes from (a module or an entry point)."""
+        return self._origin[name]
+
+    # -- discovery -------------------------------------------------------------------------------------
+    def _add(self, name: str, decl: Any, origin: str) -> None:
+        if not isinstance(decl, self.kind):
+            self._fail(name, origin, f"expected a {self.kind.__module__}.{self.kind.__qualname__}, "
+                                     f"got {type(decl).__name__}")
+        elif name in self._found or name in self.failures:
+            first = self._origin.get(name) or self.failures[name].origin
+            self._found.pop(name, None)
+            self._fail(name, origin, f"{self.what} {name!r} is declared twice (also by {first}); uninstall one")
+        else:
+            self._found[name] = decl
+            self._origin[name] = origin
+
+    def _fail(self, name: str, origin: str, cause: str) -> None:
+        self.failures.setdefault(name, Failure(name, origin, cause))
+
+    def _builtins(self, skip: tuple[str, ...]) -> None:
+        pkg = importlib.import_module(self.package)
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            if info.ispkg or info.name in skip:
+                continue
+            module, origin = f"{self.package}.{info.name}", f"module {self.package}.{info.name}"
+            try:
+                decl = getattr(importlib.import_module(module), self.attr, None)
+            except Exception as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
+                self._fail(info.name, origin, _one_line(err))
+                continue
+            if decl is None:
+                self.skipped.append(info.name)
+                continue
+            self._add(getattr(decl, "name", info.name), decl, origin)
+
+    def _installed(self) -> None:
+        for ep in entry_points(group=self.group):
+            origin = entry_point_origin(ep)
+            try:
+                decl = ep.load()
+            except Exception as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
+                self._fail(ep.name, origin, _one_line(err))
+                continue
+            declared = getattr(decl, "name", ep.name)
+            if isinstance(decl, self.kind) and declared != ep.name:
+                cause = (f"it declares {self.what} {declared!r}; the entry point's name must be the "
+                         f"{self.what}'s name (write '{declared} = {ep.value}')")
+                self._fail(ep.name, origin, cause)
+                self._fail(declared, origin, cause)
+                continue
+            self._add(ep.name, decl, origin)

@@ -9,59 +9,18 @@ imports no torch (the Snakefile validates configs at start-up and on every clust
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from importlib.metadata import entry_points
 from typing import Any
 
 from intact.methods.declare import Method
+from intact.registry import Registry
 
 ENTRY_POINT_GROUP = "intact.methods"
-_NOT_METHODS = {"declare"}
 
-
-def _builtin() -> list[Method]:
-    out = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.ispkg and info.name not in _NOT_METHODS:
-            out.append(importlib.import_module(f"{__name__}.{info.name}").METHOD)
-    return out
-
-
-def _installed() -> list[Method]:
-    out = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        method = ep.load()
-        if not isinstance(method, Method):
-            raise TypeError(f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}: "
-                            f"expected an intact.methods.declare.Method, got {type(method).__name__}")
-        if method.name != ep.name:
-            raise ValueError(f"entry point {ep.name!r} of group {ENTRY_POINT_GROUP!r} declares method {method.name!r}: "
-                             "the two names must agree")
-        out.append(method)
-    return out
-
-
-def discover() -> dict[str, Method]:
-    """Every method: the built-ins, then those of installed packages; a name may be declared only once."""
-    found: dict[str, Method] = {}
-    for method in _builtin() + _installed():
-        if method.name in found:
-            raise ValueError(f"method {method.name!r} is declared twice (a built-in or another package has it)")
-        found[method.name] = method
-    return found
-
-
-#: name -> declaration, every method this installation knows
-METHODS: dict[str, Method] = discover()
-
-
-def method_spec(base: str) -> Method:
-    """The declaration of method ``base``; KeyError naming the known ones."""
-    try:
-        return METHODS[base]
-    except KeyError:
-        raise KeyError(f"unknown method {base!r}; registered: {', '.join(sorted(METHODS))}") from None
+#: name -> declaration, every method this installation knows: the built-ins (``METHODS.builtin``), then
+#: those of installed packages. A method whose module or entry point failed to load is not in it; looking
+#: its name up raises a one-line :class:`~intact.registry.RegistryError` (``METHODS.failures``). A module
+#: here without ``METHOD`` (``declare``) is a helper: skipped.
+METHODS: Registry[Method] = Registry("method", Method, __name__, "METHOD", ENTRY_POINT_GROUP)
 
 
 def create_method(run: Any, backbone: Any, num_classes: int, num_tasks: int) -> Any:
@@ -70,7 +29,7 @@ def create_method(run: Any, backbone: Any, num_classes: int, num_tasks: int) -> 
     from intact.methods.shared.penalties import attach_penalties
     from intact.settings import build_dataclass
 
-    spec = method_spec(run.base)
+    spec = METHODS[run.base]
     settings = build_dataclass(spec.settings, run.settings, f"methods.{spec.name}")
     depth = getattr(backbone, "depth", None)
     for key in spec.layer_keys if depth is not None else ():

@@ -17,12 +17,12 @@ configuration reference (docs/configuration.md, :mod:`intact.config_docs`).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
+
+from intact.registry import load_target, target_problem
 
 #: ``check(settings, benchmark) -> [(key, problem), ...]``: the method's own consistency checks, run at
 #: config validation (``benchmark``: the run's :class:`~intact.settings.BenchmarkConfig`, e.g. ``num_tasks``)
@@ -70,17 +70,43 @@ class Method:
         if self.intact_refusal and self.accepts_intact:
             raise TypeError(f"method {self.name!r}: accepts '+intact' yet gives a reason to refuse it")
 
+        _check_declaration(self)
+
     def load(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
-        return _load(self.implementation)
+        return load_target(self.implementation)
 
 
-@functools.lru_cache(maxsize=None)
-def _load(target: str | Callable[[], type]) -> type:
-    if callable(target):
-        return target()
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+#: the JSON-schema keywords a :func:`setting` may bound a value (or, in ``items``, each element) with
+BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const",
+                            "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern"})
+
+
+def _check_declaration(method: Method) -> None:
+    """A declaration checks itself when it is made (at import): every field has a default inside its own
+    bounds, only known bound keywords, and a ``"module:attr"`` implementation that resolves (found without
+    importing it, so without torch). A TypeError names the method and the field."""
+    import jsonschema
+
+    def fail(field: str, problem: str) -> None:
+        raise TypeError(f"method {method.name!r}: settings field {field!r}: {problem}")
+
+    for f in dataclasses.fields(method.settings):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            fail(f.name, "has no default (declare it with setting(default, ...))")
+        for where, bounds in (("", f.metadata.get("bounds", {})), ("items ", f.metadata.get("items", {}))):
+            unknown = sorted(set(bounds) - BOUND_KEYWORDS)
+            if unknown:
+                fail(f.name, f"unknown {where}bound {', '.join(unknown)} (known: {', '.join(sorted(BOUND_KEYWORDS))})")
+    props = settings_schema(method)["properties"]
+    for name, value in defaults(method.settings).items():
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(props[name]).iter_errors(value))
+        if error is not None:
+            fail(name, f"default {value!r} breaks its own declaration: {error.message}")
+    if isinstance(method.implementation, str):
+        problem = target_problem(method.implementation)
+        if problem:
+            raise TypeError(f"method {method.name!r}: implementation {method.implementation!r} does not resolve: {problem}")
 
 
 # --------------------------------------------------------------------------------------------------
