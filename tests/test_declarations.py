@@ -17,6 +17,8 @@ from intact.methods import METHODS
 from intact.methods.declare import Method, defaults, run_settings, setting, settings_schema
 from intact.schema import schema
 
+#: a real implementation target (a declaration checks that its target resolves)
+IMPL = "intact.methods.shared.network:NetworkMethod"
 BUILTIN = {p.stem for p in (REPO / "src/intact/methods").glob("*.py")} - {"__init__", "declare"}
 
 
@@ -73,9 +75,9 @@ def test_a_declaration_refuses_layer_keys_it_does_not_have():
     class S:
         layers: tuple[int, ...] = setting((0,), "blocks")
 
-    Method("ok", S, "x:Y", "a method", layer_keys=("layers",))
+    Method("ok", S, IMPL, "a method", layer_keys=("layers",))
     with pytest.raises(TypeError, match="layer_keys"):
-        Method("bad", S, "x:Y", "a method", layer_keys=("blocks",))
+        Method("bad", S, IMPL, "a method", layer_keys=("blocks",))
 
 
 def test_a_refusal_of_intact_is_declared_with_its_reason():
@@ -84,7 +86,7 @@ def test_a_refusal_of_intact_is_declared_with_its_reason():
         length: int = setting(1, "tokens")
 
     with pytest.raises(TypeError, match="accepts '\\+intact' yet gives a reason"):
-        Method("bad", S, "x:Y", "a method", accepts_intact=True, intact_refusal="nothing shared")
+        Method("bad", S, IMPL, "a method", accepts_intact=True, intact_refusal="nothing shared")
     assert not METHODS["s_prompts"].accepts_intact and "nothing to protect" in METHODS["s_prompts"].intact_refusal
     # the config checks say the declared reason
     assert_config_error(lambda c: c["run"].update(methods=["s_prompts+intact"]),
