@@ -11,6 +11,13 @@ from intact.config import ConfigError, validate_config
     (lambda c: c["methods"]["coda_p"].update(layers=[0, 1, 2, 9]), ["methods.coda_p.layers", "[0, 1, 2, 9]", "depth 4"]),
     (lambda c: c["methods"]["dualprompt"].update(e_layers=[4]), ["methods.dualprompt.e_layers", "depth 4"]),
     (lambda c: c["methods"]["dualprompt"].update(g_layers=[5]), ["methods.dualprompt.g_layers", "[5]", "depth 4"]),
+    # layer-like scalars and widths: a method's own checks see the backbone (depth 4, width 64)
+    (lambda c: (c["run"].update(methods=["c_prompt"]), c["methods"]["c_prompt"].update(expert_last=20)),
+     ["methods.c_prompt.expert_last", "= 20", "block 20 does not exist", "depth 4"]),
+    (lambda c: (c["run"].update(methods=["ka_prompt+intact"]), c["methods"]["ka_prompt"].update(expert_first=4, expert_last=5)),
+     ["methods.ka_prompt.expert_last", "depth 4"]),
+    (lambda c: (c["run"].update(methods=["inflora"]), c["methods"]["inflora"].update(rank=65)),
+     ["methods.inflora.rank", "= 65", "width 64"]),
     # method settings that do not fit the backbone or the benchmark
     (lambda c: c["methods"]["coda_p"].update(pool_size=2), ["methods.coda_p.pool_size", "3 tasks"]),
     (lambda c: c["methods"]["l2p"].update(top_k=20), ["methods.l2p.top_k", "pool_size = 10"]),
@@ -47,12 +54,13 @@ def test_default_checks_import_no_torch():
     subprocess.run([sys.executable, "-c", code, str(REPO / "config.yaml")], check=True)
 
 
-def test_dry_run_with_prompt_layers_past_the_depth_stops_at_validation(tmp_path):
-    cfg = tiny_config()
-    cfg["methods"]["coda_p"]["layers"] = [0, 1, 2, 9]
+@pytest.mark.parametrize("method, key, value", [("coda_p", "layers", [0, 1, 2, 9]), ("c_prompt", "expert_last", 20)])
+def test_dry_run_with_prompt_layers_past_the_depth_stops_at_validation(tmp_path, method, key, value):
+    cfg = tiny_config(methods=[method])
+    cfg["methods"][method][key] = value
     write_config(tmp_path, cfg)
     proc = snakemake(tmp_path, "-n", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "methods.coda_p.layers" in out and "depth 4" in out, out[-2000:]
+    assert f"methods.{method}.{key}" in out and "depth 4" in out, out[-2000:]
     assert "train_task" not in out and not (tmp_path / "results").exists()

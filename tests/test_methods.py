@@ -331,5 +331,5 @@ def test_prompt_layers_past_the_backbone_are_refused_naming_the_key(tiny_bench, 
     cfg["methods"][base] = {**cfg["methods"][base], key: [0, 99]}
     run = resolve_run(cfg, "digits", method, 0)
     backbone, _ = create_backbone(run.backbone, tiny_bench["weights"])
-    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[0, 99\]: the backbone has only \d+ blocks"):
+    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[0, 99\]: block 99 does not exist: the backbone has depth \d+"):
         create_method(run, backbone, 10, 3)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Mapping
 
 from intact.methods import METHODS
-from intact.models.arch import backbone_arch
+from intact.methods.declare import problems
+from intact.models.arch import Arch, backbone_arch
 from intact.naming import parse_method_name
 from intact.errors import ConfigError
 from intact.settings import RunConfig, build_dataclass
@@ -76,19 +77,16 @@ def _check_name_overrides(method: str, run: RunConfig) -> None:
                   f"(only 'methods.{run.base}' applies)")
 
 
-def _check_method(run: RunConfig, depth: int) -> None:
-    """The method's declared checks: its block lists against the backbone's depth, then its own."""
+def _check_method(run: RunConfig, arch: Arch) -> None:
+    """The method's declared checks (:func:`intact.methods.declare.problems`): its block lists against the
+    backbone's depth, then its own checks, which see the benchmark and the backbone (depth, width, heads)."""
     spec = METHODS[run.base]
     settings = build_dataclass(spec.settings, run.settings, f"methods.{run.base}")
     bb = run.backbone
-    for key in spec.layer_keys:
-        layers = list(getattr(settings, key) or [])
-        if layers and max(layers) >= depth:
-            _fail(f"key 'methods.{run.base}.{key}' = {layers}: block {max(layers)} does not exist - backbone "
-                  f"{bb.name!r} ({bb.model}) has depth {depth} (blocks 0-{depth - 1})")
-    for key, problem in (spec.check(settings, run.benchmark) if spec.check else ()):
+    for key, problem in problems(spec, settings, run.benchmark, arch):
         value = getattr(settings, key)
-        _fail(f"key 'methods.{run.base}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: {problem}")
+        _fail(f"key 'methods.{run.base}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: {problem} "
+              f"(backbone {bb.name!r}: {bb.model})")
 
 
 def _check_backbone_fit(cfg: Mapping[str, Any], run: RunConfig) -> None:
@@ -99,7 +97,7 @@ def _check_backbone_fit(cfg: Mapping[str, Any], run: RunConfig) -> None:
         _fail(f"key 'backbones.{bb.name}.model' = {bb.model!r}: {err}")
     if arch.problem:
         _fail(f"key 'backbones.{bb.name}.model' = {bb.model!r}: prompts cannot be attached: {arch.problem}")
-    _check_method(run, arch.depth)
+    _check_method(run, arch)
     channels = BENCHMARK_CHANNELS.get(bench.type)
     if channels is not None and arch.in_chans != channels:
         _fail(f"key 'benchmarks.{bench.name}.backbone' = {bb.name!r}: {bb.model} takes {arch.in_chans}-channel "

@@ -109,11 +109,13 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         name = parse_method_name(method)
     except MethodNameError as e:
         raise ConfigError(f"config: {e}") from None
-    if name.base not in METHODS:
-        raise ConfigError(f"config: method {method!r}: unknown method {name.base!r} (expected one of: {', '.join(sorted(METHODS))})")
-    if name.intact and not METHODS[name.base].accepts_intact:
+    try:
+        spec = METHODS[name.base]  # an unknown method, or one whose module / entry point failed to load
+    except KeyError as err:
+        raise ConfigError(f"config: method {method!r}: {err}") from None
+    if name.intact and not spec.accepts_intact:
         accepting = ", ".join(n for n, e in METHODS.items() if e.accepts_intact)
-        reason = f": {METHODS[name.base].intact_refusal}" if METHODS[name.base].intact_refusal else ""
+        reason = f": {spec.intact_refusal}" if spec.intact_refusal else ""
         raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that do: {accepting})")
     sections = {s: {} for s in SECTIONS}
     _merge_sections(sections, {s: cfg.get(s, {}) for s in SECTIONS})

@@ -69,8 +69,9 @@ def render() -> str:
              "what a run changes. Every key below may also be set per benchmark (`benchmarks.<b>.overrides`) and",
              "in a run's name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`).", "",
              "## Methods", ""]
-    for name in sorted(METHODS):
-        lines += method_section(METHODS[name])
+    builtins = METHODS.builtins()  # the project's own methods only, whatever else is installed
+    for name in sorted(builtins):
+        lines += method_section(builtins[name])
     lines += ["## Shared sections", ""]
     for section, cls in SHARED.items():
         values = {f.name: defaults_of(cls)[f.name] for f in dataclasses.fields(cls)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from intact.methods.declare import Method
+from intact.methods.declare import Method, problems
 from intact.registry import Registry
 
 ENTRY_POINT_GROUP = "intact.methods"
@@ -31,11 +31,12 @@ def create_method(run: Any, backbone: Any, num_classes: int, num_tasks: int) -> 
 
     spec = METHODS[run.base]
     settings = build_dataclass(spec.settings, run.settings, f"methods.{spec.name}")
-    depth = getattr(backbone, "depth", None)
-    for key in spec.layer_keys if depth is not None else ():
-        blocks = list(getattr(settings, key))
-        if blocks and max(blocks) >= depth:
-            raise ValueError(f"methods.{spec.name}.{key} = {blocks}: the backbone has only {depth} blocks")
+    for key, problem in problems(spec, settings, run.benchmark, backbone):  # validation checked these already
+        raise ValueError(f"methods.{spec.name}.{key} = {_shown(getattr(settings, key))}: {problem}")
     method = spec.load()(run, settings, backbone, num_classes, num_tasks)
     attach_penalties(method, spec.penalties, settings)
     return method
+
+
+def _shown(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

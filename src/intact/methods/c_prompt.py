@@ -60,9 +60,13 @@ class CPromptSettings:
     weight_decay: float = setting(0.01, "AdamW's weight decay (torch's default, which the code keeps)", minimum=0)
 
 
-def check(s: CPromptSettings, bench: Any) -> Iterator[tuple[str, str]]:
+def check(s: CPromptSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
+    """The expert range: at least one block, and inside the backbone (the general blocks are layer_keys)."""
     if s.expert_last < s.expert_first:
         yield "expert_last", f"below expert_first = {s.expert_first}: no expert block"
+    elif s.expert_last >= backbone.depth:
+        yield "expert_last", (f"block {s.expert_last} does not exist: the backbone has depth {backbone.depth} "
+                              f"(blocks 0-{backbone.depth - 1})")
 
 
 def _forward(PromptMethod: type) -> type:
@@ -79,11 +83,7 @@ def _forward(PromptMethod: type) -> type:
 
         def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
             s = self.cfg
-            expert = tuple(range(s.expert_first, s.expert_last + 1))
-            # (the general blocks are the declaration's layer_keys; the expert range is checked here)
-            if expert and max(expert) >= self.backbone.depth:
-                raise ValueError(f"methods.{self.run.base}.expert_last = {list(expert)}: the backbone has only "
-                                 f"{self.backbone.depth} blocks")
+            expert = tuple(range(s.expert_first, s.expert_last + 1))  # inside the backbone: check() says so
             self.stored_query = s.query == "cls"
             return CPromptPool(embed_dim, num_tasks, s.per_task, s.length, s.top_n, s.general_length,
                                s.general_layers, expert, s.key_weight, s.test_pool)

@@ -21,7 +21,7 @@ class CodaSettings:
     ortho_mu: float = setting(0.0, "weight of the components' orthogonality loss", minimum=0)
 
 
-def check(s: CodaSettings, bench: Any) -> Iterator[tuple[str, str]]:
+def check(s: CodaSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
     if s.pool_size < bench.num_tasks:
         yield "pool_size", (f"fewer components than the {bench.num_tasks} tasks of benchmark {bench.name!r} "
                             "(pool_size / tasks new ones per task)")

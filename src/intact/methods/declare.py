@@ -20,13 +20,16 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from intact.registry import load_target, target_problem
 
-#: ``check(settings, benchmark) -> [(key, problem), ...]``: the method's own consistency checks, run at
-#: config validation (``benchmark``: the run's :class:`~intact.settings.BenchmarkConfig`, e.g. ``num_tasks``)
-Check = Callable[[Any, Any], Iterable[tuple[str, str]]]
+#: ``check(settings, benchmark, backbone) -> [(key, problem), ...]``: the method's own consistency checks,
+#: run at config validation (and again when a job builds the method). ``benchmark``: the run's
+#: :class:`~intact.settings.BenchmarkConfig` (``num_tasks``, ...); ``backbone``: what the settings must fit,
+#: ``depth`` (blocks 0..depth-1), ``embed_dim`` (width) and ``num_heads`` (an :class:`intact.models.arch.Arch`
+#: at validation, the built backbone in a job)
+Check = Callable[[Any, Any, Any], Iterable[tuple[str, str]]]
 
 
 def setting(default: Any, doc: str = "", *, later: bool = False, items: Mapping[str, Any] | None = None,
@@ -107,6 +110,19 @@ def _check_declaration(method: Method) -> None:
         problem = target_problem(method.implementation)
         if problem:
             raise TypeError(f"method {method.name!r}: implementation {method.implementation!r} does not resolve: {problem}")
+
+
+def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> Iterator[tuple[str, str]]:
+    """(key, problem) of every setting that does not fit: the blocks that ``layer_keys`` list past the
+    backbone's depth, then the method's own :data:`Check`. ``backbone`` has ``depth`` (and ``embed_dim``,
+    ``num_heads``); a method with ``uses_backbone=False`` is checked against the benchmark only."""
+    depth = getattr(backbone, "depth", None) if method.uses_backbone else None
+    for key in method.layer_keys if depth is not None else ():
+        blocks = list(getattr(settings, key) or [])
+        if blocks and max(blocks) >= depth:
+            yield key, f"block {max(blocks)} does not exist: the backbone has depth {depth} (blocks 0-{depth - 1})"
+    if method.check is not None:
+        yield from method.check(settings, benchmark, backbone if method.uses_backbone else None)
 
 
 # --------------------------------------------------------------------------------------------------

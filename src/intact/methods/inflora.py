@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from intact.methods.declare import Method, setting
 
@@ -29,6 +29,12 @@ class InfloraSettings:
     #: ``later``: issue 16's runs were recorded without this key; left out of the hash while at its default
     a_scale: float = setting(1 / math.sqrt(3), "A = a_scale * singular vectors (the official code's 1/sqrt(3))",
                              later=True, exclusiveMinimum=0)
+
+
+def check(s: InfloraSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
+    """A task's ``A`` is ``rank`` directions of the blocks' input space: at most the backbone's width."""
+    if s.rank > backbone.embed_dim:
+        yield "rank", f"above the backbone's width {backbone.embed_dim} (the directions of a block's input)"
 
 
 def _lora(PromptMethod: type) -> type:
@@ -112,4 +118,4 @@ def implementation() -> type:
 
 
 METHOD = Method("inflora", InfloraSettings, implementation, "InfLoRA (Liang & Li, CVPR 2024): rank-r LoRA on K and V "
-                "of every block per task, A fixed outside the DualGPM subspace; one shared head", accepts_intact=True)
+                "of every block per task, A fixed outside the DualGPM subspace; one shared head", accepts_intact=True, check=check)

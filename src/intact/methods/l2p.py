@@ -23,7 +23,7 @@ class L2PSettings:
                                   minimum=0)
 
 
-def check(s: L2PSettings, bench: Any) -> Iterator[tuple[str, str]]:
+def check(s: L2PSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
     if s.top_k > s.pool_size:
         yield "top_k", f"larger than methods.l2p.pool_size = {s.pool_size}"
 

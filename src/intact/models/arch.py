@@ -1,4 +1,5 @@
-"""What validation needs to know of a backbone without building its weights: depth, input size, channels.
+"""What validation needs to know of a backbone without building its weights: depth, width, heads, input size,
+channels.
 
 Our own digits ViTs are described here without importing torch (``vit_digits.py`` builds them from the
 same numbers), so validating the default config stays instant; any other timm name is built once on
@@ -23,6 +24,8 @@ class Arch:
     in_chans: int
     patch_size: tuple[int, int]
     problem: str | None = None            #: why prompts cannot be attached to it (None: they can)
+    embed_dim: int = 0                    #: width: the tokens' dimension
+    num_heads: int = 0                    #: attention heads per block
 
 
 @lru_cache(maxsize=None)
@@ -30,7 +33,8 @@ def backbone_arch(model: str) -> Arch:
     """The :class:`Arch` of timm model ``model``; ValueError if timm does not know the name."""
     if model in OURS:
         a = OURS[model]
-        return Arch(a["depth"], (a["img_size"],) * 2, a["in_chans"], (a["patch_size"],) * 2)
+        return Arch(a["depth"], (a["img_size"],) * 2, a["in_chans"], (a["patch_size"],) * 2,
+                    embed_dim=a["embed_dim"], num_heads=a["num_heads"])
     import torch
 
     from intact.models.backbone import create_vit
@@ -48,4 +52,6 @@ def backbone_arch(model: str) -> Arch:
     except TypeError as err:
         problem = str(err)
     dynamic = getattr(pe, "dynamic_img_size", False) or getattr(pe, "img_size", None) is None
-    return Arch(len(blocks), None if dynamic else tuple(pe.img_size), pe.proj.in_channels, tuple(pe.patch_size), problem)
+    heads = getattr(getattr(blocks[0], "attn", None), "num_heads", 0) if len(blocks) else 0
+    return Arch(len(blocks), None if dynamic else tuple(pe.img_size), pe.proj.in_channels, tuple(pe.patch_size), problem,
+                embed_dim=int(getattr(vit, "embed_dim", 0)), num_heads=int(heads))

@@ -98,6 +98,10 @@ class FrozenViT(nn.Module):
     def depth(self) -> int:
         return len(self.vit.blocks)
 
+    @property
+    def num_heads(self) -> int:
+        return self.vit.blocks[0].attn.num_heads
+
     def train(self, mode: bool = True) -> "FrozenViT":
         # Frozen means frozen: no dropout / drop-path even while prompts train.
         super().train(False)
