@@ -1,0 +1,160 @@
+"""Plugin failures stay local (intact.registry): a method whose module or entry point fails to load is
+recorded, and only a config that uses it is refused, with one line naming the distribution, the entry
+point or module, and the cause; every other command works. Each plugin here is a dist-info folder and a
+module in a temporary directory put on the path (nothing is installed into the environment)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, snakemake, tiny_config, write_config
+from intact.methods.declare import Method
+from intact.registry import Registry, RegistryError, load_target, resolve, target_problem
+
+GOOD = '''
+from dataclasses import dataclass
+from intact.methods.declare import Method, setting
+
+@dataclass(frozen=True)
+class S:
+    weight: float = setting(1.0, "a weight", minimum=0)
+
+METHOD = Method("{name}", S, "intact.methods.shared.network:NetworkMethod", "a plugin", uses_backbone=False)
+'''
+
+#: module source of each broken plugin, and what its refusal must say (besides the distribution and entry point)
+BROKEN = {
+    "missing_dep": ("import torchvision_does_not_exist\n", "ModuleNotFoundError: No module named 'torchvision_does_not_exist'"),
+    "not_a_method": ("METHOD = 42\n", "expected a intact.methods.declare.Method, got int"),
+    "bad_bound": (GOOD.replace('minimum=0', 'minimun=0').format(name="bad_bound"),
+                  "TypeError: method 'bad_bound': settings field 'weight': unknown bound minimun"),
+    "bad_target": (GOOD.replace("network:NetworkMethod", "network:NoSuchClass").format(name="bad_target"),
+                   "does not resolve: module 'intact.methods.shared.network'"),
+}
+
+
+def add_plugin(site: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
+    """A distribution ``dist`` 0.1 in ``site``: its metadata, its ``intact.methods`` entry points, its modules."""
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    lines = "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[intact.methods]\n{lines}")
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(textwrap.dedent(source))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """One good plugin (``good_plugin``) and one broken distribution per failure kind, side by side."""
+    site = tmp_path_factory.mktemp("site")
+    add_plugin(site, "goodplug", {"good_plugin": "goodplug_mod:METHOD"}, {"goodplug_mod": GOOD.format(name="good_plugin")})
+    for name, (source, _) in BROKEN.items():
+        add_plugin(site, f"{name}_dist", {name: f"{name}_mod:METHOD"}, {f"{name}_mod": source})
+    # an entry point named otherwise than the method it declares
+    add_plugin(site, "renamed_dist", {"alias": "renamed_mod:METHOD"}, {"renamed_mod": GOOD.format(name="real_name")})
+    return site
+
+
+@pytest.fixture()
+def registry(site, monkeypatch) -> Registry:
+    monkeypatch.syspath_prepend(str(site))
+    return Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
+
+
+def env(site: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_plugin_is_recorded_and_refused_only_by_name(registry, name):
+    assert "good_plugin" in registry and registry.builtin <= set(registry) and "coda_p" in registry.builtin
+    assert name not in registry and name in registry.failures
+    with pytest.raises(RegistryError) as err:
+        registry[name]
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"method {name!r} cannot be loaded: entry point '{name} = {name}_mod:METHOD'")
+    assert f"of distribution '{name}_dist 0.1'" in msg and BROKEN[name][1] in msg, msg
+
+
+def test_an_entry_point_named_otherwise_than_its_method_is_refused_under_both_names(registry):
+    for name in ("alias", "real_name"):
+        msg = str(pytest.raises(RegistryError, lambda: registry[name]).value)
+        assert "declares method 'real_name'" in msg and "write 'real_name = renamed_mod:METHOD'" in msg, msg
+        assert "renamed_dist 0.1" in msg
+
+
+def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
+    add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"}, {"twin_mod": GOOD.format(name="coda_p")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
+    msg = str(pytest.raises(RegistryError, lambda: reg["coda_p"]).value)
+    assert "declared twice" in msg and "module intact.methods.coda_p" in msg and "twin 0.1" in msg, msg
+    assert "finetune" in reg
+
+
+def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch):
+    """A package's own modules: one declares, one is a helper (skipped, named if looked up), one fails."""
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "good.py").write_text(GOOD.format(name="good"))
+    (pkg / "helper.py").write_text("X = 1\n")
+    (pkg / "broken.py").write_text("raise RuntimeError('boom\\nsecond line')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("method", Method, "mypkg", "METHOD", "no.such.group")
+    assert set(reg) == {"good"} == set(reg.builtins()) and reg.skipped == ["helper"]
+    assert str(pytest.raises(RegistryError, lambda: reg["broken"]).value) == \
+        "method 'broken' cannot be loaded: module mypkg.broken: RuntimeError: boom second line"
+    assert "module mypkg.helper defines no METHOD" in str(pytest.raises(KeyError, lambda: reg["helper"]).value)
+    assert "unknown method 'nope'; known: good" in str(pytest.raises(KeyError, lambda: reg["nope"]).value)
+
+
+def test_one_loader_and_one_resolver():
+    assert load_target("intact.registry:resolve") is resolve
+    assert load_target(lambda: 7) == 7
+    assert resolve({"a": 1}, "a", "thing") == 1
+    assert str(pytest.raises(KeyError, resolve, {"a": 1, "b": 2}, "c", "thing").value) == "unknown thing 'c'; known: a, b"
+    assert target_problem("intact.registry:Registry") is None
+    assert "defines no 'Nope'" in target_problem("intact.registry:Nope")
+    assert "cannot be found" in target_problem("intact.no_such_module:X")
+    assert "not of the form" in target_problem("intact.registry")
+
+
+def run_cli(site: Path, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "intact.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env(site)}, cwd=cwd)
+
+
+def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
+    ok = run_cli(site, "validate", "config.yaml")
+    assert ok.returncode == 0, ok.stderr
+    assert run_cli(site, "runs", "config.yaml").returncode == 0
+    # the project's own configuration reference ignores what else is installed
+    ref = subprocess.run([sys.executable, str(REPO / "tools/config_reference.py"), "--check"], capture_output=True,
+                         text=True, env={**os.environ, **env(site)})
+    assert ref.returncode == 0, ref.stderr
+    cfg = tiny_config(methods=["coda_p", "missing_dep"])
+    write_config(tmp_path, cfg)
+    bad = run_cli(site, "validate", str(tmp_path / "config.yaml"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "method 'missing_dep' cannot be loaded: entry point 'missing_dep = missing_dep_mod:METHOD'" in bad.stderr
+    assert "missing_dep_dist 0.1" in bad.stderr and "ModuleNotFoundError" in bad.stderr
+
+
+@pytest.mark.slow
+def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site, tmp_path):
+    write_config(tmp_path / "ok", tiny_config(methods=["coda_p", "good_plugin"]))
+    proc = snakemake(tmp_path / "ok", "-n", env=env(site))
+    assert "train_task" in proc.stdout
+    write_config(tmp_path / "bad", tiny_config(methods=["coda_p", "bad_bound"]))
+    proc = snakemake(tmp_path / "bad", "-n", check=False, env=env(site))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "settings field 'weight': unknown bound minimun" in out and "bad_bound_dist 0.1" in out
+    assert "Traceback" not in out, out[-3000:]
