@@ -158,3 +158,27 @@ def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "settings field 'weight': unknown bound minimun" in out and "bad_bound_dist 0.1" in out
     assert "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_a_failed_job_log_holds_its_traceback(tmp_path):
+    """A plugin whose implementation fails in the job: the job's log file names the exception."""
+    site = tmp_path / "site"
+    add_plugin(site, "failing", {"failing": "failing_mod:METHOD"}, {"failing_mod": GOOD.format(name="failing").replace(
+        "intact.methods.shared.network:NetworkMethod", "failing_mod:Explodes") + textwrap.dedent('''
+        class Explodes:
+            def __init__(self, *args):
+                raise RuntimeError("the plugin exploded in the job")
+        ''')})
+    cfg = tiny_config(methods=["failing"])
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
+    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 1
+    cfg["tracking"]["enabled"] = False
+    cfg["studies"] = {}
+    write_config(tmp_path / "w", cfg)
+    proc = snakemake(tmp_path / "w", check=False, env=env(site))
+    assert proc.returncode != 0
+    logs = list((tmp_path / "w/results/logs/train_task").rglob("task0.log"))
+    assert len(logs) == 1, proc.stderr[-3000:]
+    text = logs[0].read_text()
+    assert "Traceback (most recent call last)" in text and "RuntimeError: the plugin exploded in the job" in text, text

@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Iterator
 
 
 @contextlib.contextmanager
 def log_to(path: str | os.PathLike | None, rule: str | None = None) -> Iterator[None]:
-    """Redirect file descriptors 1 and 2 to ``path`` (appending) for the duration of the block.
+    """Redirect file descriptors 1 and 2 to ``path`` (appending) for the duration of the block; an exception
+    that leaves the block is written there with its traceback, then raised again.
 
     ``rule`` (the Snakemake rule name) is exported as ``INTACT_RULE`` for provenance records.
     """
@@ -29,6 +31,13 @@ def log_to(path: str | os.PathLike | None, rule: str | None = None) -> Iterator[
         os.dup2(f.fileno(), 2)
         try:
             yield
+        except Exception:
+            # the traceback into the log too: Snakemake points at a failed job's log file, and the console it
+            # prints the exception to is gone on a cluster (or says only "empty file" of the log)
+            sys.stderr.flush()
+            traceback.print_exc(file=f)   # to the file itself, whatever sys.stderr has been replaced with
+            f.flush()
+            raise
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
