@@ -1,7 +1,10 @@
 """``intact`` command line: check a config and list the runs it declares (no torch import).
 
-    intact validate [config.yaml]     # schema + consistency check, the same one the Snakefile runs
-    intact runs [config.yaml]         # every (benchmark, method, seed) of the default run and the studies
+    intact validate [config.yaml ...]  # schema + consistency check, the same one the Snakefile runs
+    intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies
+
+Several files are layered in order, as Snakemake layers them: ``intact validate config.yaml overlay.yaml``
+checks what ``snakemake --configfile overlay.yaml`` runs (the Snakefile's ``configfile`` is config.yaml).
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
 """
 
@@ -19,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
         p = sub.add_parser(name, help=help_)
-        p.add_argument("config", nargs="?", default="config.yaml")
+        p.add_argument("config", nargs="*", default=["config.yaml"], help="config files, layered in order")
     speed = sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (see intact.speed)")
     from intact.speed_args import add_arguments
 
@@ -30,12 +33,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_speed(args)
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(*args.config)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.command == "validate":
-        print(f"{args.config}: valid")
+        print(f"{' <- '.join(args.config)}: valid")
         return 0
     groups = {"run (default target)": (cfg["run"]["methods"], cfg["run"]["seeds"])}
     groups.update({f"study {n}": (s.methods, s.seeds) for n, s in expand_studies(cfg).items()})

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from intact.checks import check_runs
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
-from intact.layering import LayerError, merge, read_layers
+from intact.layering import LayerError, merge, read_files
 from intact.methods import METHODS
 from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
@@ -33,13 +33,16 @@ SECTIONS = ("methods", "head", "intact", "optim")
 # Loading and validation
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file (safe loader; ``extends`` resolved: :mod:`intact.layering`) and validate it."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+def load_config(*paths: str | Path) -> dict[str, Any]:
+    """Read YAML config files (safe loader), layered in order as Snakemake layers ``configfile`` and
+    ``--configfile`` (each file's ``extends`` resolved: :mod:`intact.layering`), and validate the result."""
+    if not paths:
+        raise ConfigError("no config file given")
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
     try:
-        cfg = read_layers(path)
+        cfg = read_files(paths)
     except LayerError as err:
         raise ConfigError(str(err)) from None
     validate_config(cfg)

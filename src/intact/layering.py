@@ -3,8 +3,9 @@
 The four paper configs share one base (``configs/paper/base.yaml``) and each adds a short overlay. A
 layered file reads as the deep merge of its base and itself (mappings merge key by key; any other value,
 lists and ``null`` included, replaces), the same rule ``snakemake --configfile`` applies between files.
-Three readers resolve ``extends`` through this module: the Snakefile (:func:`apply_extends`),
-``intact validate`` / ``intact runs`` (:func:`read_layers`) and ``intact bench``.
+Every reader resolves ``extends`` through this module: the Snakefile (:func:`apply_extends`), ``intact
+validate`` / ``intact runs`` (:func:`read_files`: several files, layered as ``snakemake --configfile`` layers
+them) and ``intact speed``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     return merge(read_layers(path.parent / str(parent), (*_seen, path)), data)
 
 
+def read_files(paths: Iterable[str | Path], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Several config files layered in order over ``base``, each with its ``extends`` resolved: what Snakemake
+    makes of ``configfile: first`` and ``--configfile second third`` (a later file wins, mappings merged key by
+    key; one file at a time, as Snakemake merges them)."""
+    out: dict[str, Any] = dict(base or {})
+    for layer in map(read_layers, paths):
+        out = merge(out, layer)
+    return out
+
+
 def apply_extends(config: dict[str, Any], files: Iterable[str | Path], overrides: Mapping[str, Any] | None = None) -> None:
     """Snakemake has merged ``config.yaml``, the ``--configfile`` files and ``--config`` overrides without
     knowing ``extends``; re-apply each file with its bases resolved, then the command-line overrides, in place.
@@ -55,9 +66,7 @@ def apply_extends(config: dict[str, Any], files: Iterable[str | Path], overrides
     config.pop(EXTENDS, None)
     if not any(EXTENDS in (yaml.safe_load(Path(f).read_text()) or {}) for f in files):
         return
-    merged = dict(config)
-    for layer in map(read_layers, files):  # every file again, in order: a later file still wins over an overlay
-        merged = merge(merged, layer)
-    merged = merge(merged, overrides or {})
+    # every file again, in order: a later file still wins over an overlay
+    merged = merge(read_files(files, config), overrides or {})
     config.clear()
     config.update(merged)
