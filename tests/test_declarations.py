@@ -7,6 +7,7 @@ import dataclasses
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -100,3 +101,35 @@ def test_configuration_reference_is_current():
 
 def test_tiny_config_fills_every_section():
     assert set(tiny_config()["methods"]) == set(METHODS)
+
+
+def _declare(field: Any, impl: str = IMPL, name: str = "m") -> Method:
+    S = dataclasses.make_dataclass("S", [("x", float, field)], frozen=True)
+    return Method(name, S, impl, "a method")
+
+
+@pytest.mark.parametrize("field, impl, fragment", [
+    (dataclasses.field(), IMPL, "has no default"),
+    (setting(1.0, minimun=0), IMPL, "unknown bound minimun"),
+    (setting(1.0, items={"minimun": 0}), IMPL, "unknown items bound minimun"),
+    (setting(-1.0, minimum=0), IMPL, "default -1.0 breaks its own declaration: -1.0 is less than the minimum of 0"),
+    (setting(3.0, multipleOf=2), IMPL, "default 3.0 breaks its own declaration"),
+    (setting("a", enum=["b"]), IMPL, "default 'a' breaks its own declaration"),
+    (setting(1.0), "intact.methods.shared.network:NoSuch", "defines no 'NoSuch'"),
+    (setting(1.0), "intact.methods.no_such_module:X", "module 'intact.methods.no_such_module' cannot be found"),
+    (setting(1.0), "no_colon", "not of the form 'package.module:attribute'"),
+])
+def test_a_declaration_checks_itself_when_made(field, impl, fragment):
+    """Each mistake is a TypeError at import that names the method and the field (or the implementation)."""
+    with pytest.raises(TypeError) as err:
+        _declare(field, impl, name="my_method")
+    msg = str(err.value)
+    assert msg.startswith("method 'my_method': ") and fragment in msg, msg
+    assert ("settings field 'x'" in msg) != ("implementation" in msg), msg
+
+
+def test_checking_an_implementation_target_imports_no_torch():
+    code = ("import sys; from intact.registry import target_problem; "
+            "assert target_problem('intact.methods.shared.prompt:PromptMethod') is None; "
+            "assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
