@@ -53,3 +53,18 @@ def test_weights_of_another_architecture_are_refused(vit_tiny_weights, tmp_path)
     save_file({k: v.contiguous() for k, v in small.state_dict().items()}, str(tmp_path / "digits.safetensors"))
     with pytest.raises(WeightsError, match="does not fit"):
         create_backbone(_cfg(tmp_path / "digits.safetensors"), tmp_path / "digits.safetensors")
+
+# ==== moved from tests/test_audit_fixes.py (issue 17): weights named for another model =========
+
+# ---- item 1: a weights file is checked against the backbone it is named for --------------------------------
+
+def test_a_weights_file_written_for_another_timm_model_is_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    from intact.models.backbone import WeightsError, create_vit, load_backbone_weights
+
+    path = tmp_path / "w.safetensors"
+    save_file(create_vit("vit_digits_p8").state_dict(), str(path), metadata={"timm_model": "vit_base_patch16_224.augreg_in21k"})
+    with pytest.raises(WeightsError, match=r"written for timm model 'vit_base_patch16_224.augreg_in21k', not 'vit_digits_p8'"):
+        load_backbone_weights(create_vit("vit_digits_p8"), path, model="vit_digits_p8")
+    load_backbone_weights(create_vit("vit_digits_p8"), path)                 # no model named: not checked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,27 @@ def test_the_training_job_evaluates_as_evaluate_task_does(tiny_bench, tmp_path):
                               out_path=d / "again.json", threads=1)  # no query cache: the live path
         assert read_json(d / "eval.json")["accuracy"] == again["accuracy"]
         assert not (d / "checkpoint.pt").exists()
+
+# ==== moved from tests/test_audit_fixes.py (issue 17): the query cache's staleness check =======
+
+# ---- 8: the query cache's own staleness check ------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("input_mean", (0.25,)), ("input_std", (0.4,))])
+def test_a_query_cache_built_under_other_settings_is_refused_by_name(tiny_bench, tmp_path, field, value):
+    from intact.cache import build_query_cache
+    from intact.evaluate import evaluate_task
+
+    cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
+    cfg = copy.deepcopy(cfg)
+    cfg["optim"]["feature_cache"] = True
+    run = resolve_run(cfg, "digits", "coda_p", 0)
+    other = dataclasses.replace(run.backbone, **{field: value})
+    qdir = tmp_path / "query"
+    meta = build_query_cache(other, manifest, w, qdir, threads=1, progress=False)
+    with pytest.raises(ValueError, match=rf"query cache .*{field}"):
+        train_task(run, 0, manifest=manifest, backbone_weights=w, out_dir=tmp_path / "task0", threads=1,
+                   progress=False, query_cache=qdir)
+    assert meta["settings"][field] == list(value)
+    with pytest.raises(ValueError, match=rf"query cache .*{field}"):
+        evaluate_task(run, 0, manifest=manifest, backbone_weights=w, state=None, out_path=tmp_path / "eval.json",
+                      threads=1, query_cache=qdir)

@@ -2,13 +2,18 @@
 epoch checkpoint and writes no task result; ``optim.on_nonfinite: skip_batch`` skips and counts such batches."""
 
 import json
+import math
 
 import pytest
 import torch
 
-from intact.config import resolve_run
+from conftest import tiny_config
+from intact.config import benchmark_config, resolve_run
+from intact.data import benchmark_class
 from intact.guard import DivergenceGuard, NonFiniteError
-from intact.io import load_checkpoint
+from intact.io import load_checkpoint, load_tensors, read_json
+from intact.regularizers.hypercube import Hypercube
+from intact.restore import load_method
 from intact.train import train_task
 
 METHOD = "coda_p+intact@optim.epochs=2"
@@ -161,3 +166,89 @@ def test_guard_observe_never_synchronises_with_the_gpu():
         torch.cuda.set_sync_debug_mode(0)
     with pytest.raises(NonFiniteError, match="step 1/8: the loss term 'var'"):
         guard.check("kept")
+
+# ==== moved from tests/test_audit_fixes.py (issue 17): the guard and BatchNorm =================
+
+CNN = "net_finetune+intact@methods.net_finetune.model=cnn_bn,methods.net_finetune.feature=conv1"
+SKIP = ",optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.2"
+
+
+SKIP = ",optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.2"
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    cfg = tiny_config()
+    cfg["optim"]["epochs"] = 2
+    cfg["methods"]["net_finetune"]["widths"] = [8, 16]
+    root = tmp_path_factory.mktemp("audit_digits")
+    manifest = benchmark_class("digits").prepare(benchmark_config(cfg, "digits"), root / "data")
+    return cfg, manifest
+
+
+def _train_cnn(cfg, manifest, method, out, task=0, **kw):
+    run = resolve_run(cfg, "digits", method, 0)
+    return train_task(run, task, manifest=manifest, backbone_weights=out / "unused.safetensors", out_dir=out / f"task{task}",
+                      prev_dir=out / f"task{task - 1}" if task else None, threads=1, progress=False, **kw)
+
+
+# ---- 5: the divergence guard and BatchNorm ---------------------------------------------------------------
+
+def test_a_skipped_batch_leaves_batchnorm_statistics_as_they_were(digits, tmp_path, monkeypatch):
+    """One NaN pixel at step 3 of a conv-BN network: the batch is skipped, and neither the saved running
+    statistics nor the evaluation logits are non-finite."""
+    from intact.methods.shared.network import NetworkMethod as NetworkFinetune
+
+    cfg, manifest = digits
+    original = NetworkFinetune.loss
+    calls = {"n": 0}
+
+    def loss(self, x, y):
+        if calls["n"] == 2:
+            x = x.clone()
+            x[0, 0, 0, 0] = float("nan")
+        calls["n"] += 1
+        return original(self, x, y)
+
+    monkeypatch.setattr(NetworkFinetune, "loss", loss)
+    rec = _train_cnn(cfg, manifest, CNN + SKIP, tmp_path, eval_out=tmp_path / "eval.json")
+    assert rec["nonfinite"]["skipped_batches"] == 1 and rec["nonfinite"]["skipped_at"] == [[0, 2]]
+    state = load_tensors(tmp_path / "task0/state.safetensors")
+    bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    assert not bad, f"non-finite saved tensors: {bad}"
+    assert all(math.isfinite(a) for a in read_json(tmp_path / "eval.json")["accuracy"])
+    # the evaluation logits of the saved state are finite (an accuracy is finite even for NaN logits)
+    run = resolve_run(cfg, "digits", CNN + SKIP, 0)
+    bench, method, _ = load_method(run, manifest, tmp_path / "unused.safetensors", torch.device("cpu"),
+                                   state=tmp_path / "task0/state.safetensors", state_task=0)
+    x, _ = bench.eval_set(0)[0]
+    with torch.no_grad():
+        assert torch.isfinite(method.eval().predict(x[None])).all()
+
+
+def test_the_guard_refuses_to_save_a_non_finite_tensor_of_the_task(digits, tmp_path, monkeypatch):
+    """A non-finite hypercube (or buffer) is never written: the job fails naming it, no state is saved."""
+    from intact.methods.shared.base import ContinualMethod as ProtectedMethod
+
+    cfg, manifest = digits
+    original = ProtectedMethod.end_task
+
+    def end_task(self, task, train_set):
+        info = original(self, task, train_set)
+        cube = self.hypercubes["fc0"]
+        cube.upper[0] = float("inf")
+        return info
+
+    monkeypatch.setattr(ProtectedMethod, "end_task", end_task)
+    with pytest.raises(NonFiniteError, match=r"hypercube 'fc0'"):
+        _train_cnn(cfg, manifest, CNN, tmp_path)
+    assert not (tmp_path / "task0/state.safetensors").exists() and not (tmp_path / "task0/train.json").exists()
+
+
+def test_the_guard_names_a_non_finite_buffer():
+    from intact.guard import check_saved
+
+    good = {"model.bn0.running_mean": torch.zeros(2), "model.bn0.num_batches_tracked": torch.tensor(3)}
+    check_saved("run r", 0, good, {"fc0": Hypercube(torch.zeros(2), torch.ones(2))})
+    with pytest.raises(NonFiniteError, match=r"buffer or parameter 'fisher.model.fc0.weight'"):
+        check_saved("run r", 0, {**good, "fisher.model.fc0.weight": torch.tensor([1.0, float("nan")])}, {})

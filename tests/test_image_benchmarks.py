@@ -20,6 +20,7 @@ from intact.data import benchmark_class, open_benchmark
 from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
 from intact.data.split_lists import SPLITS_DIR, SplitError, check_split
+from intact.io import read_json
 
 R2, C2 = ["art", "cartoon"], ["defocus_blur", "glass_blur"]
 
@@ -52,7 +53,7 @@ def configs(base: Path) -> dict[str, dict]:
         "imagenet_mix": {"type": "imagenet_mix", "root_r": str(base / "imagenet-r"), "root_c": str(base / "imagenet-c"),
                          "split": str(base / "mix_lists"), "domains": ["c_defocus_blur", "r_art"],
                          # the switch: C tasks as ImageNet-C's (stored at 33 for the crop), so that the tasks
-                         # differ in size; the default (the authors') is tested in test_audit_fixes.py
+                         # differ in size; the default (the authors') is tested below (test_imagenet_mix_c_tasks_use_the_authors_transform_unless_switched)
                          "c_transform": "imagenet_c"},
     }
 
@@ -385,3 +386,72 @@ def test_prepare_train_two_tasks_and_collect_R(name, prepared, tree, weights, tm
     collect_run(evals, trains, tmp_path / "R.csv", tmp_path / "metrics.json", 200)
     lines = (tmp_path / "R.csv").read_text().splitlines()
     assert len(lines) == 3  # header + one row per task
+
+# ==== moved from tests/test_audit_fixes.py (issue 17): split overlap, ImageNet-Mix's transform =
+
+# ---- 9: train/test overlap in a split --------------------------------------------------------------------
+
+def test_a_split_with_train_test_overlap_is_refused_naming_the_file_and_paths(tmp_path):
+
+    root, lists = tmp_path / "imagenet-r", tmp_path / "lists"
+    trees.imagenet_r(root, lists, R2)
+    train = (lists / "train.txt").read_text().splitlines()
+    (lists / "test.txt").write_text((lists / "test.txt").read_text() + "\n".join(train[:2]) + "\n")
+    cfg = bench_cfg("r", type="imagenet_r", root=str(root), split=str(lists), domains=R2)
+    from intact.data.split_lists import SplitError
+
+    with pytest.raises(SplitError) as err:
+        benchmark_class("imagenet_r").prepare(cfg, tmp_path / "out", workers=1, progress=False)
+    msg = str(err.value)
+    assert "test.txt" in msg and "train.txt" in msg and "2 " in msg and train[0].rsplit(" ", 1)[0] in msg, msg
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_imagenet_c_reuse_across_corruptions_is_a_manifest_warning(tmp_path):
+
+    root, lists = tmp_path / "imagenet-c", tmp_path / "lists"
+    trees.imagenet_c(root, lists, C2)
+    # the reference lists' design: a test image of one corruption is a training image of another
+    test = (lists / "test.txt").read_text().splitlines()
+    image = next(ln for ln in test if ln.startswith(C2[0] + "/"))
+    reused = image.replace(C2[0], C2[1], 1)                              # the same image, the other corruption
+    (lists / "test.txt").write_text("\n".join(ln for ln in test if ln != reused) + "\n")
+    (lists / "train.txt").write_text((lists / "train.txt").read_text() + reused + "\n")
+    cfg = bench_cfg("c", type="imagenet_c", root=str(root), split=str(lists), domains=C2)
+    manifest = read_json(benchmark_class("imagenet_c").prepare(cfg, tmp_path / "out", workers=1, progress=False))
+    warnings = manifest["warnings"]
+    assert len(warnings) == 1 and "1 test image" in warnings[0] and C2[0] in warnings[0], warnings
+
+
+# ---- item 2: ImageNet-Mix's C tasks get the authors' transform by default --------------------------------
+
+@pytest.mark.parametrize("c_transform, side", [(None, 32), ("authors", 32), ("imagenet_c", round(32 * 230 / 224))])
+def test_imagenet_mix_c_tasks_use_the_authors_transform_unless_switched(tmp_path, c_transform, side):
+    from intact.cache import variants
+    from intact.data import open_benchmark
+
+    base = tmp_path / "trees"
+    trees.imagenet_r(base / "imagenet-r", base / "r_lists", ["art"])
+    trees.imagenet_c(base / "imagenet-c", base / "c_lists", ["defocus_blur"])
+    (base / "mix_lists").mkdir()
+    for half in ("r", "c"):
+        for part in ("train", "test"):
+            (base / "mix_lists" / f"{half}_{part}.txt").write_text((base / f"{half}_lists" / f"{part}.txt").read_text())
+    spec = {k: v for k, v in configs(base)["imagenet_mix"].items() if k != "c_transform"}
+    spec.update({"c_transform": c_transform} if c_transform else {})
+    cfg = bench_cfg("mix", **spec)
+    assert cfg.c_transform == (c_transform or "authors")
+    manifest = benchmark_class("imagenet_mix").prepare(cfg, tmp_path / "out", workers=1, progress=False)
+    task = read_json(manifest)["tasks"][0]
+    assert task["name"] == "c_defocus_blur" and (task["resize"], task["train_crop"], task["test_crop"]) == (side, side, 32)
+    # the authors' transform has a finite set of variants (flip): the query cache covers the C tasks too
+    assert variants(open_benchmark(manifest).train_set(0)) == (None if c_transform == "imagenet_c" else 2)
+
+
+def test_the_mix_transform_is_part_of_the_hash_and_other_benchmarks_keep_theirs():
+    from intact.data.image_config import plain_config
+
+    r = bench_cfg("r", type="imagenet_r", root="/x")
+    assert "c_transform" not in plain_config(r)                    # unset: existing runs' params and hashes stand
+    m = bench_cfg("m", type="imagenet_mix", root_r="/x", root_c="/y")
+    assert plain_config(m)["c_transform"] == "authors"

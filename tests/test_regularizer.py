@@ -10,10 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-from intact.config import IntactConfig
+from intact.config import IntactConfig, resolve_run
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.interval import layer_drift_bounds, sequential_drift_bounds
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+from intact.restore import load_method
+from test_guard import CNN, _train_cnn, digits  # noqa: F401  (the conv-BN network trained on the tiny digits)
 
 
 def _box(shape, g):
@@ -191,3 +193,62 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
     method.train()
     _, idx = method.reg.teacher.select(q)
     assert int(method.reg.teacher.task) == 1 and idx[0] == 0
+
+# ==== moved from tests/test_audit_fixes.py (issue 17): the certificate, L_Feat through BatchNorm 
+
+# ---- 6: the certificate in eval mode ---------------------------------------------------------------------
+
+def _after_task0(digits, tmp_path):
+    cfg, manifest = digits
+    if not (tmp_path / "task0/state.safetensors").exists():
+        _train_cnn(cfg, manifest, CNN, tmp_path)
+    run = resolve_run(cfg, "digits", CNN, 0)
+    bench, method, _ = load_method(run, manifest, tmp_path / "unused.safetensors", torch.device("cpu"),
+                                   state=tmp_path / "task0/state.safetensors",
+                                   hypercubes=tmp_path / "task0/hypercube.safetensors", state_task=0)
+    train_set = method.training_data(bench, 1)
+    method.begin_task(1, train_set)
+    torch.manual_seed(0)
+    with torch.no_grad():  # a large update, so that the drift is far from zero
+        for p in method.model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return method, train_set
+
+
+def test_the_certificate_is_computed_in_eval_mode_whatever_the_callers_mode(digits, tmp_path):
+    method, train_set = _after_task0(digits, tmp_path)
+    twin, _ = _after_task0(digits, tmp_path)                              # the same state, loaded again
+    stats = {k: v.clone() for k, v in method.model.state_dict().items() if "running" in k}
+    method.train()
+    info = method.end_task(1, train_set)
+    assert method.training                                               # the caller's mode is restored
+    after = method.model.state_dict()
+    assert all(torch.equal(stats[k], after[k]) for k in stats)            # the samples left the statistics alone
+    twin.eval()
+    ref = twin.end_task(1, train_set)
+    assert info["sampled_drift"] == ref["sampled_drift"] and info["certificate"] == ref["certificate"]
+    assert info["sampled_drift"] <= info["certificate"]
+
+
+# ---- 7: L_Feat through BatchNorm -------------------------------------------------------------------------
+
+def test_feat_is_zero_for_unchanged_weights_after_a_batchnorm():
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(fc0=nn.Linear(4, 6), bn0=nn.BatchNorm1d(6), act0=nn.ReLU(), fc1=nn.Linear(6, 3)))
+    cfg = IntactConfig(lambda_intdrift=0.0, lambda_feat=1.0, lambda_var=0.0, lambda_align=0.0)
+    reg = IntactRegularizer(cfg, model, ["fc0", "fc1"], feature="fc1")
+    big = {n: Hypercube(torch.full((d,), -1e6), torch.full((d,), 1e6)) for n, d in (("fc0", 4), ("fc1", 6))}
+    reg.hypercubes = big
+    reg.begin_task(1)
+    teacher_stats = {k: v.clone() for k, v in reg.teacher.state_dict().items()}
+    x = 3.0 + 2.0 * torch.randn(16, 4)                                   # far from the running statistics (0, 1)
+    # in eval mode both sides use the (equal) running statistics
+    model.eval()
+    model(x)
+    assert float(reg.penalty(teacher=lambda t: reg.teacher_feature(x))["feat"]) == pytest.approx(0.0, abs=1e-10)
+    # training: the student normalises with the batch's statistics, and so must the teacher
+    model.train()
+    model(x)
+    terms = reg.penalty(teacher=lambda t: reg.teacher_feature(x))
+    assert float(terms["feat"]) == pytest.approx(0.0, abs=1e-10)
+    assert all(torch.equal(v, reg.teacher.state_dict()[k]) for k, v in teacher_stats.items())  # teacher untouched

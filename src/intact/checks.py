@@ -18,8 +18,7 @@ from intact.methods import METHODS
 from intact.methods.declare import problems
 from intact.models.arch import Arch, backbone_arch
 from intact.naming import parse_method_name
-from intact.errors import ConfigError
-from intact.settings import RunConfig, build_dataclass
+from intact.settings import ConfigError, RunConfig, build_dataclass
 from intact.studies import expand_studies
 
 #: image channels of each benchmark family

@@ -2,10 +2,10 @@
 
     intact validate [config.yaml ...]  # schema + consistency check, the same one the Snakefile runs
     intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies
+    intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
 
 Several files are layered in order, as Snakemake layers them: ``intact validate config.yaml overlay.yaml``
 checks what ``snakemake --configfile overlay.yaml`` runs (the Snakefile's ``configfile`` is config.yaml).
-    intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("config", nargs="*", default=["config.yaml"], help="config files, layered in order")
-    speed = sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (see intact.speed)")
-    from intact.speed_args import add_arguments
+    sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (intact speed --help)", add_help=False)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["speed"]:
+        from intact.speed import main as speed  # imports torch: only for this command (its own options)
 
-    add_arguments(speed)
+        return speed(argv[1:])
     args = parser.parse_args(argv)
-    if args.command == "speed":
-        from intact.speed import run_speed  # imports torch: only for this command
-
-        return run_speed(args)
     try:
         cfg = load_config(*args.config)
     except ConfigError as err:

@@ -11,9 +11,9 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
-from intact.errors import ConfigError  # noqa: F401  (re-exported)
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
+from intact.settings import ConfigError
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 

@@ -16,7 +16,11 @@ from typing import Any, Mapping
 
 from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig
 from intact.hashing import stable_hash
-from intact.errors import ConfigError
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: the message names the key or file and what was expected (raised by every
+    layer that checks settings; defined here, the lowest of them)."""
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ from intact.efficiency import parameter_counts
 from intact.io import write_json
 from intact.methods import create_method
 from intact.models.backbone import FrozenViT, create_vit
-from intact.speed_args import add_arguments
 from intact.train import build_optimizer
 
 METHODS = ("coda_p", "coda_p+intact")
@@ -306,6 +305,24 @@ def run_speed(args: argparse.Namespace) -> int:
                                "benchmark": benchmark, "results": rows, "ratios": ratios(rows, args.pairs)})
         print(f"wrote {args.json}")
     return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``intact speed``."""
+    p.add_argument("--model", default="vit_base_patch16_224", help="timm model name (random weights)")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--repeats", type=int, default=5, help="timed steps per row (median, min and max are reported)")
+    p.add_argument("--amp", choices=["on", "off"], default="on", help="bf16 autocast on CUDA (ignored on CPU)")
+    p.add_argument("--classes", type=int, default=200)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    p.add_argument("--config", action="append", type=Path, default=None,
+                   help="config files layered in order (default: config.yaml, configs/paper/imagenet_r.yaml)")
+    p.add_argument("--benchmark", default=None, help="whose method settings (default: the config's first run benchmark)")
+    p.add_argument("--methods", nargs="+", default=["coda_p", "coda_p+intact"])
+    p.add_argument("--pairs", action="store_true",
+                   help="build all rows, then time them in turn step by step: ratios that hold under changing load")
+    p.add_argument("--json", type=Path, default=None, help="write {'results': [...], 'machine': ..., 'ratios': ...} here")
 
 
 def main(argv: list[str] | None = None) -> int:
