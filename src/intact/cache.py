@@ -34,7 +34,7 @@ from intact.io import atomic_path, read_json, write_json
 FeatureFn = Callable[[torch.Tensor], torch.Tensor]
 META = "query.json"
 #: what a stored query depends on besides the weights' and the data's sha256; a cache written under any
-#: other value is refused by name (by every reader: the Snakemake jobs, ``intact bench``, the Python API)
+#: other value is refused by name (by every reader: the Snakemake jobs, ``intact speed``, the Python API)
 SETTINGS = ("timm_model", "input_mean", "input_std", "image_size", "precision")
 
 
