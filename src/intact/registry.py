@@ -143,8 +143,10 @@ class Registry(Mapping[str, T], Generic[T]):
             return self._found[name]
         if name in self.failures:
             raise RegistryError(self.failures[name].message(self.what))
-        hint = f" (module {self.package}.{name} defines no {self.attr})" if name in self.skipped else ""
-        raise RegistryError(f"unknown {self.what} {name!r}{hint}; known: {', '.join(sorted(self._found))}")
+        if name in self.skipped:
+            raise RegistryError(f"unknown {self.what} {name!r} (module {self.package}.{name} defines no {self.attr}); "
+                                f"known: {', '.join(sorted(self._found))}")
+        return resolve(self._found, name, self.what)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._found)
