@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from intact.models.digits_arch import DIGITS_VIT, OURS  # noqa: F401  (DIGITS_VIT re-exported)
+from intact.models import DIGITS_VIT, OURS  # noqa: F401  (DIGITS_VIT re-exported)
 
 
 @dataclass(frozen=True)

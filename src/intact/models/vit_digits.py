@@ -11,11 +11,11 @@ from typing import Any
 from timm.models import register_model
 from timm.models.vision_transformer import VisionTransformer
 
-from intact.models.digits_arch import DIGITS_VIT
+from intact.models import DIGITS_VIT
 
 
 def _vit_digits(patch_size: int, **kwargs: Any) -> VisionTransformer:
-    args: dict[str, Any] = dict(DIGITS_VIT, patch_size=patch_size)  # the numbers validation reads (digits_arch.py)
+    args: dict[str, Any] = dict(DIGITS_VIT, patch_size=patch_size)  # the numbers validation reads (models/__init__.py)
     # timm's factory passes bookkeeping kwargs meant for build_model_with_cfg; they are not model args
     for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
         kwargs.pop(key, None)
