@@ -61,6 +61,8 @@ def discover() -> dict[str, BenchmarkType]:
 TYPES.update(discover())
 #: type name -> declaration, every benchmark this installation knows
 BENCHMARK_TYPES: dict[str, BenchmarkType] = TYPES
+#: the types this package declares (the project's own docs cover these only, whatever else is installed)
+BUILTIN_TYPES: tuple[str, ...] = tuple(n for n, t in TYPES.items() if t.settings.__module__.startswith(f"{__name__}."))
 
 
 def benchmark_class(kind: str) -> type:
