@@ -98,14 +98,14 @@ def tiny_run(bench: Mapping[str, Any], method: str, seed: int = 0, **sections: M
 
 def train_and_evaluate(bench: Mapping[str, Any], run: Any, folder: Path, tasks: int) -> Any:
     """Train ``run`` on tasks ``0..tasks-1`` of the tiny benchmark (``folder/task<t>``, each task from the previous
-    one's state, one process as a job would) and evaluate after each: R[i, t], the accuracy (%) on task i after
-    task t, a torch tensor."""
+    one's state, as the jobs would) and evaluate after each on every task: R[i, t], the accuracy (%) on task i
+    after task t, a torch tensor of (the benchmark's tasks, ``tasks``)."""
     import torch
 
     from intact.evaluate import evaluate_task
     from intact.train import train_task
 
-    R = torch.zeros(tasks, tasks)
+    R = torch.zeros(run.benchmark.num_tasks, tasks)
     for t in range(tasks):
         out = folder / f"task{t}"
         train_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
