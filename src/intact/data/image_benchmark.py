@@ -93,14 +93,18 @@ class ImageBenchmark(Benchmark):
 
     @classmethod
     def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
-        """The tasks' split lists (and the list files read, with sha256) of ``cfg``: per type."""
+        """The tasks' split lists (and the list files read, with sha256) of ``cfg``: per type. ``cfg`` is the type's
+        settings; preparing reads its ``name``, ``type``, ``tasks``, ``num_classes``, ``image_size`` and
+        ``skip_unreadable``."""
         raise NotImplementedError
 
     @classmethod
-    def prepare(cls, cfg: ImageBenchmarkConfig, out_dir: str | Path, workers: int | None = None,
+    def prepare(cls, cfg: Any, out_dir: str | Path, workers: int | None = None,
                 progress: bool = True) -> Path:
         """Check the split, decode and store every image; return the manifest path."""
         from intact.data.prepare_images import prepare_images
 
         tasks, split_files = cls.plan(cfg)
-        return prepare_images(cfg, tasks, split_files, out_dir, workers=workers, progress=progress)
+        # the split recorded in the manifest: the built-in types' named split; None for a type without one
+        split = getattr(cfg, "split_name", None)
+        return prepare_images(cfg, tasks, split_files, out_dir, workers=workers, progress=progress, split=split)
