@@ -65,7 +65,7 @@ def one_of(names):
 
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
-# which rule prepares a benchmark: its declaration says (intact.data.declare.BenchmarkType.parallel_prepare)
+# the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare)
 PARALLEL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if BENCHMARK_TYPES[b["type"]].parallel_prepare]
 SERIAL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if not BENCHMARK_TYPES[b["type"]].parallel_prepare]
 
