@@ -1,35 +1,17 @@
-"""Shared fixtures: a tiny config, a prepared tiny benchmark + backbone, and a Snakemake runner."""
+"""Shared fixtures over the public test kit :mod:`intact.testing` (a tiny config, a prepared tiny benchmark +
+backbone, a Snakemake runner, a train-and-evaluate helper)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from intact.methods import METHODS
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def tiny_config(**run: object) -> dict:
-    """The default config shrunk to seconds: 3 domains, 1 epoch, short pretraining, one seed."""
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg = copy.deepcopy(cfg)
-    cfg["run"].update({"seeds": [0], "methods": ["coda_p", "coda_p+intact"], **run})
-    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
-    # 25 epochs (~9 s): a weaker backbone leaves every method at chance, and tests of learning test nothing
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 25
-    cfg["optim"]["epochs"] = 1
-    # every method's section present (empty: its declared defaults), so a test can set one key
-    cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS}
-    cfg["methods"]["coda_p"]["pool_size"] = 6
-    return cfg
+# the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
+from intact.testing import REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
+from intact.testing import train_and_evaluate as train_on_tiny  # noqa: F401
 
 
 def assert_config_error(mutate, fragments) -> None:
@@ -42,36 +24,6 @@ def assert_config_error(mutate, fragments) -> None:
         validate_config(cfg)
     for fragment in fragments:
         assert fragment in str(err.value), str(err.value)
-
-
-def write_config(workdir: Path, cfg: dict) -> Path:
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the repository's Snakefile in ``workdir`` (which holds its own config.yaml)."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
-    return proc
-
-
-def _build_tiny_bench(root: Path) -> dict:
-    from intact.config import backbone_config, benchmark_config, validate_config
-    from intact.data import benchmark_class
-    from intact.pretrain import pretrain_backbone
-
-    cfg = tiny_config()
-    validate_config(cfg)
-    bench_cfg = benchmark_config(cfg, "digits")
-    manifest = benchmark_class(bench_cfg.type).prepare(bench_cfg, root / "data")
-    weights = root / "backbone.safetensors"
-    pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1, progress=False)
-    return {"config": cfg, "manifest": manifest, "weights": weights, "root": root}
 
 
 @pytest.fixture(scope="session")
@@ -104,22 +56,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the tests within a file is kept)."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
-
-
-def train_on_tiny(bench: dict, run, folder: Path, tasks: int):
-    """Train ``run`` on tasks ``0..tasks-1`` of the tiny benchmark (``folder/task<t>``, each task from the
-    previous one's state) and evaluate after each: R[i, t], the accuracy on task i after task t."""
-    import torch
-
-    from intact.evaluate import evaluate_task
-    from intact.train import train_task
-
-    R = torch.zeros(tasks, tasks)
-    for t in range(tasks):
-        out = folder / f"task{t}"
-        train_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                   prev_dir=folder / f"task{t - 1}" if t else None, threads=1, progress=False)
-        rec = evaluate_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"],
-                            state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
-        R[:, t] = torch.tensor(rec["accuracy"])
-    return R

@@ -1,6 +1,7 @@
 """docs/adding-a-method.md is true: exactly its method file, packaged with exactly its pyproject.toml and
 installed into a temporary directory, is found through the ``intact.methods`` entry points and runs through
-a tiny Snakemake workflow, with and without ``+intact``."""
+a tiny Snakemake workflow, with and without ``+intact``; its overlay config validates, and its test written
+with the kit :mod:`intact.testing` passes."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from intact.paths import run_dir
 DOC = REPO / "docs" / "adding-a-method.md"
 
 
-def fenced(lang: str) -> str:
-    """The first ``lang`` code block of the page."""
-    return re.search(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S).group(1)
+def fenced(lang: str, first_line: str = "") -> str:
+    """The first ``lang`` code block of the page (that starts with ``first_line``)."""
+    return re.search(rf"```{lang}\n({re.escape(first_line)}.*?)```", DOC.read_text(), re.S).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +66,23 @@ def test_the_installed_method_runs_through_snakemake_with_and_without_intact(ins
         assert record["epochs"][0][term] > 0, record["epochs"]
         assert (folder / "metrics.json").exists()
     assert "l2" in json.loads((tmp_path / run_dir("digits", "l2_anchor+intact", 0) / "task1/train.json").read_text())["epochs"][0]
+
+
+@pytest.mark.slow
+def test_the_overlay_of_the_page_validates_over_config_yaml(installed, tmp_path):
+    write_config(tmp_path, tiny_config())
+    overlay = tmp_path / "l2_anchor.yaml"
+    overlay.write_text(fenced("yaml", "# l2_anchor.yaml"))
+    proc = snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "config.yaml"), str(overlay), env=installed)
+    assert "train_task" in proc.stdout and "l2_anchor+intact" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_kit_example_of_the_page_passes(installed, tmp_path):
+    """The page's plugin test, as a plugin author would run it: pytest on that file alone (no conftest of ours)."""
+    test_file = tmp_path / "test_l2_anchor.py"
+    test_file.write_text(fenced("python", "# test_l2_anchor.py"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+                          cwd=tmp_path, env={**os.environ, **installed}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 passed" in proc.stdout

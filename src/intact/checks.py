@@ -21,9 +21,6 @@ from intact.naming import parse_method_name
 from intact.settings import ConfigError, RunConfig, build_dataclass
 from intact.studies import expand_studies
 
-#: image channels of each benchmark family
-BENCHMARK_CHANNELS: dict[str, int] = {"digits": 1}
-
 
 def declared_runs(cfg: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """(where, method name) of every run the config declares: ``run.methods`` and each study's runs."""
@@ -46,6 +43,7 @@ def check_runs(cfg: Mapping[str, Any], resolve: Callable[[str, str], RunConfig])
             seen.add((b, method))
             try:
                 run = resolve(b, method)
+                _check_benchmark(run)
                 _check_name_overrides(method, run)
                 _check_backbone_fit(cfg, run)
             except ConfigError as err:
@@ -76,6 +74,15 @@ def _check_name_overrides(method: str, run: RunConfig) -> None:
                   f"(only 'methods.{run.base}' applies)")
 
 
+def _check_benchmark(run: RunConfig) -> None:
+    """The benchmark type's own declared checks."""
+    bench = run.benchmark
+    check = bench.declaration.check
+    for key, problem in (check(bench) if check else ()):
+        value = getattr(bench, key)
+        _fail(f"key 'benchmarks.{bench.name}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: {problem}")
+
+
 def _check_method(run: RunConfig, arch: Arch) -> None:
     """The method's declared checks (:func:`intact.methods.declare.problems`): its block lists against the
     backbone's depth, then its own checks, which see the benchmark and the backbone (depth, width, heads)."""
@@ -97,7 +104,7 @@ def _check_backbone_fit(cfg: Mapping[str, Any], run: RunConfig) -> None:
     if arch.problem:
         _fail(f"key 'backbones.{bb.name}.model' = {bb.model!r}: prompts cannot be attached: {arch.problem}")
     _check_method(run, arch)
-    channels = BENCHMARK_CHANNELS.get(bench.type)
+    channels = bench.declaration.channels  # declared: the type's images have this many channels
     if channels is not None and arch.in_chans != channels:
         _fail(f"key 'benchmarks.{bench.name}.backbone' = {bb.name!r}: {bb.model} takes {arch.in_chans}-channel "
               f"images, benchmark {bench.name!r} has {channels}")
@@ -106,6 +113,6 @@ def _check_backbone_fit(cfg: Mapping[str, Any], run: RunConfig) -> None:
         if n not in (1, arch.in_chans):
             _fail(f"key 'backbones.{bb.name}.{key}' has {n} values; {bb.model} takes {arch.in_chans}-channel images "
                   f"(expected 1 value{f' or {arch.in_chans}' if arch.in_chans != 1 else ''})")
-    if arch.img_size is not None and bench.type in BENCHMARK_CHANNELS and (bench.image_size,) * 2 != arch.img_size:
+    if arch.img_size is not None and channels is not None and (bench.image_size,) * 2 != arch.img_size:
         _fail(f"key 'benchmarks.{bench.name}.image_size' = {bench.image_size}: backbone {bb.name!r} ({bb.model}) "
               f"takes {arch.img_size[0]}x{arch.img_size[1]} images")

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from intact.checks import check_runs
-from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_path, missing_path
+from intact.data import BENCHMARK_TYPES
+from intact.data.declare import BenchmarkSettings
+from intact.data.image_config import expand_path, missing_path
 from intact.layering import LayerError, merge, read_files
 from intact.methods import METHODS
 from intact.methods.declare import run_settings
@@ -84,9 +86,8 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
             out.append(f"key 'backbones.{name}.weights': " + missing_path("weights file", raw) + " "
                        "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
     for b in cfg["run"]["benchmarks"]:
-        bench = benchmark_config(cfg, b)
-        if isinstance(bench, ImageBenchmarkConfig) and not prepared(b):
-            out += bench.missing_inputs()
+        if not prepared(b):
+            out += benchmark_config(cfg, b).missing_inputs()
     return out
 
 
@@ -102,9 +103,11 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
-        if cfg["benchmarks"][src]["type"] in IMAGE_TYPES:
+        if not BENCHMARK_TYPES[cfg["benchmarks"][src]["type"]].pretrains:
+            able = ", ".join(n for n, t in BENCHMARK_TYPES.items() if t.pretrains)
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded benchmark "
-                              "pretrains a backbone here; give the image benchmarks' backbone a local weights file")
+                              f"pretrains a backbone here (types: {able}); give the image benchmarks' backbone a local "
+                              "weights file")
 
 
 def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:
@@ -163,7 +166,8 @@ def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
     return build_dataclass(BackboneConfig, {"name": name, **raw}, f"backbones.{name}")
 
 
-def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkConfig | ImageBenchmarkConfig:
+def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:
+    """The typed settings of ``benchmarks.<name>`` (the dataclass its type declares)."""
     raw = {k: v for k, v in cfg["benchmarks"][name].items() if k != "overrides"}
     return build_dataclass(benchmark_dataclass(raw.get("type")), {"name": name, **raw}, f"benchmarks.{name}")
 

@@ -1,5 +1,6 @@
 """The configuration reference (docs/configuration.md), generated from the declarations so it cannot drift:
-each method's settings from its :class:`~intact.methods.declare.Method`, the shared sections from the
+each method's settings from its :class:`~intact.methods.declare.Method`, each built-in benchmark type's keys from
+its :class:`~intact.data.declare.BenchmarkType`, the shared sections from the
 schema's descriptions and the typed defaults of :mod:`intact.settings`.
 
     python tools/config_reference.py            # rewrite docs/configuration.md
@@ -12,6 +13,8 @@ import dataclasses
 import json
 from typing import Any
 
+from intact.data import BENCHMARK_TYPES, BUILTIN_TYPES
+from intact.data.declare import BenchmarkType, benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import Method, defaults, settings_schema
 from intact.schema import schema
@@ -60,6 +63,18 @@ def method_section(m: Method) -> list[str]:
             *_table(settings_schema(m)["properties"], defaults(m.settings)), ""]
 
 
+def benchmark_section(t: BenchmarkType) -> list[str]:
+    """One benchmark type's part of the reference: what it is, its tasks, its keys."""
+    props = {k: v for k, v in benchmark_schema(t)["properties"].items() if k not in ("type", "overrides")}
+    values = {f.name: t.defaults.get(f.name, f.default) for f in dataclasses.fields(t.settings)
+              if f.default is not dataclasses.MISSING and f.name not in t.required}
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+    facts = [f"{len(t.tasks)} tasks, {t.num_classes} classes"]
+    facts += [f"required: {', '.join(f'`{k}`' for k in t.required)}"] if t.required else []
+    facts += [f"splits: {', '.join(f'`{s}`' for s in t.splits)}"] if t.splits else []
+    return [f"### `type: {t.name}`", "", f"{t.description} ({'; '.join(facts)}).", "", *_table(props, values), ""]
+
+
 def render() -> str:
     """The whole reference as Markdown."""
     lines = ["# Configuration reference", "",
@@ -72,6 +87,10 @@ def render() -> str:
     builtins = METHODS.builtins()  # the project's own methods only, whatever else is installed
     for name in sorted(builtins):
         lines += method_section(builtins[name])
+    lines += ["## Benchmarks", "", "The keys of `benchmarks.<name>` by `type` (see [adding a benchmark](adding-a-benchmark.md)); "
+              "`domains` selects and orders the type's tasks (default: all, in the listed order).", ""]
+    for name in BUILTIN_TYPES:
+        lines += benchmark_section(BENCHMARK_TYPES[name])
     lines += ["## Shared sections", ""]
     for section, cls in SHARED.items():
         values = {f.name: defaults_of(cls)[f.name] for f in dataclasses.fields(cls)}

@@ -1,4 +1,5 @@
-"""The config schema (``config.schema.yaml``, with its ``methods`` part derived from the methods' declarations):
+"""The config schema (``config.schema.yaml``, with its ``methods`` part derived from the methods' declarations and
+its ``benchmarks`` part from the benchmarks' declarations):
 built once per process, and its errors turned into messages that name the key and what was expected."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
+from intact.data import BENCHMARK_TYPES
+from intact.data.declare import benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.settings import ConfigError
@@ -25,7 +28,17 @@ def schema() -> dict[str, Any]:
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
     methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
+    _add_benchmarks(out)
     return out
+
+
+def _add_benchmarks(out: dict[str, Any]) -> None:
+    """``benchmarks.<name>``: ``type`` one of the declared types, and the keys of that type (``$defs/bench_<type>``)."""
+    entry = out["properties"]["benchmarks"]["additionalProperties"]
+    entry["properties"]["type"]["enum"] = list(BENCHMARK_TYPES)
+    entry["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": {"$ref": f"#/$defs/bench_{name}"}}
+                      for name in BENCHMARK_TYPES]
+    out["$defs"].update({f"bench_{name}": benchmark_schema(t) for name, t in BENCHMARK_TYPES.items()})
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,8 +1,8 @@
 """The typed, frozen settings of a run (torch-free, imports nothing of the pipeline's upper layers).
 
-Every section of config.yaml that is not a method's own (``head``, ``intact``, ``optim``, ``backbones``,
-``benchmarks``) is a dataclass here; a method's settings are declared in its own module
-(:mod:`intact.methods.declare`). :func:`build_dataclass` turns a mapping into one of them and
+Every section of config.yaml that is not a method's or a benchmark's own (``head``, ``intact``, ``optim``,
+``backbones``) is a dataclass here; a method's settings are declared in its own module
+(:mod:`intact.methods.declare`), a benchmark type's in its own (:mod:`intact.data.declare`). :func:`build_dataclass` turns a mapping into one of them and
 :func:`intact.layering.merge` is the one config merge (config layers, benchmark overrides, name overrides).
 """
 
@@ -14,7 +14,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig
+from intact.data import BENCHMARK_TYPES  # noqa: F401  (the registry: discovering it declares every type)
+from intact.data.declare import BenchmarkSettings, benchmark_type
+from intact.data.digits import BenchmarkConfig  # noqa: F401  (re-exported: digits' settings, declared in its module)
+from intact.data.image_config import ImageBenchmarkConfig
 from intact.hashing import stable_hash
 
 
@@ -51,25 +54,6 @@ class BackboneConfig:
     @property
     def pretrained_here(self) -> bool:
         return self.weights == "pretrain"
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    """A domain-incremental task sequence."""
-
-    name: str
-    type: str
-    backbone: str
-    domains: tuple[str, ...] = ()
-    image_size: int = 32
-    pretrain_fraction: float = 0.4
-    test_fraction: float = 0.4
-    val_fraction: float = 0.2
-    split_seed: int = 0
-
-    @property
-    def num_tasks(self) -> int:
-        return len(self.domains)
 
 
 @dataclass(frozen=True)
@@ -140,7 +124,7 @@ LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_
 class RunConfig:
     """Everything that determines one run's results (benchmark x method x seed)."""
 
-    benchmark: BenchmarkConfig | ImageBenchmarkConfig
+    benchmark: BenchmarkSettings  #: the settings class its type declares (:mod:`intact.data.declare`)
     backbone: BackboneConfig
     method: str
     base: str
@@ -171,8 +155,16 @@ class RunConfig:
 
 
 def benchmark_dataclass(kind: str | None) -> type:
-    """The settings class of a benchmark type: the image benchmarks share one, digits has its own."""
-    return ImageBenchmarkConfig if kind in IMAGE_TYPES else BenchmarkConfig
+    """The settings class that benchmark type ``kind`` declares."""
+    try:
+        return benchmark_type(str(kind)).settings
+    except KeyError as err:
+        raise ConfigError(f"config: {err.args[0]}") from None
+
+
+def benchmark_settings(data: Mapping[str, Any]) -> BenchmarkSettings:
+    """A benchmark's typed settings from their plain form (``{"name": ..., "type": ..., ...}``: a job's params)."""
+    return build_dataclass(benchmark_dataclass(data.get("type")), data, f"benchmarks.{data.get('name')}")
 
 
 def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str) -> Any:

@@ -6,7 +6,8 @@ import re
 import sys
 
 from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
-from intact.data.image_config import IMAGE_TYPES, plain_config
+from intact.data import BENCHMARK_TYPES
+from intact.data.image_config import plain_config
 from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
@@ -64,8 +65,9 @@ def one_of(names):
 
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
-IMAGE_BENCHMARKS = [n for n, b in config["benchmarks"].items() if b["type"] in IMAGE_TYPES]
-DIGITS_BENCHMARKS = [n for n, b in config["benchmarks"].items() if b["type"] not in IMAGE_TYPES]
+# the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare)
+PARALLEL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if BENCHMARK_TYPES[b["type"]].parallel_prepare]
+SERIAL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if not BENCHMARK_TYPES[b["type"]].parallel_prepare]
 
 
 wildcard_constraints:

@@ -1,4 +1,5 @@
-# The image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix): one prepare job per benchmark
+# The image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix, and any type declared with
+# parallel_prepare, the default): one prepare job per benchmark
 # checks the split against the data root, decodes every image once over the job's cores and stores
 # uint8 arrays + manifest.json (resumable: a rerun continues from the chunks already stored).
 
@@ -12,7 +13,7 @@ rule prepare_images:
     benchmark:
         "results/timings/prepare_images/{benchmark}.tsv"
     wildcard_constraints:
-        benchmark=one_of(IMAGE_BENCHMARKS),
+        benchmark=one_of(PARALLEL_BENCHMARKS),
     params:
         benchmark=lambda w: as_dict(benchmark_config(config, w.benchmark)),
     threads: 16

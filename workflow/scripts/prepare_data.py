@@ -1,10 +1,9 @@
-"""Snakemake adapter: build a benchmark (manifest + data) and its preview picture."""
-from intact.config import BenchmarkConfig, build_dataclass
-from intact.data import benchmark_class, open_benchmark
+"""Snakemake adapter: build a benchmark prepared in one process (manifest + data) and its preview picture."""
+from intact.data import open_benchmark
+from intact.settings import benchmark_settings
 from intact.joblog import log_to
-from intact.report.plots import domain_preview
 
 with log_to(snakemake.log[0], snakemake.rule):
-    cfg = build_dataclass(BenchmarkConfig, snakemake.params.benchmark, "benchmark")
-    manifest = benchmark_class(cfg.type).prepare(cfg, snakemake.output.manifest.rsplit("/", 1)[0])
-    domain_preview(*open_benchmark(manifest).preview(), snakemake.output.preview)
+    cfg = benchmark_settings(snakemake.params.benchmark)
+    manifest = cfg.declaration.load().prepare(cfg, snakemake.output.manifest.rsplit("/", 1)[0])
+    open_benchmark(manifest).draw_preview(snakemake.output.preview)

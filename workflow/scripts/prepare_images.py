@@ -1,12 +1,11 @@
-"""Snakemake adapter: check, decode and store an image benchmark; draw its per-task sample picture."""
-from intact.config import build_dataclass
-from intact.data import benchmark_class, open_benchmark
-from intact.data.image_config import ImageBenchmarkConfig
-from intact.data.preview import task_preview
+"""Snakemake adapter: check, decode and store an image benchmark (any type declared with parallel_prepare);
+draw its per-task sample picture."""
+from intact.data import open_benchmark
+from intact.settings import benchmark_settings
 from intact.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):
-    cfg = build_dataclass(ImageBenchmarkConfig, snakemake.params.benchmark, "benchmark")
+    cfg = benchmark_settings(snakemake.params.benchmark)
     out_dir = snakemake.output.manifest.rsplit("/", 1)[0]
-    manifest = benchmark_class(cfg.type).prepare(cfg, out_dir, workers=snakemake.threads)
-    task_preview(open_benchmark(manifest), snakemake.output.preview)
+    manifest = cfg.declaration.load().prepare(cfg, out_dir, workers=snakemake.threads)
+    open_benchmark(manifest).draw_preview(snakemake.output.preview)

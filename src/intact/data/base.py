@@ -1,13 +1,15 @@
-"""The benchmark contract every task sequence implements (digits now; split-list benchmarks later)."""
+"""The benchmark contract every task sequence implements (torch-free to import: a declaration module may
+subclass it at module level, and validating a config never imports torch)."""
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torch.utils.data import Dataset
-
-from intact.io import read_json
+if TYPE_CHECKING:
+    from torch.utils.data import Dataset
 
 
 class Benchmark(ABC):
@@ -20,7 +22,7 @@ class Benchmark(ABC):
     def __init__(self, manifest_path: str | Path):
         self.manifest_path = Path(manifest_path)
         self.root = self.manifest_path.parent
-        self.manifest = read_json(self.manifest_path)
+        self.manifest = json.loads(self.manifest_path.read_text())  # not intact.io: that imports torch
 
     @property
     def name(self) -> str:
@@ -45,3 +47,7 @@ class Benchmark(ABC):
     @abstractmethod
     def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
         """The test split of ``task`` (or its validation part when ``eval_split='val'``)."""
+
+    @abstractmethod
+    def draw_preview(self, path: str | Path) -> None:
+        """The benchmark's picture of its tasks (``results/figures/<benchmark>/domains.png``)."""

@@ -10,24 +10,42 @@ the training images is the validation part used for hyperparameter search.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch.utils.data import Dataset, TensorDataset
+from intact.data.declare import BenchmarkSettings, BenchmarkType
+from intact.methods.declare import setting
 
-from intact.settings import BenchmarkConfig
-from intact.data.base import Benchmark
-from intact.data.domains import apply_domain
-from intact.hashing import sha256_file
-from intact.io import load_tensors, save_tensors, write_json
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 DATA_FILE = "data.safetensors"
+#: every domain of :mod:`intact.data.domains` (a test keeps the two equal; that module imports torch)
+DIGIT_DOMAINS = ("blur", "contrast", "pixelate", "thick", "shear", "stripes", "noise", "fog", "occlude", "edges",
+                 "invert", "rotate", "speckle", "elastic")
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig(BenchmarkSettings):
+    """``benchmarks.<name>`` of type ``digits``: the domain sequence and the splits."""
+
+    domains: tuple[str, ...] = setting((), "the task sequence (digits - one deterministic image transformation "
+                                       "per task; default - every domain)", minItems=2)
+    image_size: int = setting(32, "image side (the 8x8 digits bilinearly upsampled)", minimum=1)
+    pretrain_fraction: float = setting(0.4, "clean images that pretrain the backbone", exclusiveMinimum=0,
+                                       exclusiveMaximum=1)
+    test_fraction: float = setting(0.4, "of the remaining images: the test split (train: the rest)",
+                                   exclusiveMinimum=0, exclusiveMaximum=1)
+    val_fraction: float = setting(0.2, "of the training images: the validation part (for eval_split: val)",
+                                  exclusiveMinimum=0, exclusiveMaximum=1)
+    split_seed: int = setting(0, "seed of the stratified splits and of each domain's randomness", minimum=0)
 
 
 def _stratified_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices (rest, taken) with ``fraction`` of each class taken, deterministically."""
+    import numpy as np
     from sklearn.model_selection import train_test_split
 
     idx = np.arange(len(labels))
@@ -42,6 +60,9 @@ def _domain_seed(split_seed: int, domain: str) -> int:
 
 def load_digit_images(image_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """All 1,797 digits as (N, 1, S, S) floats in [0, 1] and int64 labels."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -52,6 +73,12 @@ def load_digit_images(image_size: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
     """Build the benchmark under ``out_dir``; return the manifest path (written last, atomically)."""
+    import torch
+
+    from intact.data.domains import apply_domain
+    from intact.hashing import sha256_file
+    from intact.io import save_tensors, write_json
+
     out_dir = Path(out_dir)
     x, y = load_digit_images(cfg.image_size)
     labels = y.numpy()
@@ -79,8 +106,8 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
         "benchmark": cfg.name,
         "type": cfg.type,
         "config": {k: v for k, v in cfg.__dict__.items()},
-        "num_classes": 10,
-        "class_names": [str(c) for c in range(10)],
+        "num_classes": cfg.num_classes,
+        "class_names": [str(c) for c in range(cfg.num_classes)],
         "image_shape": [1, cfg.image_size, cfg.image_size],
         "tasks": [
             {"name": d, "train": len(train), "val": int(val_mask.sum()), "test": len(test)} for d in cfg.domains
@@ -93,48 +120,68 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
     return manifest_path
 
 
-def _task_split(data: TensorDataset, task: int) -> TensorDataset:
+def _task_split(data: Any, task: int) -> Any:
     """Mark a task's full train / test split (what a stored query cache covers; see intact.cache)."""
     data.task = task
     return data
 
 
-class DigitsBenchmark(Benchmark):
-    """Opens a prepared digits benchmark (see :func:`prepare`)."""
+def implementation() -> type:
+    """The benchmark class (imports torch: only a job calls this)."""
+    import torch
+    from torch.utils.data import Dataset, TensorDataset
 
-    prepare = staticmethod(prepare)
+    from intact.data.base import Benchmark
+    from intact.io import load_tensors
 
-    def __init__(self, manifest_path: str | Path):
-        super().__init__(manifest_path)
-        self._t = load_tensors(self.root / DATA_FILE)
+    class DigitsBenchmark(Benchmark):
+        """Opens a prepared digits benchmark (see :func:`prepare`)."""
 
-    def _x(self, task: int, split: str) -> torch.Tensor:
-        return self._t[f"{self.task_names[task]}/{split}_x"]
+        prepare = staticmethod(prepare)
 
-    def train_set(self, task: int, eval_split: str = "test") -> Dataset:
-        x, y = self._x(task, "train"), self._t["train_y"]
-        if eval_split == "val":
-            keep = ~self._t["val_mask"]
-            return TensorDataset(x[keep], y[keep])
-        return _task_split(TensorDataset(x, y), task)
+        def __init__(self, manifest_path: str | Path):
+            super().__init__(manifest_path)
+            self._t = load_tensors(self.root / DATA_FILE)
 
-    def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
-        if eval_split == "val":
-            m = self._t["val_mask"]
-            return TensorDataset(self._x(task, "train")[m], self._t["train_y"][m])
-        return _task_split(TensorDataset(self._x(task, "test"), self._t["test_y"]), task)
+        def _x(self, task: int, split: str) -> torch.Tensor:
+            return self._t[f"{self.task_names[task]}/{split}_x"]
 
-    def pretrain_set(self) -> Dataset:
-        """Clean images reserved for pretraining the backbone."""
-        return TensorDataset(self._t["pretrain_x"], self._t["pretrain_y"])
+        def train_set(self, task: int, eval_split: str = "test") -> Dataset:
+            x, y = self._x(task, "train"), self._t["train_y"]
+            if eval_split == "val":
+                keep = ~self._t["val_mask"]
+                return TensorDataset(x[keep], y[keep])
+            return _task_split(TensorDataset(x, y), task)
 
-    def clean_test_set(self) -> Dataset:
-        """The continual test images without any domain (to report the backbone's clean accuracy)."""
-        return TensorDataset(self._t["clean_test_x"], self._t["test_y"])
+        def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
+            if eval_split == "val":
+                m = self._t["val_mask"]
+                return TensorDataset(self._x(task, "train")[m], self._t["train_y"][m])
+            return _task_split(TensorDataset(self._x(task, "test"), self._t["test_y"]), task)
 
-    def preview(self, n: int = 10) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """One test image per class (up to ``n``): clean and under every domain."""
-        y = self._t["test_y"]
-        idx = torch.stack([torch.nonzero(y == c)[0, 0] for c in range(min(n, self.num_classes))])
-        domains = {d: self._t[f"{d}/test_x"][idx].numpy() for d in self.task_names}
-        return self._t["clean_test_x"][idx].numpy(), domains, y[idx].numpy()
+        def pretrain_set(self) -> Dataset:
+            """Clean images reserved for pretraining the backbone."""
+            return TensorDataset(self._t["pretrain_x"], self._t["pretrain_y"])
+
+        def clean_test_set(self) -> Dataset:
+            """The continual test images without any domain (to report the backbone's clean accuracy)."""
+            return TensorDataset(self._t["clean_test_x"], self._t["test_y"])
+
+        def preview(self, n: int = 10) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+            """One test image per class (up to ``n``): clean and under every domain."""
+            y = self._t["test_y"]
+            idx = torch.stack([torch.nonzero(y == c)[0, 0] for c in range(min(n, self.num_classes))])
+            domains = {d: self._t[f"{d}/test_x"][idx].numpy() for d in self.task_names}
+            return self._t["clean_test_x"][idx].numpy(), domains, y[idx].numpy()
+
+        def draw_preview(self, path: str | Path) -> None:
+            from intact.report.plots import domain_preview
+
+            domain_preview(*self.preview(), path)
+
+    return DigitsBenchmark
+
+
+BENCHMARK = BenchmarkType("digits", BenchmarkConfig, implementation,
+                          "the embedded benchmark (scikit-learn digits under deterministic image domains)",
+                          tasks=DIGIT_DOMAINS, num_classes=10, channels=1, pretrains=True, parallel_prepare=False)

@@ -6,17 +6,19 @@ dataset unpacks. ``split:`` may instead name a folder holding lists of the same 
 
 from __future__ import annotations
 
-from intact.data.image_config import ImageBenchmarkConfig, expand_path
-from intact.data.prepare_images import TaskPlan
+from intact.data.declare import BenchmarkType
+from intact.data.image_benchmark import ImageBenchmark
+from intact.data.image_config import DOMAINNET, IMAGE_KEYS, ImageBenchmarkConfig, expand_path
 from intact.data.split_lists import bucket, describe_file, find_list, read_list
-from intact.data.stored import ImageBenchmark
 
 
 class DomainNet(ImageBenchmark):
     """DomainNet in the paper's order real, quickdraw, painting, sketch, infograph, clipart."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list[TaskPlan], list[dict]]:
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+        from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
+
         root = expand_path(cfg.root)
         folder = root if cfg.split_name == "official" else expand_path(cfg.split_name)
         tasks, files = [], []
@@ -29,3 +31,11 @@ class DomainNet(ImageBenchmark):
             size = cfg.image_size
             tasks.append(TaskPlan(domain, parts["train"], parts["test"], size, size, size))
         return tasks, files
+
+
+BENCHMARK = BenchmarkType(
+    "domainnet", ImageBenchmarkConfig, "intact.data.domainnet:DomainNet", "DomainNet (6 domains, 345 classes) from a local root",
+    tasks=DOMAINNET, num_classes=345, keys=("root", *IMAGE_KEYS), required=("root",), splits=("official",),
+    docs={"root": "holds <domain>/<class>/<file>.jpg and <domain>_{train,test}.txt; $VARS and ~ expand",
+          "split": "official (the <domain>_{train,test}.txt lists in the root) or a folder with lists of those names; "
+                   "$VARS expand"})

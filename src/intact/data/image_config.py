@@ -1,7 +1,9 @@
 """Settings of the image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix): no torch here.
 
+One dataclass for the four (finished runs recorded its keys in their hashes); each type's declaration
+(``intact/data/<type>.py``) says which of its keys that type takes, its task order, class count and splits.
 The Snakefile reads task counts and data roots from these at start-up, so this module imports only
-the standard library. Task orders and class counts follow ``docs/protocols.md`` section 1.
+the standard library. The paper's task orders follow ``docs/protocols.md`` section 1.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-#: benchmark type -> the paper's task order
+from intact.data.declare import BenchmarkSettings
+from intact.methods.declare import setting
+
+#: the paper's task orders (each type's declaration names its own)
 DOMAINNET = ("real", "quickdraw", "painting", "sketch", "infograph", "clipart")
 IMAGENET_R = ("art", "cartoon", "deviantart", "graffiti", "embroidery", "graphic", "origami", "painting",
               "misc", "sticker", "sculpture", "sketch", "tattoo", "toy", "videogame")
@@ -20,22 +25,16 @@ IMAGENET_C = ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "contras
               "fog", "frost", "snow")
 #: ImageNet-Mix alternates C and R: c_defocus_blur, r_art, c_glass_blur, r_cartoon, ...
 IMAGENET_MIX = tuple(name for pair in zip((f"c_{c}" for c in IMAGENET_C), (f"r_{r}" for r in IMAGENET_R)) for name in pair)
-
-TASK_ORDERS: dict[str, tuple[str, ...]] = {
-    "domainnet": DOMAINNET, "imagenet_r": IMAGENET_R, "imagenet_c": IMAGENET_C, "imagenet_mix": IMAGENET_MIX,
-}
-NUM_CLASSES = {"domainnet": 345, "imagenet_r": 200, "imagenet_c": 200, "imagenet_mix": 200}
-#: the split a type uses when ``split`` is not set (DomainNet: the official lists in the data root)
-DEFAULT_SPLIT = {"domainnet": "official", "imagenet_r": "coda", "imagenet_c": "ka", "imagenet_mix": "ka"}
-#: the split names each type ships (anything else is the path of a folder with the user's own lists)
-SHIPPED_SPLITS = {"domainnet": ("official",), "imagenet_r": ("coda", "ka"), "imagenet_c": ("ka",), "imagenet_mix": ("ka",)}
-IMAGE_TYPES = tuple(TASK_ORDERS)
 #: ImageNet-Mix's C tasks: ``authors`` (default) as the authors' ImageNet_CR dataset treats all 30 tasks -
 #: Resize(224) + CenterCrop(224) + flip, the raw 224-px image (so the query cache covers them); ``imagenet_c``
 #: as ImageNet-C alone: Resize(230) + a random 224 crop (test: centre crop), which has no finite set of variants
 C_TRANSFORMS = ("authors", "imagenet_c")
 #: optional keys left out of a config's plain form while unset (None), so existing runs keep their hashes
 UNSET_KEYS = ("c_transform",)
+#: the keys that hold an image root
+ROOT_KEYS = ("root", "root_r", "root_c")
+#: the keys every image type takes besides its roots
+IMAGE_KEYS = ("domains", "image_size", "split", "skip_unreadable")
 
 
 def expand_path(value: str) -> str:
@@ -52,59 +51,47 @@ def missing_path(what: str, raw: str) -> str:
 
 
 @dataclass(frozen=True)
-class ImageBenchmarkConfig:
+class ImageBenchmarkConfig(BenchmarkSettings):
     """A benchmark of real images read from a local root through split lists.
 
     ``root`` holds the images (``root_r`` / ``root_c`` for ImageNet-Mix); ``split`` names a shipped
     split (``coda`` / ``ka``), DomainNet's ``official`` lists, or a folder with the user's own lists.
     """
 
-    name: str
-    type: str
-    backbone: str
-    domains: tuple[str, ...] = ()
-    image_size: int = 224
-    root: str | None = None
-    root_r: str | None = None
-    root_c: str | None = None
-    split: str | None = None
-    skip_unreadable: bool = False
-    c_transform: str | None = None   #: ImageNet-Mix only (:data:`C_TRANSFORMS`); None there means ``authors``
+    domains: tuple[str, ...] = setting((), "the task sequence (default - the paper's order); a prefix of it gives "
+                                       "the shorter variants", minItems=1, uniqueItems=True)
+    image_size: int = setting(224, "network input side (the protocol - 224); smaller for tests and laptops", minimum=8)
+    root: str | None = setting(None, "the image root; $VARS and ~ expand", minLength=1)
+    root_r: str | None = setting(None, "the ImageNet-R root", minLength=1)
+    root_c: str | None = setting(None, "the ImageNet-C root", minLength=1)
+    split: str | None = setting(None, "a split the type ships or a folder with the user's lists; $VARS expand", minLength=1)
+    skip_unreadable: bool = setting(False, "skip (and list in the manifest) images that cannot be decoded instead of stopping")
+    c_transform: str | None = setting(None, "the C tasks' transform - authors (default; Resize 224 + CenterCrop 224 + "
+                                      "flip, as the authors' ImageNet_CR) or imagenet_c (Resize 230 + random 224 crop)",
+                                      enum=[*C_TRANSFORMS, None])
 
     def __post_init__(self) -> None:
-        if self.type == "imagenet_mix" and self.c_transform is None:
-            object.__setattr__(self, "c_transform", "authors")  # explicit, so it is part of the run's hash
-
-    @property
-    def tasks(self) -> tuple[str, ...]:
-        """The task sequence: ``domains`` if set, else the paper's order."""
-        return self.domains or TASK_ORDERS[self.type]
-
-    @property
-    def num_tasks(self) -> int:
-        return len(self.tasks)
-
-    @property
-    def num_classes(self) -> int:
-        return NUM_CLASSES[self.type]
+        for key, value in self.declaration.defaults.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, value)  # explicit, so it is part of the run's hash
 
     @property
     def split_name(self) -> str:
-        return self.split or DEFAULT_SPLIT[self.type]
+        return self.split or self.declaration.splits[0]
 
     def roots(self) -> dict[str, str]:
         """Config key -> expanded path of every image root this benchmark reads."""
-        keys = ("root_r", "root_c") if self.type == "imagenet_mix" else ("root",)
+        keys = [k for k in ROOT_KEYS if k in self.declaration.settable]
         return {k: expand_path(getattr(self, k)) for k in keys if getattr(self, k)}
 
     def missing_inputs(self) -> list[str]:
         """Messages for roots (and a user's split folder) that are not there: empty when all exist."""
         out = [f"key 'benchmarks.{self.name}.{k}': " + missing_path("data root", getattr(self, k))
                for k, p in self.roots().items() if not p or not Path(p).is_dir()]
-        split = self.split_name
-        if split not in SHIPPED_SPLITS[self.type] and not Path(expand_path(split)).is_dir():
+        split, shipped = self.split_name, self.declaration.splits
+        if split not in shipped and not Path(expand_path(split)).is_dir():
             out.append(f"key 'benchmarks.{self.name}.split' = {split!r}: neither a split of this type "
-                       f"({', '.join(SHIPPED_SPLITS[self.type])}) nor an existing folder of split lists")
+                       f"({', '.join(shipped)}) nor an existing folder of split lists")
         return out
 
 

@@ -9,11 +9,13 @@ shipped lists every corruption's test images are training images of other corrup
 
 from __future__ import annotations
 
-from intact.data.image_config import ImageBenchmarkConfig, expand_path
+from typing import Any
+
+from intact.data.declare import BenchmarkType
+from intact.data.image_benchmark import ImageBenchmark
+from intact.data.image_config import IMAGE_KEYS, IMAGENET_C, ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_r import list_file
-from intact.data.prepare_images import TaskPlan
 from intact.data.split_lists import SplitList, bucket, describe_file, read_list
-from intact.data.stored import ImageBenchmark
 
 
 def corruption_of(rel: str) -> str:
@@ -38,8 +40,10 @@ def c_resize(image_size: int) -> int:
     return round(image_size * 230 / 224)
 
 
-def c_task(name: str, parts: dict[str, SplitList], image_size: int) -> TaskPlan:
-    """Train stored at the resize side (random crop later), test centre-cropped to ``image_size``."""
+def c_task(name: str, parts: dict[str, SplitList], image_size: int) -> Any:
+    """Train stored at the resize side (random crop later), test centre-cropped to ``image_size``: a TaskPlan."""
+    from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
+
     side = c_resize(image_size)
     return TaskPlan(name, parts["train"], parts["test"], resize=side, train_crop=side, test_crop=image_size)
 
@@ -48,6 +52,14 @@ class ImageNetC(ImageBenchmark):
     """ImageNet-C in the paper's order defocus_blur, glass_blur, ..., snow."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list[TaskPlan], list[dict]]:
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
         lists, files = c_lists(cfg.split_name, expand_path(cfg.root), cfg.tasks)
         return [c_task(c, lists[c], cfg.image_size) for c in cfg.tasks], files
+
+
+BENCHMARK = BenchmarkType(
+    "imagenet_c", ImageBenchmarkConfig, "intact.data.imagenet_c:ImageNetC",
+    "ImageNet-C (15 corruptions, severity 5, 200 classes) from a local root",
+    tasks=IMAGENET_C, num_classes=200, keys=("root", *IMAGE_KEYS), required=("root",), splits=("ka",),
+    docs={"root": "holds <corruption>/5/<wnid>/*.JPEG; $VARS and ~ expand",
+          "split": "ka (the KA-Prompt lists, default) or a folder with train.txt / test.txt"})

@@ -10,18 +10,20 @@ a folder path holds a user's ``c_train.txt``, ``c_test.txt``, ``r_train.txt``, `
 
 from __future__ import annotations
 
-from intact.data.image_config import ImageBenchmarkConfig, expand_path
+from intact.data.declare import BenchmarkType
+from intact.data.image_benchmark import ImageBenchmark
+from intact.data.image_config import IMAGE_KEYS, IMAGENET_MIX, ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_c import c_lists, c_task
 from intact.data.imagenet_r import r_lists
-from intact.data.prepare_images import TaskPlan
-from intact.data.stored import ImageBenchmark
 
 
 class ImageNetMix(ImageBenchmark):
     """ImageNet-Mix in the paper's alternating order."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list[TaskPlan], list[dict]]:
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+        from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
+
         corruptions = tuple(t[2:] for t in cfg.tasks if t.startswith("c_"))
         domains = tuple(t[2:] for t in cfg.tasks if t.startswith("r_"))
         c, c_files = c_lists(cfg.split_name, expand_path(cfg.root_c), corruptions, user_stem="c_")
@@ -33,3 +35,12 @@ class ImageNetMix(ImageBenchmark):
                  else TaskPlan(t, parts[t]["train"], parts[t]["test"], size, size, size) for t in cfg.tasks]
         files = [{"half": "c", **f} for f in c_files] + [{"half": "r", **f} for f in r_files]
         return tasks, files
+
+
+BENCHMARK = BenchmarkType(
+    "imagenet_mix", ImageBenchmarkConfig, "intact.data.imagenet_mix:ImageNetMix",
+    "ImageNet-Mix (30 tasks, C and R alternating, 200 classes)",
+    tasks=IMAGENET_MIX, num_classes=200, keys=("root_r", "root_c", *IMAGE_KEYS, "c_transform"),
+    required=("root_r", "root_c"), splits=("ka",), defaults={"c_transform": "authors"},
+    docs={"root_r": "the ImageNet-R root", "root_c": "the ImageNet-C root",
+          "split": "ka (default) or a folder with c_train.txt, c_test.txt, r_train.txt, r_test.txt"})

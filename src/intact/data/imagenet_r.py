@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intact.data.image_config import ImageBenchmarkConfig, expand_path
-from intact.data.prepare_images import TaskPlan
+from intact.data.declare import BenchmarkType
+from intact.data.image_benchmark import ImageBenchmark
+from intact.data.image_config import IMAGE_KEYS, IMAGENET_R, ImageBenchmarkConfig, expand_path
 from intact.data.split_lists import SplitList, bucket, describe_file, find_list, read_list, shipped_split
-from intact.data.stored import ImageBenchmark
 
 
 def domain_of(rel: str) -> str:
@@ -46,8 +46,16 @@ class ImageNetR(ImageBenchmark):
     """ImageNet-R in the paper's order art, cartoon, ..., videogame."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list[TaskPlan], list[dict]]:
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+        from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
+
         lists, files = r_lists(cfg.split_name, expand_path(cfg.root), cfg.tasks)
         size = cfg.image_size
         return [TaskPlan(d, lists[d]["train"], lists[d]["test"], size, size, size) for d in cfg.tasks], files
 
+
+BENCHMARK = BenchmarkType(
+    "imagenet_r", ImageBenchmarkConfig, "intact.data.imagenet_r:ImageNetR", "ImageNet-R (15 domains, 200 classes) from a local root",
+    tasks=IMAGENET_R, num_classes=200, keys=("root", *IMAGE_KEYS), required=("root",), splits=("coda", "ka"),
+    docs={"root": "holds <wnid>/<domain>_<n>.jpg; $VARS and ~ expand",
+          "split": "coda (the InTAct paper's split, default), ka (KA-Prompt's lists) or a folder with train.txt / test.txt"})

@@ -22,7 +22,6 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from intact.data.image_config import ImageBenchmarkConfig
 from intact.data.split_lists import SplitList, check_split, reuse_warnings
 from intact.hashing import sha256_file
 from intact.io import read_json, write_json
@@ -148,9 +147,11 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def prepare_images(cfg: ImageBenchmarkConfig, plan: list[TaskPlan], split_files: list[dict[str, Any]],
-                   out_dir: str | os.PathLike, workers: int | None = None, progress: bool = True) -> Path:
-    """Check ``plan`` against the roots, store every task's pixels, write ``manifest.json`` (last)."""
+def prepare_images(cfg: Any, plan: list[TaskPlan], split_files: list[dict[str, Any]], out_dir: str | os.PathLike,
+                   workers: int | None = None, progress: bool = True, split: str | None = None) -> Path:
+    """Check ``plan`` against the roots, store every task's pixels, write ``manifest.json`` (last). ``cfg``: an
+    image type's settings (``name``, ``type``, ``num_classes``, ``image_size``, ``skip_unreadable``); ``split``:
+    the named split the manifest records."""
     out_dir = Path(out_dir)
     splits = {t.name: {"train": t.train, "test": t.test} for t in plan}
     check_split(splits, cfg.num_classes, list_files={t.name: list_names(split_files, t.name) for t in plan})
@@ -183,7 +184,7 @@ def prepare_images(cfg: ImageBenchmarkConfig, plan: list[TaskPlan], split_files:
             pool.join()
     manifest = {
         "benchmark": cfg.name, "type": cfg.type, "config": asdict(cfg), "num_classes": cfg.num_classes,
-        "image_size": cfg.image_size, "split": cfg.split_name, "class_names": class_names(plan, cfg.num_classes),
+        "image_size": cfg.image_size, "split": split, "class_names": class_names(plan, cfg.num_classes),
         "tasks": tasks,
         "train_images": sum(t["train"] for t in tasks), "test_images": sum(t["test"] for t in tasks),
         "split_files": split_files, "warnings": reuse_warnings(splits), "skipped": skipped, "files": files,

@@ -1,4 +1,5 @@
-"""Prepared image benchmarks: per-task uint8 arrays opened as memory maps, and the benchmark class.
+"""Prepared image benchmarks: per-task uint8 arrays opened as memory maps (the benchmark class that opens
+them: :mod:`intact.data.image_benchmark`).
 
 ``prepare_data`` (see :mod:`intact.data.prepare_images`) stores every image once after the
 deterministic part of the protocol's transform (Resize + CenterCrop) as ``(N, S, S, 3)`` uint8 in a
@@ -15,8 +16,6 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from intact.data.base import Benchmark
-from intact.data.image_config import ImageBenchmarkConfig
 
 
 def center_offset(stored: int, size: int) -> int:
@@ -65,61 +64,3 @@ class StoredImages(Dataset):
         o = center_offset(self.stored_size, self.size)
         img = torch.from_numpy(np.array(self.x[r, o:o + self.size, o:o + self.size]))
         return img.permute(2, 0, 1).float().div(255), self.labels[i]
-
-
-class ImageBenchmark(Benchmark):
-    """Opens a prepared image benchmark from its ``manifest.json``; the type modules add ``plan``."""
-
-    def __init__(self, manifest_path: str | Path):
-        super().__init__(manifest_path)
-        self._arrays: dict[str, np.ndarray] = {}
-
-    @property
-    def image_size(self) -> int:
-        return int(self.manifest["image_size"])
-
-    def _array(self, rel: str) -> np.ndarray:
-        if rel not in self._arrays:
-            self._arrays[rel] = np.load(self.root / rel, mmap_mode="r", allow_pickle=False)
-        return self._arrays[rel]
-
-    def _split(self, task: int, split: str, augment: bool) -> StoredImages:
-        files = self.manifest["tasks"][task]["arrays"][split]
-        return StoredImages(self._array(files["x"]), np.asarray(self._array(files["y"])), self.image_size, augment, task)
-
-    def _no_val(self, eval_split: str) -> None:
-        if eval_split != "test":
-            raise ValueError(f"benchmark {self.name!r} ({self.manifest['type']}): run.eval_split = {eval_split!r} "
-                             "is not available; the image benchmarks have train and test splits only")
-
-    def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
-        self._no_val(eval_split)
-        return self._split(task, "train", augment=True)
-
-    def eval_set(self, task: int, eval_split: str = "test") -> StoredImages:
-        self._no_val(eval_split)
-        return self._split(task, "test", augment=False)
-
-    def preview(self, per_task: int = 8) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
-        """Up to ``per_task`` test images per task (evenly spaced through the list), centre-cropped, and labels."""
-        images, labels = {}, {}
-        for t, name in enumerate(self.task_names):
-            data = self.eval_set(t)
-            idx = np.linspace(0, len(data) - 1, num=min(per_task, len(data))).astype(np.int64)
-            images[name] = np.stack([data[int(i)][0].permute(1, 2, 0).numpy() for i in idx])
-            labels[name] = [int(data.labels[int(i)]) for i in idx]
-        return images, labels
-
-    @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
-        """The tasks' split lists (and the list files read, with sha256) of ``cfg``: per type."""
-        raise NotImplementedError
-
-    @classmethod
-    def prepare(cls, cfg: ImageBenchmarkConfig, out_dir: str | Path, workers: int | None = None,
-                progress: bool = True) -> Path:
-        """Check the split, decode and store every image; return the manifest path."""
-        from intact.data.prepare_images import prepare_images
-
-        tasks, split_files = cls.plan(cfg)
-        return prepare_images(cfg, tasks, split_files, out_dir, workers=workers, progress=progress)

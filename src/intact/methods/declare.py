@@ -170,9 +170,15 @@ def _type_schema(hint: Any) -> dict[str, Any]:
 
 def settings_schema(method: Method) -> dict[str, Any]:
     """The JSON schema of ``methods.<name>``: one property per field, its type, bounds and description."""
-    hints = typing.get_type_hints(method.settings)
+    props = fields_schema(method.settings)
+    return {"description": method.description, "type": "object", "additionalProperties": False, "properties": props}
+
+
+def fields_schema(settings: type) -> dict[str, Any]:
+    """The JSON schema of each field of a settings dataclass declared with :func:`setting` (also a benchmark's)."""
+    hints = typing.get_type_hints(settings)
     props: dict[str, Any] = {}
-    for f in dataclasses.fields(method.settings):
+    for f in dataclasses.fields(settings):
         prop = _type_schema(hints[f.name])
         prop.update(f.metadata.get("bounds", {}))
         if f.metadata.get("items"):
@@ -180,4 +186,4 @@ def settings_schema(method: Method) -> dict[str, Any]:
         if f.metadata.get("doc"):
             prop["description"] = f.metadata["doc"]
         props[f.name] = prop
-    return {"description": method.description, "type": "object", "additionalProperties": False, "properties": props}
+    return props

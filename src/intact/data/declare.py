@@ -1,0 +1,155 @@
+"""How a benchmark declares itself: one :class:`BenchmarkType` per benchmark module, torch-free.
+
+A benchmark module (``intact/data/<name>.py``, or a module of another package registered under the
+entry-point group ``intact.benchmarks``) holds, in this order: its settings dataclass (a subclass of
+:class:`BenchmarkSettings`, fields declared with :func:`~intact.methods.declare.setting`: types, defaults,
+bounds, descriptions), its checks, its implementation (a function that imports torch and returns the
+:class:`~intact.data.base.Benchmark` subclass: validating a config never imports torch), and::
+
+    BENCHMARK = BenchmarkType("my_bench", MySettings, implementation, "one line for the docs",
+                              tasks=("sunny", "rainy", "night"), num_classes=10)
+
+Everything else is derived from these declarations (docs/adding-a-benchmark.md): the registry
+(:mod:`intact.data`), the ``benchmarks.<name>`` part of the config schema (:func:`benchmark_schema`), a
+config entry's task sequence and class count (:class:`BenchmarkSettings`), the early checks
+(:mod:`intact.checks`), which Snakemake rule prepares it and the configuration reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from intact.methods.declare import fields_schema
+from intact.registry import load_target
+
+#: type name -> declaration: every benchmark this installation knows (filled by :mod:`intact.data`)
+TYPES: dict[str, "BenchmarkType"] = {}
+
+#: the keys every ``benchmarks.<name>`` entry has; not settings of the type
+COMMON_KEYS = ("name", "type", "backbone")
+
+#: ``check(settings) -> [(key, problem), ...]``: a benchmark's own consistency checks, run at config validation
+BenchmarkCheck = Callable[[Any], Iterable[tuple[str, str]]]
+
+
+def benchmark_type(name: str) -> "BenchmarkType":
+    """The declaration of benchmark type ``name``; KeyError naming the known ones."""
+    try:
+        return TYPES[name]
+    except KeyError:
+        raise KeyError(f"unknown benchmark type {name!r}; registered: {', '.join(sorted(TYPES))}") from None
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """The settings of one ``benchmarks.<name>`` entry: its name, type and backbone, then the type's own fields.
+
+    The task sequence and the class count come from the type's declaration; a ``domains`` field (where the
+    settings have one) selects and orders a subset of the declared tasks.
+    """
+
+    name: str
+    type: str
+    backbone: str
+
+    @property
+    def declaration(self) -> "BenchmarkType":
+        return benchmark_type(self.type)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The task sequence: ``domains`` if the settings have it and it is set, else the declared order."""
+        return tuple(getattr(self, "domains", ()) or ()) or self.declaration.tasks
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def num_classes(self) -> int:
+        return self.declaration.num_classes
+
+    def missing_inputs(self) -> list[str]:
+        """Messages naming input files or folders that are not there (checked before a real run; a dry run
+        only lists them). Nothing by default: a benchmark that reads local data overrides this."""
+        return []
+
+
+@dataclass(frozen=True)
+class BenchmarkType:
+    """Everything the pipeline knows about a benchmark type, declared once in the benchmark's own module."""
+
+    name: str                   #: the value of ``type:`` in ``benchmarks.<name>``
+    settings: type              #: a frozen dataclass subclassing :class:`BenchmarkSettings`
+    #: ``"module:Class"`` or a function returning the :class:`~intact.data.base.Benchmark` subclass (imports torch)
+    implementation: str | Callable[[], type]
+    description: str
+    tasks: tuple[str, ...]      #: every task, in the default order (``domains`` may select and reorder them)
+    num_classes: int
+    #: the settings a config may set (empty: every field of ``settings``); a family may share one dataclass
+    keys: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()  #: keys a config must set (a data root)
+    #: descriptions that replace the settings' own for this type (a shared field read differently)
+    docs: Mapping[str, str] = field(default_factory=dict)
+    #: this type's defaults of shared fields whose dataclass default is None
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    splits: tuple[str, ...] = ()  #: named splits the type ships (the first is the default)
+    check: BenchmarkCheck | None = None
+    channels: int | None = None  #: image channels; checked (with ``image_size``) against the backbone when set
+    #: its implementation has ``pretrain_set()``: ``backbones.<b>.pretrain.benchmark`` may name it
+    pretrains: bool = False
+    #: ``prepare(cfg, out_dir, workers=, progress=)`` decodes over the job's cores (rule ``prepare_images``);
+    #: False: ``prepare(cfg, out_dir)`` in one process (rule ``prepare_data``)
+    parallel_prepare: bool = True
+
+    def __post_init__(self) -> None:
+        where = f"benchmark {self.name!r}"
+        if not (dataclasses.is_dataclass(self.settings) and issubclass(self.settings, BenchmarkSettings)):
+            raise TypeError(f"{where}: settings must be a dataclass subclassing BenchmarkSettings, got {self.settings!r}")
+        fields = {f.name for f in dataclasses.fields(self.settings)} - set(COMMON_KEYS)
+        for what, keys in (("keys", self.keys), ("required", self.required), ("docs", self.docs), ("defaults", self.defaults)):
+            unknown = sorted(set(keys) - fields)
+            if unknown:
+                raise TypeError(f"{where}: {what} {unknown} are not settings of {self.settings.__name__}")
+        if not self.tasks or len(set(self.tasks)) != len(self.tasks):
+            raise TypeError(f"{where}: tasks must name at least one task, each once (got {self.tasks!r})")
+        if self.num_classes < 1:
+            raise TypeError(f"{where}: num_classes must be >= 1 (got {self.num_classes!r})")
+
+    @property
+    def settable(self) -> tuple[str, ...]:
+        """The keys of ``benchmarks.<name>`` besides ``type`` and ``backbone``."""
+        fields = [f.name for f in dataclasses.fields(self.settings) if f.name not in COMMON_KEYS]
+        return tuple(k for k in fields if not self.keys or k in self.keys)
+
+    def load(self) -> type:
+        """The implementation class (imports it, and torch, on first use)."""
+        return _load(self.implementation)
+
+
+@functools.lru_cache(maxsize=None)
+def _load(target: str | Callable[[], type]) -> type:
+    return target() if callable(target) else load_target(target)
+
+
+def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:
+    """The JSON schema of a ``benchmarks.<name>`` entry of type ``decl.name``: the settable fields with their
+    types, bounds and descriptions; ``domains`` limited to the declared tasks; required keys take no null."""
+    fields = fields_schema(decl.settings)
+    props: dict[str, Any] = {"type": {"const": decl.name},
+                             "backbone": {"description": "name of an entry under `backbones`", "type": "string"}}
+    for key in decl.settable:
+        prop = fields[key]
+        if key in decl.docs:
+            prop["description"] = decl.docs[key]
+        if key == "domains":
+            prop["items"] = {**prop.get("items", {}), "enum": list(decl.tasks)}
+        if key in decl.required and isinstance(prop.get("type"), list):
+            prop["type"] = [t for t in prop["type"] if t != "null"][0]
+        props[key] = prop
+    props["overrides"] = {"$ref": "#/$defs/section_overrides"}
+    return {"description": decl.description, "type": "object", "additionalProperties": False,
+            "required": ["type", "backbone", *decl.required], "properties": props}

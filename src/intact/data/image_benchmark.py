@@ -1,0 +1,110 @@
+"""The class every prepared image benchmark opens with; a type adds ``plan`` (its split lists).
+
+Torch-free to import (a declaration module subclasses it at module level; numpy and the torch datasets
+are imported where a job reads the arrays).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intact.data.base import Benchmark
+from intact.data.image_config import ImageBenchmarkConfig
+
+if TYPE_CHECKING:
+    from intact.data.stored import StoredImages
+
+
+class ImageBenchmark(Benchmark):
+    """Opens a prepared image benchmark from its ``manifest.json``; the type modules add ``plan``."""
+
+    def __init__(self, manifest_path: str | Path):
+        super().__init__(manifest_path)
+        self._arrays: dict[str, Any] = {}
+
+    @property
+    def image_size(self) -> int:
+        return int(self.manifest["image_size"])
+
+    def _array(self, rel: str) -> Any:
+        import numpy as np
+
+        if rel not in self._arrays:
+            self._arrays[rel] = np.load(self.root / rel, mmap_mode="r", allow_pickle=False)
+        return self._arrays[rel]
+
+    def _split(self, task: int, split: str, augment: bool) -> StoredImages:
+        import numpy as np
+
+        from intact.data.stored import StoredImages
+
+        files = self.manifest["tasks"][task]["arrays"][split]
+        return StoredImages(self._array(files["x"]), np.asarray(self._array(files["y"])), self.image_size, augment, task)
+
+    def _no_val(self, eval_split: str) -> None:
+        if eval_split != "test":
+            raise ValueError(f"benchmark {self.name!r} ({self.manifest['type']}): run.eval_split = {eval_split!r} "
+                             "is not available; the image benchmarks have train and test splits only")
+
+    def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
+        self._no_val(eval_split)
+        return self._split(task, "train", augment=True)
+
+    def eval_set(self, task: int, eval_split: str = "test") -> StoredImages:
+        self._no_val(eval_split)
+        return self._split(task, "test", augment=False)
+
+    def preview(self, per_task: int = 8) -> tuple[dict[str, Any], dict[str, list[int]]]:
+        """Up to ``per_task`` test images per task (evenly spaced through the list), centre-cropped, and labels."""
+        import numpy as np
+
+        images, labels = {}, {}
+        for t, name in enumerate(self.task_names):
+            data = self.eval_set(t)
+            idx = np.linspace(0, len(data) - 1, num=min(per_task, len(data))).astype(np.int64)
+            images[name] = np.stack([data[int(i)][0].permute(1, 2, 0).numpy() for i in idx])
+            labels[name] = [int(data.labels[int(i)]) for i in idx]
+        return images, labels
+
+    def draw_preview(self, path: str | Path, per_task: int = 8) -> None:
+        """A grid with one row per task (its name and train/test counts) of ``per_task`` test images."""
+        from intact.report.plots import plt, save_figure
+
+        images, labels = self.preview(per_task)
+        tasks = self.manifest["tasks"]
+        cols = max(len(v) for v in images.values())
+        fig, axes = plt.subplots(len(images), cols, figsize=(1.1 * cols + 1.8, 1.15 * len(images)), squeeze=False)
+        for r, (name, imgs) in enumerate(images.items()):
+            for c in range(cols):
+                ax = axes[r, c]
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if c < len(imgs):
+                    ax.imshow(imgs[c], interpolation="nearest")
+                    ax.set_title(f"class {labels[name][c]}", fontsize=6, pad=2)
+                else:
+                    ax.axis("off")
+                if c == 0:
+                    t = tasks[r]
+                    ax.set_ylabel(f"{name}\n{t['train']:,} / {t['test']:,}", rotation=0, ha="right", va="center", fontsize=7)
+        fig.suptitle(f"{self.name}: test images per task (train / test counts)", fontsize=9)
+        save_figure(fig, path)
+
+    @classmethod
+    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+        """The tasks' split lists (and the list files read, with sha256) of ``cfg``: per type. ``cfg`` is the type's
+        settings; preparing reads its ``name``, ``type``, ``tasks``, ``num_classes``, ``image_size`` and
+        ``skip_unreadable``."""
+        raise NotImplementedError
+
+    @classmethod
+    def prepare(cls, cfg: Any, out_dir: str | Path, workers: int | None = None,
+                progress: bool = True) -> Path:
+        """Check the split, decode and store every image; return the manifest path."""
+        from intact.data.prepare_images import prepare_images
+
+        tasks, split_files = cls.plan(cfg)
+        # the split recorded in the manifest: the built-in types' named split; None for a type without one
+        split = getattr(cfg, "split_name", None)
+        return prepare_images(cfg, tasks, split_files, out_dir, workers=workers, progress=progress, split=split)
