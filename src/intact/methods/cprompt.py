@@ -78,6 +78,7 @@ def _forward(ContinualMethod: type) -> type:
     from intact.models.cprompt import key_logits
     from intact.models.esn import prompted_tokens
     from intact.models.heads import Head
+    from intact.seeding import task_generator
 
     class CPromptDomains(ContinualMethod):
         stored_query = False      # the query is [CLS] before the final LayerNorm: computed per task (exact)
@@ -93,6 +94,10 @@ def _forward(ContinualMethod: type) -> type:
             self.aux_head = Head(D, num_classes, run.head)
             self.keys = nn.Parameter(torch.zeros(num_tasks * num_classes, D))   #: one per (domain, class)
             self.register_buffer("domains", torch.tensor(0, dtype=torch.long))  #: domains trained
+            #: optimizer steps of the current domain: the prompt-consistency draw of a step is a function of
+            #: (seed, domain, step), so a resumed task replays it (the global RNG is not: a DataLoader's
+            #: iterator draws its base seed from it when an epoch starts)
+            self.register_buffer("step", torch.tensor(0, dtype=torch.long))
             self.own_features: torch.Tensor | None = None   #: this batch's features with the current prompts
 
         def query(self, x: torch.Tensor) -> torch.Tensor:
@@ -113,9 +118,13 @@ def _forward(ContinualMethod: type) -> type:
             t = self.task
             self.own_features = self.features(x, self.prompts[t])
             # prompt consistency: a random domain's prompts per image (earlier domains' fixed), domain t's classifier
-            m = torch.randint(0, t + 1, (len(x),)).to(x.device)
+            g = task_generator(self.run.seed, t, f"pcl{int(self.step)}")
+            m = torch.randint(0, t + 1, (len(x),), generator=g).to(x.device)
             bank = torch.stack([p if j == t else p.detach() for j, p in enumerate(self.prompts[:t + 1])])
             return self.heads[t](self.features(x, bank[m])), None, self.query(x)
+
+        def after_step(self) -> None:
+            self.step += 1
 
         def predict(self, x: torch.Tensor) -> torch.Tensor:
             n, C = max(int(self.domains), 1), self.num_classes
@@ -154,6 +163,7 @@ def implementation() -> type:
 
         @torch.no_grad()
         def start_task(self, task: int, train_set: Any) -> None:
+            self.step.zero_()
             g = task_generator(self.run.seed, task, "prompts")
             if task == 0:
                 # the code: keys orthogonal (tensor_prompt(..., ortho=True)); prompts nn.Linear(D, L) weights
