@@ -34,7 +34,7 @@ class ESNSettings:
     """``methods.esn`` (the code: 100 prompt tokens, mlp_ratio 0.5, anchor -10, beta 1, lamda 0.1)."""
 
     length: int = setting(10, "shared prompt tokens after [CLS] (the code: 100)", minimum=0)
-    prompt_training: str = setting("every_task", "every_task (the released code) | first_task (its freezep flag's intent)",
+    prompt_training: str = setting("every_task", "every_task (the released code) or first_task (its freezep flag's intent)",
                                    enum=["every_task", "first_task"])
     mlp_ratio: float = setting(0.5, "hidden width / D of each stage's class-attention MLP", exclusiveMinimum=0)
     lambda_energy: float = setting(0.1, "lamda: weight of (free energy - anchor_energy)^2", minimum=0)
