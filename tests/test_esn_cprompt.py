@@ -208,7 +208,10 @@ def test_a_killed_task_resumes_and_the_rerun_gives_the_same_R_bit_for_bit(runs, 
 @pytest.mark.slow
 def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_to_the_same_R(tmp_path):
     cfg = tiny_config(methods=["esn", "cprompt"])
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # two domains, a short pretraining: the
+    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 2         # path and the rerun's exactness, not accuracy
     cfg["tracking"]["enabled"] = False
+    cfg["studies"] = {}
     write_config(tmp_path, cfg)
     snakemake(tmp_path)
     runs = {m: tmp_path / "results/runs/digits" / m / "seed0" for m in ("esn", "cprompt")}
