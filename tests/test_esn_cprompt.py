@@ -222,3 +222,15 @@ def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_t
             f.unlink()
     snakemake(tmp_path)
     assert {m: (r / "R.csv").read_bytes() for m, r in runs.items()} == before
+
+
+def test_cprompt_with_its_query_cache_equals_the_live_run_bit_for_bit(runs, tiny_bench, tmp_path):
+    """The unprompted pre-norm [CLS] computed once per task = computed every step (CPU, fp32)."""
+    z = runs["cprompt"]
+    assert read_json(z["folder"] / "task1/train.json")["feature_cache"]["query"] == "computed at the start of the task"
+    live = resolve_run(tiny_bench["config"], "digits", "cprompt@optim.feature_cache=false", 0)
+    for t in range(2):
+        _train(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
+    assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
+    a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
