@@ -123,20 +123,11 @@ def _forward(ContinualMethod: type) -> type:
             bank = torch.stack([p if j == t else p.detach() for j, p in enumerate(self.prompts[:t + 1])])
             return self.heads[t](self.features(x, bank[m])), None, self.query(x)
 
-        def after_step(self) -> None:
-            self.step += 1
-
         def predict(self, x: torch.Tensor) -> torch.Tensor:
             n, C = max(int(self.domains), 1), self.num_classes
             domain = key_logits(self.query(x), self.keys, n * C, None).argmax(dim=1) // C
             z = self.features(x, torch.stack(list(self.prompts[:n]))[domain])
             return torch.stack([self.heads[d](z) for d in range(n)], dim=1).max(dim=1).values
-
-        def param_groups(self) -> list[dict[str, Any]]:
-            o, t = self.run.optim, self.task
-            heads = [*self.heads[t].parameters(), *self.aux_head.parameters()]
-            return [{"params": heads, "lr": o.lr_head, "name": "head"},
-                    {"params": [self.prompts[t], self.keys], "lr": o.lr_prompt, "name": "prompts"}]
 
     return CPromptDomains
 
@@ -176,6 +167,15 @@ def implementation() -> type:
             for head in (self.heads[task], self.aux_head):
                 for _, layer in head.linears():
                     linear_init_(layer, g, bias_zero=True)
+
+        def after_step(self) -> None:
+            self.step += 1
+
+        def param_groups(self) -> list[dict[str, Any]]:
+            o, t = self.run.optim, self.task
+            heads = [*self.heads[t].parameters(), *self.aux_head.parameters()]
+            return [{"params": heads, "lr": o.lr_head, "name": "head"},
+                    {"params": [self.prompts[t], self.keys], "lr": o.lr_prompt, "name": "prompts"}]
 
         def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
             self.domains.fill_(task + 1)
