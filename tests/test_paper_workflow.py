@@ -57,8 +57,8 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
     counts = job_counts(proc.stdout)
-    # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16)
-    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 11 * 3 and counts["collect_run"] == 11 * 3
+    # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21)
+    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 13 * 3 and counts["collect_run"] == 13 * 3
     for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
                          ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT")):
         line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
