@@ -16,6 +16,8 @@ from intact.config import ConfigError, validate_config
      ["methods.c_prompt.expert_last", "= 20", "block 20 does not exist", "depth 4"]),
     (lambda c: (c["run"].update(methods=["ka_prompt+intact"]), c["methods"]["ka_prompt"].update(expert_first=4, expert_last=5)),
      ["methods.ka_prompt.expert_last", "depth 4"]),
+    (lambda c: (c["run"].update(methods=["cprompt"]), c["methods"]["cprompt"].update(second_block=4)),
+     ["methods.cprompt.second_block", "= 4", "only 4 blocks"]),
     (lambda c: (c["run"].update(methods=["inflora"]), c["methods"]["inflora"].update(rank=65)),
      ["methods.inflora.rank", "= 65", "width 64"]),
     # method settings that do not fit the backbone or the benchmark

@@ -25,7 +25,7 @@ domain-incremental learning a class is the same in every domain: the maximum ove
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from intact.methods.declare import Method, setting
 
@@ -86,9 +86,6 @@ def _forward(ContinualMethod: type) -> type:
         def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
             super().__init__(run, settings, backbone, num_classes, num_tasks)
             D, L = backbone.embed_dim, self.cfg.length
-            if self.cfg.second_block >= backbone.depth:
-                raise ValueError(f"methods.cprompt.second_block = {self.cfg.second_block}: the backbone has only "
-                                 f"{backbone.depth} blocks")
             self.prompts = nn.ParameterList([nn.Parameter(torch.zeros(2, L, D)) for _ in range(num_tasks)])
             self.heads = nn.ModuleList([Head(D, num_classes, run.head) for _ in range(num_tasks)])
             self.aux_head = Head(D, num_classes, run.head)
@@ -185,8 +182,15 @@ def implementation() -> type:
     return CPrompt
 
 
+def check(s: CPromptSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
+    """The second prompt set goes in before a block of the backbone (refused at validation, not in the job)."""
+    if backbone is not None and s.second_block >= backbone.depth:
+        yield "second_block", f"the backbone has only {backbone.depth} blocks (0-{backbone.depth - 1})"
+
+
 METHOD = Method("cprompt", CPromptSettings, implementation,
                 "CPrompt (Gao et al., CVPR 2024): per-domain prompt pairs and classifiers with classifier and prompt "
                 "consistency; the domain by the nearest (domain, class) key", accepts_intact=False,
                 intact_refusal="it shares no head between domains (one classifier per domain, frozen after its domain; "
-                               "the consistency loss only reads the earlier ones), so InTAct has no shared head to protect")
+                               "the consistency loss only reads the earlier ones), so InTAct has no shared head to protect",
+                check=check)

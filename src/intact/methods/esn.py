@@ -46,7 +46,7 @@ class ESNSettings:
                                        exclusiveMinimum=0)
 
 
-def check(s: ESNSettings, bench: Any) -> Iterator[tuple[str, str]]:
+def check(s: ESNSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
     if len(set(s.temperatures)) != len(s.temperatures):
         yield "temperatures", "lists a temperature twice"
 
