@@ -20,7 +20,7 @@ from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig, expand_p
 from intact.layering import LayerError, merge, read_layers
 from intact.methods import METHODS
 from intact.methods.declare import run_settings
-from intact.naming import DEFAULT_PROTOCOL, MethodNameError, parse_method_name
+from intact.naming import MethodNameError, parse_method_name
 from intact.protocols import SECTIONS, declared, named_backbones, run_backbone, run_layers
 from intact.schema import ConfigError, check_schema
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
@@ -58,6 +58,11 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
     for name, bench in benchmarks.items():
         if bench["backbone"] not in cfg["backbones"]:
             raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under 'backbones' (defined: {', '.join(cfg['backbones'])})")
+    for name, bench in benchmarks.items():
+        for protocol in (bench.get("overrides") or {}).get("protocols") or {}:
+            if protocol not in declared(cfg):
+                raise ConfigError(f"config: key 'benchmarks.{name}.overrides.protocols.{protocol}': protocol {protocol!r} "
+                                  f"is not declared under 'protocols' (declared: {', '.join(declared(cfg))})")
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
             raise ConfigError(f"config: a per-method or protocol layer names backbone {name!r}, which is not defined "

@@ -7,6 +7,7 @@ under protocol ``P`` on benchmark ``b`` merges, least specific first::
     config sections -> benchmarks.b.overrides                       (every method, as before)
     -> per_method.B -> benchmarks.b.overrides.per_method.B          (B's own optimiser, epochs, ...)
     -> protocols.P -> protocols.P.per_method.B                      (the protocol's, for every / for B)
+    -> benchmarks.b.overrides.protocols.P -> ....per_method.B       (the protocol's on this benchmark)
     -> the overrides in the run's name                              (intact.naming)
 
 ``P`` is the name's ``@protocol=<name>``, else ``intact`` (the default). The paper configs declare two
@@ -42,7 +43,15 @@ def run_layers(cfg: Mapping[str, Any], benchmark: str, base: str, protocol: str)
     top = {s: cfg.get(s) or {} for s in SECTIONS}
     bench = cfg["benchmarks"][benchmark].get("overrides") or {}
     proto = declared(cfg)[protocol]
-    return [top, bench, _per_method(cfg, base), _per_method(bench, base), proto, _per_method(proto, base)]
+    bench_proto = (bench.get("protocols") or {}).get(protocol) or {}
+    return [top, bench, _per_method(cfg, base), _per_method(bench, base), proto, _per_method(proto, base),
+            bench_proto, _per_method(bench_proto, base)]
+
+
+def _protocol_layers(cfg: Mapping[str, Any], protocol: str) -> list[Mapping[str, Any]]:
+    """``protocols.<protocol>`` and every benchmark's refinement of it."""
+    benches = [(b.get("overrides") or {}).get("protocols") or {} for b in cfg["benchmarks"].values()]
+    return [declared(cfg)[protocol], *((p.get(protocol) or {}) for p in benches)]
 
 
 def run_backbone(cfg: Mapping[str, Any], benchmark: str, layers: list[Mapping[str, Any]]) -> str:
@@ -54,16 +63,16 @@ def run_backbone(cfg: Mapping[str, Any], benchmark: str, layers: list[Mapping[st
 def changes(cfg: Mapping[str, Any], protocol: str, base: str) -> bool:
     """Whether ``protocol`` sets anything for runs of ``base`` (if not, its runs of ``base`` are the default
     protocol's runs: the same settings, so one run and one name). The default protocol: always True."""
-    protocols = declared(cfg)
-    if protocol == DEFAULT_PROTOCOL or protocol not in protocols:   # (an undeclared one fails at resolution)
+    if protocol == DEFAULT_PROTOCOL or protocol not in declared(cfg):   # (an undeclared one fails at resolution)
         return True
-    proto = protocols[protocol]
-    return any(proto.get(s) for s in (*SECTIONS, "backbone")) or bool(_per_method(proto, base))
+    return any(any(layer.get(s) for s in (*SECTIONS, "backbone")) or bool(_per_method(layer, base))
+               for layer in _protocol_layers(cfg, protocol))
 
 
 def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
     """Every backbone a per-method or protocol layer names (the benchmarks' own are checked apart)."""
-    layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values()), *declared(cfg).values()]
+    layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values())]
+    layers += [layer for p in declared(cfg) for layer in _protocol_layers(cfg, p)]
     out = {layer["backbone"] for layer in layers if layer.get("backbone")}
     for layer in layers:
         out |= {m["backbone"] for m in (layer.get("per_method") or {}).values() if (m or {}).get("backbone")}
