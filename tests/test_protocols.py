@@ -75,6 +75,17 @@ def test_layers_merge_from_the_least_to_the_most_specific():
     assert epochs("coda_p@protocol=official") == 7  # the protocol sets nothing for coda_p
 
 
+def test_a_protocol_that_sets_nothing_for_a_method_leaves_its_run_alone():
+    from intact.studies import expand_studies
+
+    cfg = tiny_config()
+    cfg["protocols"] = {"official": {"methods": {"c_prompt": {"h": 5.0}}}}
+    cfg["studies"]["main"] = {"methods": ["coda_p", "c_prompt"], "protocols": ["intact", "official"]}
+    assert expand_studies(cfg)["main"].methods == ("coda_p", "c_prompt", "c_prompt@protocol=official")
+    cfg["protocols"]["official"]["optim"] = {"epochs": 2}          # a shared section: every method's run
+    assert "coda_p@protocol=official" in expand_studies(cfg)["main"].methods
+
+
 def test_a_layer_names_the_backbone_of_its_runs():
     from intact.config import ConfigError, resolve_run, validate_config
 

@@ -65,8 +65,11 @@ def changes(cfg: Mapping[str, Any], protocol: str, base: str) -> bool:
     protocol's runs: the same settings, so one run and one name). The default protocol: always True."""
     if protocol == DEFAULT_PROTOCOL or protocol not in declared(cfg):   # (an undeclared one fails at resolution)
         return True
-    return any(any(layer.get(s) for s in (*SECTIONS, "backbone")) or bool(_per_method(layer, base))
-               for layer in _protocol_layers(cfg, protocol))
+    def sets(layer: Mapping[str, Any]) -> bool:   # (a ``methods`` section counts for the methods it names)
+        shared = any(layer.get(s) for s in ("head", "intact", "optim", "backbone"))
+        return shared or base in (layer.get("methods") or {}) or bool(_per_method(layer, base))
+
+    return any(sets(layer) for layer in _protocol_layers(cfg, protocol))
 
 
 def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
