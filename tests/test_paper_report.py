@@ -268,3 +268,26 @@ def test_esn_and_cprompt_rows_are_runs_and_their_notes_say_how_they_are_adapted(
     cprompt = [n for n in notes if n.startswith("CPrompt")]
     assert len(esn) == 1 and "temperature vote" in esn[0] and "no + InTAct row" in esn[0]
     assert len(cprompt) == 1 and "(domain, class)" in cprompt[0] and "no + InTAct row" in cprompt[0]
+
+
+def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbers(tmp_path):
+    """With studies.main.protocols [intact, official], each row gets its official run (the same run where the
+    protocol sets nothing for it) and official − paper (issue 21)."""
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 1}}}}}
+    cfg["studies"]["main"] = {"methods": ["coda_p", "c_prompt"], "protocols": ["intact", "official"]}
+    runs = [_run("imagenet_r", "c_prompt", s, a) for s, a in ((0, 60.0), (1, 61.0))]
+    runs += [_run("imagenet_r", "c_prompt@protocol=official", s, a) for s, a in ((0, 63.0), (1, 65.0))]
+    runs += [_run("imagenet_r", "coda_p", s, 50.0 + s) for s in (0, 1)]
+    tables = paper_tables(cfg, StoredResults(runs))
+    _write(tables, tmp_path)
+    main = pd.read_csv(tmp_path / "main.csv").set_index(["run", "benchmark"])
+    c = main.loc[("c_prompt", "imagenet_r")]
+    assert (c["here_mean"], c["official_run"], c["official_mean"]) == (60.5, "c_prompt@protocol=official", 64.0)
+    assert c["official_delta"] == pytest.approx(64.0 - 62.43) and c["delta"] == pytest.approx(60.5 - 62.43)
+    coda = main.loc[("coda_p", "imagenet_r")]
+    assert coda["official_run"] == "coda_p" and coda["official_mean"] == coda["here_mean"] == 50.5
+    md = (tmp_path / "main.md").read_text()
+    assert "official" in md and "+1.57" in md and "official − paper" in md
+    # a config without the official protocol keeps the table's columns as they were
+    assert "official_mean" not in paper_tables(CONFIG, StoredResults(runs))["main"].data.columns

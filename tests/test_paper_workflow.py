@@ -57,10 +57,14 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
     counts = job_counts(proc.stdout)
-    # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21)
-    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 13 * 3 and counts["collect_run"] == 13 * 3
+    # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21) under the
+    # intact protocol, and the four the official protocol sets a budget for under it too (issue 21)
+    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 17 * 3 and counts["collect_run"] == 17 * 3
+    # a query cache per backbone the runs read it with: the authors' InTAct weights, in21k, S-Prompts' input
+    assert counts["query_cache"] == 3 and counts["describe_backbone"] == 3
     for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
-                         ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT")):
+                         ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT"), ("backbones.vit_b16_in21k.weights", "INTACT_VIT_B16"),
+                         ("backbones.vit_b16_augreg_in1k_imagenet_norm.weights", "INTACT_VIT_B16_AUGREG_IN1K")):
         line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
         assert f"environment variable ${var} is not set" in line
 
@@ -133,6 +137,7 @@ def test_each_paper_config_is_a_short_overlay_of_the_shared_base(name):
     assert raw[EXTENDS] == "base.yaml"
     assert set(raw) <= {EXTENDS, "run", "benchmarks", "intact", "optim", "studies"}      # nothing shared is repeated
     base = yaml.safe_load((PAPER / "base.yaml").read_text())
+    assert "protocols" in base     # declared once; a benchmark refines them under its overrides
     for section in ("methods", "head", "backbones", "tracking"):
         assert section not in raw and section in base
 
@@ -164,7 +169,8 @@ def test_intact_validate_and_runs_accept_the_overlays(name, tmp_path, capsys, mo
         monkeypatch.setenv(var, str(tmp_path))
     weights = tmp_path / "w.safetensors"
     weights.write_bytes(b"x")
-    monkeypatch.setenv("INTACT_VIT_B16_AUGREG2", str(weights))
+    for var in ("INTACT_VIT_B16_AUGREG2", "INTACT_VIT_B16", "INTACT_VIT_B16_AUGREG_IN1K"):  # the official protocol's too
+        monkeypatch.setenv(var, str(weights))
     assert main(["runs", str(PAPER / f"{name}.yaml")]) == 0
     assert name in capsys.readouterr().out
 

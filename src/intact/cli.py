@@ -1,7 +1,8 @@
 """``intact`` command line: check a config and list the runs it declares (no torch import).
 
     intact validate [config.yaml ...]  # schema + consistency check, the same one the Snakefile runs
-    intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies
+    intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies, with
+                                       # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
 
 Several files are layered in order, as Snakemake layers them: ``intact validate config.yaml overlay.yaml``
@@ -14,6 +15,7 @@ import argparse
 import sys
 
 from intact.config import ConfigError, load_config, resolve_run
+from intact.protocols import training_summary
 from intact.studies import expand_studies
 
 
@@ -44,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {title}: {len(methods)} methods x {len(seeds)} seeds")
         for b in cfg["run"]["benchmarks"]:
             for m in methods:
-                print(f"{b}\t{m}\tseeds={','.join(map(str, seeds))}\thash={resolve_run(cfg, b, m, seeds[0]).hash()}")
+                run = resolve_run(cfg, b, m, seeds[0])
+                training = "\t".join(f"{k}={v}" for k, v in training_summary(run).items())
+                print(f"{b}\t{m}\tseeds={','.join(map(str, seeds))}\thash={run.hash()}\t{training}")
     return 0
 
 

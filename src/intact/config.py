@@ -2,8 +2,9 @@
 
 A *run* is (benchmark, method name, seed). The resolved :class:`RunConfig` merges, in order: the declared
 defaults (a method's in its own module, :mod:`intact.methods.declare`; the other sections' in
-:mod:`intact.settings`) -> config.yaml's sections -> the benchmark's ``overrides`` -> the overrides encoded
-in the method name (see :mod:`intact.naming`). Its hash identifies the run's settings.
+:mod:`intact.settings`) -> config.yaml's sections -> the benchmark's ``overrides`` -> the method's own
+layers and its protocol's (:mod:`intact.protocols`) -> the overrides encoded in the method name (see
+:mod:`intact.naming`). Its hash identifies the run's settings.
 
 This module imports no torch: the Snakefile calls :func:`validate_config` at start-up.
 """
@@ -22,13 +23,12 @@ from intact.layering import LayerError, merge, read_files
 from intact.methods import METHODS
 from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
+from intact.protocols import SECTIONS, declared, named_backbones, run_backbone, run_layers
 from intact.schema import ConfigError, check_schema
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
     INTACT_PRESETS, LATER_KEYS, BackboneConfig, BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig,
     RunConfig, benchmark_dataclass, build_dataclass,
 )
-
-SECTIONS = ("methods", "head", "intact", "optim")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -63,8 +63,17 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
     for name, bench in benchmarks.items():
         if bench["backbone"] not in cfg["backbones"]:
             raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under 'backbones' (defined: {', '.join(cfg['backbones'])})")
-    used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]}
-    for name in used_backbones:
+    for name, bench in benchmarks.items():
+        for protocol in (bench.get("overrides") or {}).get("protocols") or {}:
+            if protocol not in declared(cfg):
+                raise ConfigError(f"config: key 'benchmarks.{name}.overrides.protocols.{protocol}': protocol {protocol!r} "
+                                  f"is not declared under 'protocols' (declared: {', '.join(declared(cfg))})")
+    for name in sorted(named_backbones(cfg)):
+        if name not in cfg["backbones"]:
+            raise ConfigError(f"config: a per-method or protocol layer names backbone {name!r}, which is not defined "
+                              f"under 'backbones' (defined: {', '.join(cfg['backbones'])})")
+    used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
+    for name in sorted(used_backbones):
         _check_backbone(cfg, name)
     if check_files:
         missing = missing_files(cfg)
@@ -80,7 +89,8 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
     ``prepared(name)`` tells whether a benchmark is already prepared (then its raw images are not needed).
     """
     out = []
-    for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]}):
+    # the benchmarks' backbones and those a per-method or protocol layer names (a run of the config uses it)
+    for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)):
         raw, path = cfg["backbones"][name]["weights"], weights_path(cfg, name)
         if path != "pretrain" and not Path(path).is_file():
             out.append(f"key 'backbones.{name}.weights': " + missing_path("weights file", raw) + " "
@@ -110,7 +120,8 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
                               "weights file")
 
 
-def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any]]:
+def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tuple[Any, dict[str, Any], str]:
+    """The run's parsed name, its merged sections and its backbone's name."""
     try:
         name = parse_method_name(method)
     except MethodNameError as e:
@@ -123,9 +134,13 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         accepting = ", ".join(n for n, e in METHODS.items() if e.accepts_intact)
         reason = f": {spec.intact_refusal}" if spec.intact_refusal else ""
         raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that do: {accepting})")
+    if name.protocol not in declared(cfg):
+        raise ConfigError(f"config: method {method!r}: protocol {name.protocol!r} is not declared under 'protocols' "
+                          f"(declared: {', '.join(declared(cfg))})")
+    layers = run_layers(cfg, benchmark, name.base, name.protocol)
     sections = {s: {} for s in SECTIONS}
-    _merge_sections(sections, {s: cfg.get(s, {}) for s in SECTIONS})
-    _merge_sections(sections, cfg["benchmarks"][benchmark].get("overrides", {}) or {})
+    for layer in layers:
+        _merge_sections(sections, {s: layer[s] for s in SECTIONS if s in layer})
     for section, values in name.section_overrides().items():
         top, _, rest = section.partition(".")
         if top not in SECTIONS:
@@ -137,16 +152,16 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     probe = {k: v for k, v in cfg.items()}
     probe.update(sections)
     check_schema(probe, where=f"method {method!r} on benchmark {benchmark!r}")
-    return name, sections
+    return name, sections, run_backbone(cfg, benchmark, layers)
 
 
 def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, eval_split: str | None = None) -> RunConfig:
     """Build the typed :class:`RunConfig` of one run."""
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
-    name, sections = _method_sections(cfg, benchmark, method)
+    name, sections, backbone_name = _method_sections(cfg, benchmark, method)
     bench = benchmark_config(cfg, benchmark)
-    backbone = backbone_config(cfg, bench.backbone)
+    backbone = backbone_config(cfg, backbone_name)
     return RunConfig(
         benchmark=bench,
         backbone=backbone,
@@ -158,6 +173,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
         eval_split=eval_split or cfg["run"].get("eval_split", "test"),
+        protocol=name.protocol,
     )
 
 

@@ -55,6 +55,7 @@ def _table(props: dict[str, Any], values: dict[str, Any]) -> list[str]:
 def method_section(m: Method) -> list[str]:
     """One method's part of the reference: what it is, how it composes, its settings."""
     facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`" + (f": {m.intact_refusal}" if m.intact_refusal else "")]
+    facts += [f"optimizer: {m.optimizer}"]
     facts += [f"penalties: {', '.join(m.penalties)}"] if m.penalties else []
     facts += ["starts every task afresh"] if not m.loads_previous_state else []
     facts += ["a whole network (no frozen backbone)"] if not m.uses_backbone else []
@@ -82,7 +83,10 @@ def render() -> str:
              "checks that this file is current). A method's settings and defaults live in its own module",
              "(`src/intact/methods/<name>.py`, see [adding a method](adding-a-method.md)); `config.yaml` sets only",
              "what a run changes. Every key below may also be set per benchmark (`benchmarks.<b>.overrides`) and",
-             "in a run's name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`).", "",
+             "in a run's name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`), and the",
+             "sections `methods`, `head`, `intact`, `optim` (and a `backbone`) per method (`per_method.<m>`) and per",
+             "protocol (`protocols.<p>`, a run named `<m>@protocol=<p>`): `src/intact/protocols.py`,",
+             "[protocols.md](protocols.md) section 8.", "",
              "## Methods", ""]
     builtins = METHODS.builtins()  # the project's own methods only, whatever else is installed
     for name in sorted(builtins):

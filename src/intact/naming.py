@@ -9,8 +9,11 @@ Grammar (docs/design.md section 4)::
     coda_p+intact-no_var                    ablation: L_Var switched off
     coda_p+intact@lambda_intdrift=1e-4      sweep point: one lambda changed
     coda_p@optim.epochs=10                  any config key, dotted as section.key
+    c_prompt@protocol=official              the run under another declared protocol (docs/protocols.md)
 
-A key without a dot belongs to the ``intact`` section. The name is also the run's folder, so every
+A key without a dot belongs to the ``intact`` section, except ``protocol``: it names the protocol the run
+is trained under (``protocols.<name>`` of the config); a name without it runs under the default protocol,
+``intact``, so every run named before protocols existed keeps its name. The name is also the run's folder, so every
 variant gets its own results without hand-written paths. This module imports no torch.
 """
 
@@ -31,6 +34,10 @@ _NAME = re.compile(
     r"(?:@(?P<overrides>.+))?$"
 )
 
+#: the override key that names a run's protocol, and the protocol of a name without it
+PROTOCOL_KEY = "protocol"
+DEFAULT_PROTOCOL = "intact"
+
 #: Characters a method name may contain (also the Snakemake wildcard constraint).
 NAME_PATTERN = r"[a-z][a-z0-9_]*(?:\+intact)?(?:-no_[a-z]+)*(?:@[A-Za-z0-9_.=,+\-]+)?"
 
@@ -49,12 +56,20 @@ class MethodName:
     disabled: tuple[str, ...] = ()
     overrides: tuple[tuple[str, object], ...] = ()
 
+    @property
+    def protocol(self) -> str:
+        """The protocol the run is trained under (``@protocol=<name>``; :data:`DEFAULT_PROTOCOL` without it)."""
+        return str(dict(self.overrides).get(PROTOCOL_KEY, DEFAULT_PROTOCOL))
+
     def section_overrides(self) -> dict[str, dict[str, object]]:
-        """The overrides as {section: {key: value}}, ablations included (a switched-off term has lambda 0)."""
+        """The overrides as {section: {key: value}}, ablations included (a switched-off term has lambda 0);
+        the protocol is not a setting (see :attr:`protocol`)."""
         out: dict[str, dict[str, object]] = {}
         for term in self.disabled:
             out.setdefault("intact", {})[f"lambda_{term}"] = 0.0
         for key, value in self.overrides:
+            if key == PROTOCOL_KEY:
+                continue
             section, _, field = key.rpartition(".")
             out.setdefault(section or "intact", {})[field] = value
         return out
@@ -80,7 +95,10 @@ def parse_method_name(name: str) -> MethodName:
             key, sep, raw = item.partition("=")
             if not sep or not key or not raw:
                 raise MethodNameError(f"method name {name!r}: override {item!r} is not key=value")
-            overrides.append((key, _parse_scalar(raw)))
+            overrides.append((key, raw if key == PROTOCOL_KEY else _parse_scalar(raw)))
+    if dict(overrides).get(PROTOCOL_KEY) == DEFAULT_PROTOCOL:
+        raise MethodNameError(f"method name {name!r}: '{PROTOCOL_KEY}={DEFAULT_PROTOCOL}' is the default protocol; "
+                              "leave it out of the name (one name per run)")
     return MethodName(full=name, base=m["base"], intact=intact, disabled=disabled, overrides=tuple(overrides))
 
 
@@ -90,3 +108,11 @@ def _parse_scalar(raw: str) -> object:
         return float(raw) if re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", raw) else yaml.safe_load(raw)
     except yaml.YAMLError:
         return raw
+
+
+def with_protocol(method: str, protocol: str) -> str:
+    """``method`` under ``protocol``: unchanged for the default protocol, else ``...@protocol=<name>``
+    (``,protocol=<name>`` after other overrides)."""
+    if protocol == DEFAULT_PROTOCOL:
+        return method
+    return f"{method}{',' if '@' in method else '@'}{PROTOCOL_KEY}={protocol}"

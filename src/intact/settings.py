@@ -19,6 +19,7 @@ from intact.data.declare import BenchmarkSettings, benchmark_type
 from intact.data.digits import BenchmarkConfig  # noqa: F401  (re-exported: digits' settings, declared in its module)
 from intact.data.image_config import ImageBenchmarkConfig
 from intact.hashing import stable_hash
+from intact.naming import DEFAULT_PROTOCOL
 
 
 class ConfigError(ValueError):
@@ -112,11 +113,17 @@ class OptimConfig:
     on_nonfinite: str = "stop"  #: stop | skip_batch (see intact.guard)
     max_skipped_fraction: float = 0.01  #: skip_batch fails the job past this fraction of skipped batches
     feature_cache: bool = True  #: read the query / teacher features from caches (false: the live path)
+    #: adam | adamw | sgd; None: the optimizer the method declares (``Method.optimizer``)
+    optimizer: str | None = None
+    momentum: float = 0.9  #: SGD's momentum (the official S-Prompts and InfLoRA scripts: 0.9)
+    milestones: tuple[int, ...] = ()  #: schedule ``multistep``: the epochs at which the lr is multiplied by lr_decay
+    lr_decay: float = 0.1  #: schedule ``multistep``: the factor at each milestone
 
 
 #: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
 #: at their defaults, so runs recorded before them keep their params and hashes
-LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),
+LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache",
+                                      "optimizer", "momentum", "milestones", "lr_decay")),
               ("benchmark", ImageBenchmarkConfig, ("c_transform",)))
 
 
@@ -134,6 +141,8 @@ class RunConfig:
     optim: OptimConfig
     seed: int
     eval_split: str = "test"
+    #: the protocol the run is trained under (``@protocol=<name>``); the default one is left out of the hash
+    protocol: str = DEFAULT_PROTOCOL
 
     def to_dict(self) -> dict[str, Any]:
         """Plain settings (job params, hash). Keys added after results existed are left out while at their
@@ -141,8 +150,10 @@ class RunConfig:
         out = _to_plain(dataclasses.asdict(self))
         for section, cls, keys in LATER_KEYS:
             for k in keys:
-                if k in out[section] and out[section][k] == getattr(cls, k):
+                if k in out[section] and out[section][k] == _to_plain(getattr(cls, k)):
                     del out[section][k]
+        if out["protocol"] == RunConfig.protocol:
+            del out["protocol"]
         return out
 
     @classmethod

@@ -5,6 +5,8 @@
     studies:
       seeds: [0, 1, 2]
       main:        {methods: [finetune, ewc, ..., coda_p+intact, joint]}
+      # protocols: [intact, official] runs each method under both (c_prompt, c_prompt@protocol=official);
+      # a method that a protocol sets nothing for is the same run under both (intact.protocols.changes)
       integration: {methods: [l2p, dualprompt, coda_p]}          # each with and without +intact
       # an entry may carry the InTAct variant's own settings: l2p@lambda_var=1e-2 -> l2p, l2p+intact@lambda_var=1e-2
       ablation:    {method: coda_p+intact, terms: [intdrift, var, align, feat]}
@@ -17,7 +19,10 @@ ordinary run with its own folder; :mod:`intact.plan` turns the runs into files. 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+from intact.naming import DEFAULT_PROTOCOL, parse_method_name, with_protocol
+from intact.protocols import changes
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
 
@@ -56,11 +61,18 @@ def sweep_name(method: str, key: str, value: float) -> str:
     return f"{method}{sep}{key}={format_value(value)}"
 
 
-def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, ...]) -> Study:
-    """The runs of study ``name``."""
+def protocol_runs(methods: list[str], protocols: list[str], applies: Callable[[str, str], bool]) -> list[str]:
+    """Every method under every protocol, in that order; a method that ``applies(protocol, method)`` says
+    the protocol changes nothing for keeps its default-protocol name (one run, not two of equal settings)."""
+    return [with_protocol(m, p) if applies(p, m) else m for p in protocols for m in methods]
+
+
+def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, ...],
+                 applies: Callable[[str, str], bool] = lambda protocol, method: True) -> Study:
+    """The runs of study ``name`` (``applies``: see :func:`protocol_runs`)."""
     seeds = tuple(spec.get("seeds", default_seeds))
     if name == "main":
-        methods = list(spec["methods"])
+        methods = protocol_runs(list(spec["methods"]), list(spec.get("protocols", [DEFAULT_PROTOCOL])), applies)
     elif name == "integration":
         methods = [m for entry in spec["methods"] for m in integration_pair(entry)]
     elif name == "ablation":
@@ -76,8 +88,11 @@ def expand_studies(cfg: Mapping[str, Any]) -> dict[str, Study]:
     """All studies declared under ``studies`` in the config (an empty dict if none)."""
     studies = cfg.get("studies") or {}
     default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
+    def applies(protocol: str, method: str) -> bool:
+        return changes(cfg, protocol, parse_method_name(method).base)
+
     # null switches off a study declared by a config this one is layered on (--configfile over config.yaml)
-    return {n: expand_study(n, studies[n], default_seeds) for n in STUDIES if studies.get(n) is not None}
+    return {n: expand_study(n, studies[n], default_seeds, applies) for n in STUDIES if studies.get(n) is not None}
 
 
 def ablation_variants(spec: Mapping[str, Any]) -> dict[str, str]:

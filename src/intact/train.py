@@ -36,6 +36,7 @@ from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_json
 from intact.methods import METHODS
 from intact.methods.shared.base import ContinualMethod
+from intact.protocols import optimizer_name
 from intact.provenance import provenance
 from intact.regularizers.hypercube import save_hypercubes
 from intact.restore import load_method, stored_by
@@ -50,7 +51,7 @@ class Preempted(SystemExit):
     """Raised after the checkpoint is saved when the scheduler asks the job to stop."""
 
 
-def lr_factor(schedule: str, epochs: int, steps_per_epoch: int):
+def lr_factor(schedule: str, epochs: int, steps_per_epoch: int, milestones: tuple[int, ...] = (), decay: float = 0.1):
     """Multiplier of the base learning rate as a function of the global step."""
     total = epochs * steps_per_epoch
     if schedule == "cosine_step":
@@ -58,14 +59,28 @@ def lr_factor(schedule: str, epochs: int, steps_per_epoch: int):
     if schedule == "cosine_epoch":
         # the reference code: lr_e = lr0 * cos(99 pi e / (200 (K - 1))), constant within an epoch
         return lambda step: math.cos(99 * math.pi * (step // steps_per_epoch) / (200 * max(epochs - 1, 1)))
+    if schedule == "cosine_annealing":
+        # torch's CosineAnnealingLR(T_max=epochs) stepped once per epoch (the S-Prompts code)
+        return lambda step: 0.5 * (1.0 + math.cos(math.pi * (step // steps_per_epoch) / epochs))
+    if schedule == "multistep":
+        # torch's MultiStepLR(milestones, gamma=decay) stepped once per epoch (InfLoRA's DomainNet code)
+        return lambda step: decay ** sum(step // steps_per_epoch >= m for m in milestones)
     if schedule == "constant":
         return lambda step: 1.0
-    raise ValueError(f"optim.schedule = {schedule!r}: expected cosine_step, cosine_epoch or constant")
+    raise ValueError(f"optim.schedule = {schedule!r}: expected cosine_step, cosine_epoch, cosine_annealing, multistep or constant")
+
+
+#: the optimizers a job builds, by the names of :data:`intact.methods.declare.OPTIMIZERS`
+OPTIMIZER_CLASSES = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
 def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: int):
-    opt = method.optimizer(method.param_groups(), weight_decay=o.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(o.schedule, o.epochs, steps_per_epoch))
+    """The task's optimizer (``optim.optimizer``, else the method's declared one) and its lr schedule."""
+    name = optimizer_name(method.run)
+    extra = {"momentum": o.momentum} if name == "sgd" else {}
+    opt = OPTIMIZER_CLASSES[name](method.param_groups(), weight_decay=o.weight_decay, **extra)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lr_factor(o.schedule, o.epochs, steps_per_epoch, tuple(o.milestones), o.lr_decay))
     return opt, sched
 
 

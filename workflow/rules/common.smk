@@ -98,20 +98,23 @@ def manifest(wildcards):
     return f"results/data/{wildcards.benchmark}/manifest.json"
 
 
-def backbone_name(benchmark):
-    return config["benchmarks"][benchmark]["backbone"]
+def backbone_name(wildcards):
+    """The job's backbone: the query cache's own wildcard, else the run's (its benchmark's, or the one a
+    per-method or protocol layer names: intact.protocols)."""
+    name = getattr(wildcards, "backbone", None)
+    return name if name else run_config(wildcards)["backbone"]["name"]
 
 
 def backbone_weights(wildcards):
-    """The frozen backbone of the run's benchmark: pretrained by the pipeline or a user's local file."""
-    name = backbone_name(wildcards.benchmark)
+    """The frozen backbone of the job: pretrained by the pipeline or a user's local file."""
+    name = backbone_name(wildcards)
     if weights_path(config, name) == "pretrain":
         return f"results/backbones/{name}.safetensors"
     return weights_input(name)
 
 
 def backbone_info(wildcards):
-    return f"results/backbones/{backbone_name(wildcards.benchmark)}.json"
+    return f"results/backbones/{backbone_name(wildcards)}.json"
 
 
 def previous_task(wildcards):
@@ -144,7 +147,7 @@ def query_cache_input(wildcards):
     run = run_config(wildcards)
     if not METHODS[run["base"]].uses_backbone or not run["optim"].get("feature_cache", True):
         return {}
-    return {"query": f"results/cache/{wildcards.benchmark}/{backbone_name(wildcards.benchmark)}/query.json"}
+    return {"query": f"results/cache/{wildcards.benchmark}/{backbone_name(wildcards)}/query.json"}
 
 
 def query_cache_optim(wildcards):

@@ -21,8 +21,9 @@ top-2, lr 0.005, h 6.5; configs/paper/*.yaml. docs/c-prompt-ka-prompt.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from intact.methods.declare import Method, setting
 
@@ -52,12 +53,36 @@ class CPromptSettings:
     #: ~e^(h - 1) steps (the code's default h = 10: ~8100 steps; its scripts' 6.5-10 suit tasks of
     #: hundreds to thousands of steps; 3, ~7 steps, the digits tasks of a few dozen)
     h: float = setting(3.0, "adapt_h: EMA time constant ~e^(h-1) steps (the scripts: 6.5-10 for long tasks)")
+    #: the authors' h spans a fixed number of *steps*; under another budget the same h spans another share
+    #: of the task sequence. ema_span keeps the share: docs/c-prompt-ka-prompt.md, "The EMA head's span"
+    ema_span: float | None = setting(None, "the EMA's time constant in tasks: h = 1 + ln(ema_span x the run's mean "
+                                     "optimizer steps per task), set at every task; null: h as given", later=True,
+                                     exclusiveMinimum=0)
     gamma_eps: float = setting(0.0, "added to mean(d) in the EMA's gamma (C-Prompt: 0; KA-Prompt: 1e-5)", minimum=0)
     protect: str = setting("ema", "with +intact, the head whose function is anchored: ema (evaluated) | live (trained)",
                            enum=["ema", "live"])
     lr: float | None = setting(None, "one lr for every group (the code); null: optim.lr_head / lr_prompt",
                                exclusiveMinimum=0)
     weight_decay: float = setting(0.01, "AdamW's weight decay (torch's default, which the code keeps)", minimum=0)
+
+
+def ema_h(span: float, steps_per_task: Sequence[int]) -> float:
+    """The ``h`` whose EMA time constant, ~e^(h-1) steps, is ``span`` tasks of the sequence's mean length."""
+    return 1.0 + math.log(span * sum(steps_per_task) / len(steps_per_task))
+
+
+def ema_span(h: float, steps_per_task: Sequence[int]) -> float:
+    """The inverse of :func:`ema_h`: how many tasks of the mean length ``h``'s time constant spans."""
+    return math.exp(h - 1.0) / (sum(steps_per_task) / len(steps_per_task))
+
+
+def task_steps(run: Any, bench: Any, num_tasks: int) -> list[int]:
+    """Every task's optimizer steps under the run's budget (epochs x batches), as the job counts them."""
+    from intact.data.loader import steps_per_epoch
+
+    o = run.optim
+    return [o.epochs * steps_per_epoch(len(bench.train_set(t, run.eval_split)), o.batch_size, o.drop_last)
+            for t in range(num_tasks)]
 
 
 def check(s: CPromptSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
@@ -79,8 +104,6 @@ def _forward(PromptMethod: type) -> type:
     from intact.models.shared_prompt import split_prompt
 
     class CPromptForward(PromptMethod):
-        optimizer = torch.optim.AdamW
-
         def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
             s = self.cfg
             expert = tuple(range(s.expert_first, s.expert_last + 1))  # inside the backbone: check() says so
@@ -132,6 +155,11 @@ def implementation() -> type:
     class CPrompt(_forward(PromptMethod)):
         """C-Prompt: general + expert prompts through the frozen qkv, evaluated with the adaptive EMA head."""
 
+        def training_data(self, bench: Any, task: int) -> Any:
+            if self.ema is not None and self.cfg.ema_span is not None:
+                self.ema.h = ema_h(self.cfg.ema_span, task_steps(self.run, bench, self.num_tasks))
+            return super().training_data(bench, task)
+
         def start_task(self, task: int, train_set: Any) -> None:
             super().start_task(task, train_set)   # after the penalties' snapshots: the pool moves on
             if self.ema is not None and int(self.ema.registered) == 0:
@@ -155,6 +183,7 @@ def implementation() -> type:
                 out = super().end_task(task, train_set)
             if self.ema is not None:
                 out["ema_gamma"] = float(self.ema.gamma)
+                out["ema_h"] = float(self.ema.h)
             return out
 
         @contextmanager
@@ -178,4 +207,4 @@ def implementation() -> type:
 
 METHOD = Method("c_prompt", CPromptSettings, implementation,
                 "C-Prompt (Liu et al., IJCV 2024): general + expert prompts through the frozen qkv, adaptive EMA head, "
-                "as its code runs it", accepts_intact=True, layer_keys=("general_layers",), check=check)
+                "as its code runs it", accepts_intact=True, layer_keys=("general_layers",), check=check, optimizer="adamw")

@@ -31,6 +31,9 @@ from intact.registry import load_target, target_problem
 #: at validation, the built backbone in a job)
 Check = Callable[[Any, Any, Any], Iterable[tuple[str, str]]]
 
+#: the optimizers a job can build (``Method.optimizer``, ``optim.optimizer``); torch's Adam, AdamW, SGD
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
 
 def setting(default: Any, doc: str = "", *, later: bool = False, items: Mapping[str, Any] | None = None,
             **bounds: Any) -> Any:
@@ -63,6 +66,9 @@ class Method:
     #: its hypercubes, and the workflow schedules the tasks independently
     loads_previous_state: bool = True
     uses_backbone: bool = True  #: False: the method trains a whole network of its own (no frozen ViT)
+    #: the optimizer its code builds (one of :data:`OPTIMIZERS`; fresh at every task); a config's
+    #: ``optim.optimizer`` (e.g. a protocol's, per method) replaces it
+    optimizer: str = "adam"
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.settings):
@@ -70,6 +76,8 @@ class Method:
         unknown = set(self.layer_keys) - {f.name for f in dataclasses.fields(self.settings)}
         if unknown:
             raise TypeError(f"method {self.name!r}: layer_keys {sorted(unknown)} are not settings")
+        if self.optimizer not in OPTIMIZERS:
+            raise TypeError(f"method {self.name!r}: optimizer {self.optimizer!r} is not one of {OPTIMIZERS}")
         if self.intact_refusal and self.accepts_intact:
             raise TypeError(f"method {self.name!r}: accepts '+intact' yet gives a reason to refuse it")
 

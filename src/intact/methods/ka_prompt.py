@@ -150,4 +150,5 @@ def implementation() -> type:
 
 METHOD = Method("ka_prompt", KAPromptSettings, implementation,
                 "KA-Prompt (ICML 2025) on C-Prompt: greedy slice initialisation + the previous model's fused-prompt "
-                "loss, as its code runs it", accepts_intact=True, layer_keys=("general_layers",), check=check)
+                "loss, as its code runs it", accepts_intact=True, layer_keys=("general_layers",), check=check,
+                optimizer="adamw")

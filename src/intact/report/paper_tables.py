@@ -12,11 +12,15 @@ import numpy as np
 import pandas as pd
 
 from intact.config import resolve_run
-from intact.naming import TERMS
+from intact.naming import TERMS, parse_method_name
+from intact.protocols import changes
 from intact.report.paper import (AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, Paired, Stat, StoredResults,
                                  benchmark_title, fmt, pairs, paper_numbers)
 from intact.report.render import Column, Table, bold_best
-from intact.studies import ablation_variants, format_value
+from intact.studies import ablation_variants, format_value, protocol_runs
+
+#: the protocol whose runs the main table sets beside the paper's numbers (the paper copies KA-Prompt's)
+OFFICIAL = "official"
 
 PAPER_TERM_ORDER = ("intdrift", "var", "align", "feat")  # the paper's ablation rows
 TERM_TITLES = {"intdrift": "L_IntDrift", "var": "L_Var", "align": "L_Align", "feat": "L_Feat"}
@@ -82,15 +86,26 @@ def _rows_and_labels(paper_rows: list[dict], ours: Sequence[str]) -> list[tuple[
     return out
 
 
+def _stat(stored: StoredResults, run: str | None, benchmark: str, columns: Sequence[str]) -> Stat | None:
+    """A run's AA on one benchmark (``average``: the per-seed mean over ``columns``); None: not run."""
+    if run is None:
+        return None
+    return average_stat(stored, run, columns) if benchmark == "average" else Stat.of(list(stored.values(benchmark, run).values()))
+
+
 def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str],
-                     stored: StoredResults) -> Table:
-    """Main / integration shape: one row per method, per benchmark paper | here | Δ, then our benchmarks."""
+                     stored: StoredResults, official: Mapping[str, str] | None = None) -> Table:
+    """Main / integration shape: one row per method, per benchmark paper | here | Δ, then our benchmarks.
+    ``official`` (our run -> its run under the official protocol): per benchmark also that run and its Δ
+    to the paper, which ran it so (docs/protocols.md, "The two protocols")."""
     columns = [c for c in section["columns"] if c != "average"]
     extra = _extra_benchmarks(stored)
     cols = [Column("method", "Method", align="l")]
     for b in [*columns, "average"]:
         group = "Average" if b == "average" else benchmark_title(b)
         cols += [Column(f"{b}_paper", "paper", group), Column(f"{b}_here", "here", group), Column(f"{b}_delta", "Δ", group)]
+        if official is not None:
+            cols += [Column(f"{b}_official", "official", group), Column(f"{b}_official_delta", "Δ off.", group)]
     cols += [Column(f"{b}_here", "here", benchmark_title(b)) for b in extra]
     table = Table(name, title, cols)
     values, stats, records = [], [], []
@@ -102,18 +117,19 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         nums: dict[str, float | None] = {}
         for b in [*columns, "average", *extra]:
             paper = row["aa"].get(b) if row else None
-            here = None
-            if run is not None:
-                here = average_stat(stored, run, columns) if b == "average" else Stat.of(list(stored.values(b, run).values()))
+            here = _stat(stored, run, b, columns)
             delta = here.mean - paper[0] if (here and paper) else None
             cells.update({f"{b}_paper": paper_pm(paper), f"{b}_here": pm(here), f"{b}_delta": fmt(delta, signed=True)})
             nums.update({f"{b}_paper": paper[0] if paper else None, f"{b}_here": here.mean if here else None})
             stats.append(here)
-            records.append({"method": label, "run": run, "benchmark": b,
-                            "paper_mean": paper[0] if paper else None, "paper_std": paper[1] if paper else None,
-                            "paper_seeds": section["seeds"] if paper else None,
-                            "here_mean": here.mean if here else None, "here_std": here.std if here else None,
-                            "here_seeds": here.n if here else None, "delta": delta})
+            record = {"method": label, "run": run, "benchmark": b,
+                      "paper_mean": paper[0] if paper else None, "paper_std": paper[1] if paper else None,
+                      "paper_seeds": section["seeds"] if paper else None,
+                      "here_mean": here.mean if here else None, "here_std": here.std if here else None,
+                      "here_seeds": here.n if here else None, "delta": delta}
+            if official is not None:
+                record.update(_official_cells(cells, stored, official.get(run) if run else None, b, columns, paper))
+            records.append(record)
         table.rows.append(cells)
         values.append(nums)
     bold_best(table, [c.key for c in cols if c.key.endswith(("_paper", "_here"))], values)
@@ -125,11 +141,29 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
+    if official is not None:
+        table.notes.append(OFFICIAL_NOTE)
     # a paper row's note: how our run of it differs, or why it is reported only (ESN, CPrompt)
     table.notes += [row["note"] for _, _, row in rows if row and row.get("note")]
     runs = [r for _, r, _ in rows if r]
     table.blocks.append(paired_table(f"{name}_paired", f"{title}: paired per-seed differences", runs, stored, [*columns, *extra]))
     return table
+
+
+OFFICIAL_NOTE = ("here: the intact protocol (every row under the config's one budget); official: the row's run under "
+                 "the official protocol (its authors' epochs, batch size, optimiser, schedule and backbone, as "
+                 "KA-Prompt's Table 1 ran them; the same run as here where no official script differs), and Δ off. = "
+                 "official − paper. docs/protocols.md, \"The two protocols\".")
+
+
+def _official_cells(cells: dict[str, str], stored: StoredResults, run: str | None, b: str, columns: Sequence[str],
+                    paper: Sequence[float] | None) -> dict[str, Any]:
+    """The official-protocol cells of one row and benchmark (into ``cells``) and their record fields."""
+    stat = _stat(stored, run, b, columns)
+    delta = stat.mean - paper[0] if (stat and paper) else None
+    cells.update({f"{b}_official": pm(stat), f"{b}_official_delta": fmt(delta, signed=True)})
+    return {"official_run": run, "official_mean": stat.mean if stat else None, "official_std": stat.std if stat else None,
+            "official_seeds": stat.n if stat else None, "official_delta": delta}
 
 
 def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults, benchmarks: Sequence[str]) -> Table:
@@ -327,6 +361,15 @@ def main_methods(cfg: Mapping[str, Any]) -> list[str]:
     return list(main["methods"]) if main else list(cfg["run"]["methods"])
 
 
+def official_runs(cfg: Mapping[str, Any]) -> dict[str, str] | None:
+    """Each main-table run -> its run under the ``official`` protocol, where the main study declares it."""
+    main = (cfg.get("studies") or {}).get("main")
+    if not main or OFFICIAL not in main.get("protocols", ()):
+        return None
+    return {m: protocol_runs([m], [OFFICIAL], lambda p, r: changes(cfg, p, parse_method_name(r).base))[0]
+            for m in main_methods(cfg)}
+
+
 def integration_methods(cfg: Mapping[str, Any]) -> list[str]:
     spec = (cfg.get("studies") or {}).get("integration")
     bases = spec["methods"] if spec else ["l2p", "dualprompt"]
@@ -337,7 +380,8 @@ def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Tab
     """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`)."""
     numbers = paper_numbers()
     return {
-        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg), stored),
+        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg),
+                                 stored, official_runs(cfg)),
         "ablation": ablation_table(stored, cfg),
         "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"], integration_methods(cfg), stored),
         "hyperparameters": hyperparameter_table(cfg),

@@ -76,8 +76,6 @@ class ContinualMethod(nn.Module, ABC):
     reg: IntactRegularizer | None = None
     #: the reference code counts CE twice whenever InTAct is on (a family that honours ``intact.double_ce``)
     double_ce: bool = False
-    #: the optimizer the job builds for every task (fresh at each task); C-Prompt's code uses AdamW
-    optimizer: type = torch.optim.Adam
     #: the benchmark's stored query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
     #: False for a method whose query is another token: its query is then computed per task (still exact)
     stored_query: bool = True

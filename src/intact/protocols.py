@@ -1,0 +1,98 @@
+"""Protocols and per-method settings: the layers a run's settings are merged from, declared once (no torch).
+
+A *layer* is a mapping with any of the sections ``methods``, ``head``, ``intact``, ``optim`` and, where it
+belongs to one method or one protocol, a ``backbone`` (a name under ``backbones``). A run of method ``B``
+under protocol ``P`` on benchmark ``b`` merges, least specific first::
+
+    config sections -> benchmarks.b.overrides                       (every method, as before)
+    -> per_method.B -> benchmarks.b.overrides.per_method.B          (B's own optimiser, epochs, ...)
+    -> protocols.P -> protocols.P.per_method.B                      (the protocol's, for every / for B)
+    -> benchmarks.b.overrides.protocols.P -> ....per_method.B       (the protocol's on this benchmark)
+    -> the overrides in the run's name                              (intact.naming)
+
+``P`` is the name's ``@protocol=<name>``, else ``intact`` (the default). The paper configs declare two
+protocols (docs/protocols.md, "The two protocols"): ``intact`` (empty: the one budget of the config's
+sections) and ``official`` (each main-table row's authors' budget and backbone). A layer that is absent
+or empty changes nothing, so every run named before these layers existed keeps its settings and hash.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from intact.methods import METHODS
+from intact.naming import DEFAULT_PROTOCOL
+
+#: the sections a layer may set (the rest of a run's settings come from the benchmark and the backbone)
+SECTIONS = ("methods", "head", "intact", "optim")
+
+
+def declared(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The declared protocols (``protocols``), the default one always among them."""
+    out = {DEFAULT_PROTOCOL: {}}
+    out.update({k: (v or {}) for k, v in (cfg.get("protocols") or {}).items()})
+    return out
+
+
+def _per_method(layer: Mapping[str, Any], base: str) -> Mapping[str, Any]:
+    return (layer.get("per_method") or {}).get(base) or {}
+
+
+def run_layers(cfg: Mapping[str, Any], benchmark: str, base: str, protocol: str) -> list[Mapping[str, Any]]:
+    """The layers of one run's settings, least specific first (the order in the module docstring)."""
+    top = {s: cfg.get(s) or {} for s in SECTIONS}
+    bench = cfg["benchmarks"][benchmark].get("overrides") or {}
+    proto = declared(cfg)[protocol]
+    bench_proto = (bench.get("protocols") or {}).get(protocol) or {}
+    return [top, bench, _per_method(cfg, base), _per_method(bench, base), proto, _per_method(proto, base),
+            bench_proto, _per_method(bench_proto, base)]
+
+
+def _protocol_layers(cfg: Mapping[str, Any], protocol: str) -> list[Mapping[str, Any]]:
+    """``protocols.<protocol>`` and every benchmark's refinement of it."""
+    benches = [(b.get("overrides") or {}).get("protocols") or {} for b in cfg["benchmarks"].values()]
+    return [declared(cfg)[protocol], *((p.get(protocol) or {}) for p in benches)]
+
+
+def run_backbone(cfg: Mapping[str, Any], benchmark: str, layers: list[Mapping[str, Any]]) -> str:
+    """The backbone a run uses: the last layer's that names one, else its benchmark's."""
+    named = [layer["backbone"] for layer in layers if layer.get("backbone")]
+    return named[-1] if named else cfg["benchmarks"][benchmark]["backbone"]
+
+
+def changes(cfg: Mapping[str, Any], protocol: str, base: str) -> bool:
+    """Whether ``protocol`` sets anything for runs of ``base`` (if not, its runs of ``base`` are the default
+    protocol's runs: the same settings, so one run and one name). The default protocol: always True."""
+    if protocol == DEFAULT_PROTOCOL or protocol not in declared(cfg):   # (an undeclared one fails at resolution)
+        return True
+    def sets(layer: Mapping[str, Any]) -> bool:   # (a ``methods`` section counts for the methods it names)
+        shared = any(layer.get(s) for s in ("head", "intact", "optim", "backbone"))
+        return shared or base in (layer.get("methods") or {}) or bool(_per_method(layer, base))
+
+    return any(sets(layer) for layer in _protocol_layers(cfg, protocol))
+
+
+def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
+    """Every backbone a per-method or protocol layer names (the benchmarks' own are checked apart)."""
+    layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values())]
+    layers += [layer for p in declared(cfg) for layer in _protocol_layers(cfg, p)]
+    out = {layer["backbone"] for layer in layers if layer.get("backbone")}
+    for layer in layers:
+        out |= {m["backbone"] for m in (layer.get("per_method") or {}).values() if (m or {}).get("backbone")}
+    return out
+
+
+def optimizer_name(run: Any) -> str:
+    """The optimizer a run's jobs build: ``optim.optimizer`` where a layer sets it, else its method's own."""
+    return run.optim.optimizer or METHODS[run.base].optimizer
+
+
+def training_summary(run: Any) -> dict[str, Any]:
+    """What a run trains with, as ``intact runs`` prints it: protocol, backbone, epochs per task, batch size,
+    optimizer, lr schedule, learning rates (a method's own ``lr`` setting where it has one) and weight decay."""
+    o, own = run.optim, run.settings
+    lr = own["lr"] if own.get("lr") is not None else (o.lr_prompt if o.lr_head == o.lr_prompt else f"{o.lr_prompt}/{o.lr_head}")
+    wd = own.get("weight_decay", o.weight_decay)
+    schedule = f"{o.schedule}{list(o.milestones)}" if o.schedule == "multistep" else o.schedule
+    return {"protocol": run.protocol, "backbone": run.backbone.name, "epochs": o.epochs, "batch": o.batch_size,
+            "optimizer": optimizer_name(run), "schedule": schedule, "lr": lr, "weight_decay": wd}
