@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         return speed(argv[1:])
     args = parser.parse_args(argv)
     try:
-        cfg = load_config(*args.config)
+        # listing runs needs no data or weights (as a dry run): a config can be read before they arrive
+        cfg = load_config(*args.config, check_files=args.command == "validate")
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -35,9 +35,10 @@ from intact.settings import (  # noqa: F401  (re-exported: the typed sections ar
 # Loading and validation
 
 
-def load_config(*paths: str | Path) -> dict[str, Any]:
+def load_config(*paths: str | Path, check_files: bool = True) -> dict[str, Any]:
     """Read YAML config files (safe loader), layered in order as Snakemake layers ``configfile`` and
-    ``--configfile`` (each file's ``extends`` resolved: :mod:`intact.layering`), and validate the result."""
+    ``--configfile`` (each file's ``extends`` resolved: :mod:`intact.layering`), and validate the result
+    (``check_files=False``: without requiring the data and weights files, as a dry run does)."""
     if not paths:
         raise ConfigError("no config file given")
     for path in map(Path, paths):
@@ -47,7 +48,7 @@ def load_config(*paths: str | Path) -> dict[str, Any]:
         cfg = read_files(paths)
     except LayerError as err:
         raise ConfigError(str(err)) from None
-    validate_config(cfg)
+    validate_config(cfg, check_files=check_files)
     return cfg
 
 
