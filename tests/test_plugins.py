@@ -100,13 +100,14 @@ def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
 
 
 def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch):
-    """A package's own modules: one declares, one is a helper (skipped, named if looked up), one fails."""
+    """A package's own modules: one declares, one is a helper (read, not imported: skipped, named if looked
+    up), one fails."""
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "good.py").write_text(GOOD.format(name="good"))
-    (pkg / "helper.py").write_text("X = 1\n")
-    (pkg / "broken.py").write_text("raise RuntimeError('boom\\nsecond line')\n")
+    (pkg / "helper.py").write_text("import torch_is_never_imported_here\nX = 1\n")
+    (pkg / "broken.py").write_text("raise RuntimeError('boom\\nsecond line')\nMETHOD = None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry("method", Method, "mypkg", "METHOD", "no.such.group")
     assert set(reg) == {"good"} == set(reg.builtins()) and reg.skipped == ["helper"]
