@@ -220,6 +220,13 @@ def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "settings field 'weight': unknown bound minimun" in out and "bad_bound_dist 0.1" in out
     assert "Traceback" not in out, out[-3000:]
+    cfg = tiny_config(methods=["coda_p"])
+    cfg["benchmarks"]["digits"]["type"] = "bench_missing_dep"
+    write_config(tmp_path / "bad_bench", cfg)
+    proc = snakemake(tmp_path / "bad_bench", "-n", check=False, env=env(site))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "benchmark type 'bench_missing_dep' cannot be loaded" in out, out[-3000:]
+    assert "bench_missing_dep_dist 0.1" in out and "Traceback" not in out, out[-3000:]
 
 
 @pytest.mark.slow
