@@ -1,4 +1,4 @@
-"""Plugin failures stay local (intact.registry): a method whose module or entry point fails to load is
+"""Plugin failures stay local (intact.registry): a method or benchmark whose module or entry point fails to load is
 recorded, and only a config that uses it is refused, with one line naming the distribution, the entry
 point or module, and the cause; every other command works. Each plugin here is a dist-info folder and a
 module in a temporary directory put on the path (nothing is installed into the environment)."""
@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, snakemake, tiny_config, write_config
+from intact.data import BUILTIN_TYPES
+from intact.data.declare import BenchmarkType
 from intact.methods.declare import Method
 from intact.registry import Registry, RegistryError, load_target, resolve, target_problem
 
@@ -39,13 +41,35 @@ BROKEN = {
 }
 
 
-def add_plugin(site: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
-    """A distribution ``dist`` 0.1 in ``site``: its metadata, its ``intact.methods`` entry points, its modules."""
+GOOD_BENCH = '''
+from dataclasses import dataclass
+from intact.data.declare import BenchmarkSettings, BenchmarkType
+
+@dataclass(frozen=True)
+class S(BenchmarkSettings):
+    pass
+
+BENCHMARK = BenchmarkType("{name}", S, "intact.data.digits:NoSuchClass", "a plugin", tasks=("a", "b"), num_classes=2)
+'''
+
+#: the same for benchmarks (group ``intact.benchmarks``)
+BROKEN_BENCH = {
+    "bench_missing_dep": ("import torchvision_does_not_exist\n",
+                          "ModuleNotFoundError: No module named 'torchvision_does_not_exist'"),
+    "bench_not_a_type": ("BENCHMARK = 42\n", "expected a intact.data.declare.BenchmarkType, got int"),
+    "bench_bad_tasks": (GOOD_BENCH.replace('("a", "b")', '("a", "a")').format(name="bench_bad_tasks"),
+                        "TypeError: benchmark 'bench_bad_tasks': tasks must name at least one task, each once"),
+}
+
+
+def add_plugin(site: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str],
+               group: str = "intact.methods") -> None:
+    """A distribution ``dist`` 0.1 in ``site``: its metadata, its ``group`` entry points, its modules."""
     info = site / f"{dist}-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
     lines = "".join(f"{k} = {v}\n" for k, v in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[intact.methods]\n{lines}")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}")
     for name, source in modules.items():
         (site / f"{name}.py").write_text(textwrap.dedent(source))
 
@@ -59,6 +83,10 @@ def site(tmp_path_factory) -> Path:
         add_plugin(site, f"{name}_dist", {name: f"{name}_mod:METHOD"}, {f"{name}_mod": source})
     # an entry point named otherwise than the method it declares
     add_plugin(site, "renamed_dist", {"alias": "renamed_mod:METHOD"}, {"renamed_mod": GOOD.format(name="real_name")})
+    for name, (source, _) in BROKEN_BENCH.items():
+        add_plugin(site, f"{name}_dist", {name: f"{name}_mod:BENCHMARK"}, {f"{name}_mod": source}, "intact.benchmarks")
+    add_plugin(site, "bench_renamed_dist", {"bench_alias": "bench_renamed_mod:BENCHMARK"},
+               {"bench_renamed_mod": GOOD_BENCH.format(name="bench_real")}, "intact.benchmarks")
     return site
 
 
@@ -66,6 +94,12 @@ def site(tmp_path_factory) -> Path:
 def registry(site, monkeypatch) -> Registry:
     monkeypatch.syspath_prepend(str(site))
     return Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
+
+
+@pytest.fixture()
+def bench_registry(site, monkeypatch) -> Registry:
+    monkeypatch.syspath_prepend(str(site))
+    return Registry("benchmark type", BenchmarkType, "intact.data", "BENCHMARK", "intact.benchmarks")
 
 
 def env(site: Path) -> dict[str, str]:
@@ -90,6 +124,25 @@ def test_an_entry_point_named_otherwise_than_its_method_is_refused_under_both_na
         assert "renamed_dist 0.1" in msg
 
 
+@pytest.mark.parametrize("name", sorted(BROKEN_BENCH))
+def test_a_broken_benchmark_plugin_is_recorded_and_refused_only_by_name(bench_registry, name):
+    assert bench_registry.builtin == set(BUILTIN_TYPES) <= set(bench_registry) and "bench_alias" not in bench_registry
+    assert name not in bench_registry and name in bench_registry.failures
+    msg = str(pytest.raises(RegistryError, lambda: bench_registry[name]).value)
+    assert "\n" not in msg and msg.startswith(
+        f"benchmark type {name!r} cannot be loaded: entry point '{name} = {name}_mod:BENCHMARK' (group 'intact.benchmarks')")
+    assert f"of distribution '{name}_dist 0.1'" in msg and BROKEN_BENCH[name][1] in msg, msg
+    # the helper modules of intact.data were read, not imported
+    assert {"base", "loader", "declare"} <= set(bench_registry.skipped)
+
+
+def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused_under_both_names(bench_registry):
+    for name in ("bench_alias", "bench_real"):
+        msg = str(pytest.raises(RegistryError, lambda: bench_registry[name]).value)
+        assert "declares benchmark type 'bench_real'" in msg and "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
+        assert "bench_renamed_dist 0.1" in msg, msg
+
+
 def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
     add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"}, {"twin_mod": GOOD.format(name="coda_p")})
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -100,13 +153,14 @@ def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
 
 
 def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch):
-    """A package's own modules: one declares, one is a helper (skipped, named if looked up), one fails."""
+    """A package's own modules: one declares, one is a helper (read, not imported: skipped, named if looked
+    up), one fails."""
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "good.py").write_text(GOOD.format(name="good"))
-    (pkg / "helper.py").write_text("X = 1\n")
-    (pkg / "broken.py").write_text("raise RuntimeError('boom\\nsecond line')\n")
+    (pkg / "helper.py").write_text("import torch_is_never_imported_here\nX = 1\n")
+    (pkg / "broken.py").write_text("raise RuntimeError('boom\\nsecond line')\nMETHOD = None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry("method", Method, "mypkg", "METHOD", "no.such.group")
     assert set(reg) == {"good"} == set(reg.builtins()) and reg.skipped == ["helper"]
@@ -146,6 +200,14 @@ def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "method 'missing_dep' cannot be loaded: entry point 'missing_dep = missing_dep_mod:METHOD'" in bad.stderr
     assert "missing_dep_dist 0.1" in bad.stderr and "ModuleNotFoundError" in bad.stderr
+    for kind, cause in (("bench_not_a_type", "got int"), ("bench_alias", "declares benchmark type 'bench_real'")):
+        cfg = tiny_config(methods=["coda_p"])
+        cfg["benchmarks"]["digits"]["type"] = kind
+        write_config(tmp_path, cfg)
+        bad = run_cli(site, "validate", str(tmp_path / "config.yaml"))
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert f"key 'benchmarks.digits.type': benchmark type {kind!r} cannot be loaded: entry point" in bad.stderr
+        assert cause in bad.stderr, bad.stderr
 
 
 @pytest.mark.slow
@@ -158,6 +220,13 @@ def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "settings field 'weight': unknown bound minimun" in out and "bad_bound_dist 0.1" in out
     assert "Traceback" not in out, out[-3000:]
+    cfg = tiny_config(methods=["coda_p"])
+    cfg["benchmarks"]["digits"]["type"] = "bench_missing_dep"
+    write_config(tmp_path / "bad_bench", cfg)
+    proc = snakemake(tmp_path / "bad_bench", "-n", check=False, env=env(site))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "benchmark type 'bench_missing_dep' cannot be loaded" in out, out[-3000:]
+    assert "bench_missing_dep_dist 0.1" in out and "Traceback" not in out, out[-3000:]
 
 
 @pytest.mark.slow

@@ -56,6 +56,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
     """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
+    _check_benchmark_types(cfg)
     check_schema(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
@@ -106,6 +107,16 @@ def weights_path(cfg: Mapping[str, Any], name: str) -> str:
     """The weights file of backbone ``name`` (``~`` and ``$VARS`` expanded), or ``pretrain``."""
     w = cfg["backbones"][name]["weights"]
     return w if w == "pretrain" else expand_path(w)
+
+
+def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
+    """A benchmark whose type failed to load (a broken plugin) is refused with the registry's one line, not
+    as a value outside the schema's list of types."""
+    benchmarks = cfg.get("benchmarks")
+    for name, bench in (benchmarks.items() if isinstance(benchmarks, Mapping) else ()):
+        kind = bench.get("type") if isinstance(bench, Mapping) else None
+        if isinstance(kind, str) and kind in BENCHMARK_TYPES.failures:
+            raise ConfigError(f"config: key 'benchmarks.{name}.type': {BENCHMARK_TYPES.failures[kind].message(BENCHMARK_TYPES.what)}")
 
 
 def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:

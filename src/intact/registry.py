@@ -8,7 +8,8 @@ A declaration that cannot be loaded - a module that fails to import, an entry po
 object or declares another name, a name declared twice - does not stop the import: the failure is recorded
 under the name it would have had, and only looking that name up raises, with one line naming the
 distribution, the entry point or module, and the cause. So a broken plugin refuses only the configs that use
-it. A built-in module without the declaration attribute is a helper: it is skipped, and listed.
+it. A built-in module whose source does not bind the declaration attribute at top level is a helper: it is
+read (not imported: helpers may import torch), skipped, and listed.
 
 Importing this module imports nothing heavy: the Snakefile builds the registries at start-up (and in every
 cluster job), and implementations (which import torch) are loaded only by a job.
@@ -23,6 +24,7 @@ import importlib.util
 import pkgutil
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 T = TypeVar("T")
@@ -92,6 +94,12 @@ def _top_level_names(path: str) -> set[str]:
             body += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
                      *(s for h in getattr(node, "handlers", []) for s in h.body)]
     return names
+
+
+def _binds(path: Path, attr: str) -> bool:
+    """Does the module source at ``path`` bind ``attr`` at top level? True where there is no source to read
+    (a compiled module: import it to find out)."""
+    return not path.is_file() or attr in _top_level_names(str(path))
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,9 @@ class Registry(Mapping[str, T], Generic[T]):
                 continue
             module, origin = f"{self.package}.{info.name}", f"module {self.package}.{info.name}"
             try:
-                decl = getattr(importlib.import_module(module), self.attr, None)
+                # read before importing: a helper module (which may import torch) is never imported here
+                declares = _binds(Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py", self.attr)
+                decl = getattr(importlib.import_module(module), self.attr, None) if declares else None
             except Exception as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
                 self._fail(info.name, origin, _one_line(err))
                 continue

@@ -1,68 +1,29 @@
 """The benchmark registry, derived from the benchmarks' own declarations (:mod:`intact.data.declare`).
 
 A built-in benchmark is a module of this package that assigns ``BENCHMARK`` at its top level (the other
-modules are helpers; they are not imported here, since some import torch); a benchmark of another installed
+modules are helpers: read, not imported here, since some import torch); a benchmark of another installed
 package registers under the entry-point group ``intact.benchmarks`` (``name = "package.module:BENCHMARK"``).
-Both are found here, so a new benchmark is one file: nothing else lists it. Importing the declarations
-imports no torch (the Snakefile validates configs at start-up and on every cluster job).
+Both are found by :class:`intact.registry.Registry`, as the methods are, so a new benchmark is one file:
+nothing else lists it, and one that fails to load refuses only the configs that use it. Importing the
+declarations imports no torch (the Snakefile validates configs at start-up and on every cluster job).
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
-import pkgutil
-from importlib.metadata import entry_points
-from pathlib import Path
-
-from intact.data.declare import TYPES, BenchmarkType, benchmark_type
+from intact.data.declare import BenchmarkType, benchmark_type, use_registry
+from intact.registry import Registry
 
 ENTRY_POINT_GROUP = "intact.benchmarks"
 
-
-def _declares(path: Path) -> bool:
-    """Does the module at ``path`` assign ``BENCHMARK`` at its top level? (read, not imported)"""
-    tree = ast.parse(path.read_text())
-    return any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "BENCHMARK" for t in node.targets)
-               for node in tree.body)
-
-
-def _builtin() -> list[BenchmarkType]:
-    folder = Path(__file__).parent
-    return [importlib.import_module(f"{__name__}.{info.name}").BENCHMARK
-            for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda m: m.name)
-            if not info.ispkg and _declares(folder / f"{info.name}.py")]
-
-
-def _installed() -> list[BenchmarkType]:
-    out = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        bench = ep.load()
-        if not isinstance(bench, BenchmarkType):
-            raise TypeError(f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}: "
-                            f"expected an intact.data.declare.BenchmarkType, got {type(bench).__name__}")
-        if bench.name != ep.name:
-            raise ValueError(f"entry point {ep.name!r} of group {ENTRY_POINT_GROUP!r} declares benchmark "
-                             f"{bench.name!r}: the two names must agree")
-        out.append(bench)
-    return out
-
-
-def discover() -> dict[str, BenchmarkType]:
-    """Every benchmark type: the built-ins, then those of installed packages; a name may be declared only once."""
-    found: dict[str, BenchmarkType] = {}
-    for bench in _builtin() + _installed():
-        if bench.name in found:
-            raise ValueError(f"benchmark type {bench.name!r} is declared twice (a built-in or another package has it)")
-        found[bench.name] = bench
-    return found
-
-
-TYPES.update(discover())
-#: type name -> declaration, every benchmark this installation knows
-BENCHMARK_TYPES: dict[str, BenchmarkType] = TYPES
+#: type name -> declaration, every benchmark this installation knows: the built-ins (``BENCHMARKS.builtin``),
+#: then those of installed packages. A type whose module or entry point failed to load is not in it; looking
+#: its name up raises a one-line :class:`~intact.registry.RegistryError` (``BENCHMARKS.failures``).
+BENCHMARKS: Registry[BenchmarkType] = Registry("benchmark type", BenchmarkType, __name__, "BENCHMARK",
+                                               ENTRY_POINT_GROUP)
+use_registry(BENCHMARKS)
+BENCHMARK_TYPES = BENCHMARKS  # the name the config, schema and docs modules use
 #: the types this package declares (the project's own docs cover these only, whatever else is installed)
-BUILTIN_TYPES: tuple[str, ...] = tuple(n for n, t in TYPES.items() if t.settings.__module__.startswith(f"{__name__}."))
+BUILTIN_TYPES: tuple[str, ...] = tuple(BENCHMARKS.builtins())
 
 
 def benchmark_class(kind: str) -> type:

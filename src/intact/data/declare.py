@@ -18,15 +18,15 @@ config entry's task sequence and class count (:class:`BenchmarkSettings`), the e
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from intact.methods.declare import fields_schema
-from intact.registry import load_target
+from intact.registry import load_target, resolve
 
-#: type name -> declaration: every benchmark this installation knows (filled by :mod:`intact.data`)
-TYPES: dict[str, "BenchmarkType"] = {}
+#: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
+#: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
+TYPES: Mapping[str, "BenchmarkType"] = {}
 
 #: the keys every ``benchmarks.<name>`` entry has; not settings of the type
 COMMON_KEYS = ("name", "type", "backbone")
@@ -35,12 +35,16 @@ COMMON_KEYS = ("name", "type", "backbone")
 BenchmarkCheck = Callable[[Any], Iterable[tuple[str, str]]]
 
 
+def use_registry(registry: Mapping[str, "BenchmarkType"]) -> None:
+    """Make ``registry`` the one :func:`benchmark_type` looks names up in."""
+    global TYPES
+    TYPES = registry
+
+
 def benchmark_type(name: str) -> "BenchmarkType":
-    """The declaration of benchmark type ``name``; KeyError naming the known ones."""
-    try:
-        return TYPES[name]
-    except KeyError:
-        raise KeyError(f"unknown benchmark type {name!r}; registered: {', '.join(sorted(TYPES))}") from None
+    """The declaration of benchmark type ``name``; a KeyError naming the known ones, or (a type whose module
+    or entry point failed to load) the one-line reason."""
+    return resolve(TYPES, name, "benchmark type")
 
 
 @dataclass(frozen=True)
@@ -127,12 +131,7 @@ class BenchmarkType:
 
     def load(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
-        return _load(self.implementation)
-
-
-@functools.lru_cache(maxsize=None)
-def _load(target: str | Callable[[], type]) -> type:
-    return target() if callable(target) else load_target(target)
+        return load_target(self.implementation)
 
 
 def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:
