@@ -5,7 +5,7 @@ docs/certificate.md for the exact steps), with this repository's ``src`` on the 
 
     PYTHONPATH=src /tmp/h24/venv/bin/python tools/certificate_lirpa.py > /tmp/lirpa.json
 
-Prints one JSON list: per case ``dims``, ``relative``, ``seed``, ``lirpa_crown``, ``lirpa_alpha`` (the width
+Prints one JSON line per case (as it finishes): ``dims``, ``relative``, ``seed``, ``lirpa_crown``, ``lirpa_alpha`` (the width
 max over outputs of max(|lower|, |upper|)) and ``lirpa_alpha_seconds``. ``tools/certificate_width.py
 --lirpa`` puts them into the table.
 """
@@ -35,22 +35,20 @@ def bounds(new: nn.Module, old: nn.Module, lo: torch.Tensor, hi: torch.Tensor, m
     model = BoundedModule(Difference(new, old), torch.zeros(1, lo.numel(), dtype=torch.float64), device="cpu")
     x = BoundedTensor(((lo + hi) / 2)[None], PerturbationLpNorm(norm=float("inf"), x_L=lo[None], x_U=hi[None]))
     lb, ub = model.compute_bounds(x=(x,), method=method)
-    return float(torch.maximum(lb.abs(), ub.abs()).max())
+    return float(torch.maximum(lb.abs(), ub.abs()).max().detach())
 
 
 def main() -> None:
     torch.set_default_dtype(torch.float64)
-    rows = []
     for dims in HEADS_ALPHA:
         for relative in RELATIVES:
             for seed in SEEDS:
                 old, new, (lo, hi) = case(list(dims), relative, seed)
                 start = time.perf_counter()
                 alpha = bounds(new, old, lo, hi, "CROWN-Optimized")
-                rows.append({"dims": list(dims), "relative": relative, "seed": seed, "lirpa_alpha": alpha,
-                             "lirpa_alpha_seconds": time.perf_counter() - start,
-                             "lirpa_crown": bounds(new, old, lo, hi, "CROWN")})
-    print(json.dumps(rows, indent=1))
+                print(json.dumps({"dims": list(dims), "relative": relative, "seed": seed, "lirpa_alpha": alpha,
+                                  "lirpa_alpha_seconds": time.perf_counter() - start,
+                                  "lirpa_crown": bounds(new, old, lo, hi, "CROWN")}), flush=True)
 
 
 if __name__ == "__main__":
