@@ -48,7 +48,7 @@ def _points(lo: torch.Tensor, hi: torch.Tensor, g: torch.Generator) -> torch.Ten
 def test_no_computed_drift_exceeds_the_rounded_certificate_on_exactly_attained_bounds(dtype):
     g = torch.Generator().manual_seed(0)
     raw_exceeded = 0
-    for trial in range(300):
+    for trial in range(90):
         d = int(torch.randint(1, 6, (1,), generator=g))
         dims = [d, 1] if trial % 3 == 0 else [d, 1, 1] if trial % 3 == 1 else [d, 2, 1, 1]
         old = _head(dims, g, dtype)

@@ -18,6 +18,8 @@ import json
 import statistics
 from pathlib import Path
 
+import torch
+
 from intact.experiments.certificate_width import HEADS_ALPHA, RELATIVES, SEEDS, compare, measure
 
 HEADS = ([64, 128, 10], [64, 128, 128, 10], [256, 256, 50], [256, 256, 256, 50])
@@ -78,7 +80,9 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, help="append every --alpha case as a JSON line here")
     ap.add_argument("--restarts", type=int, default=64, help="PGD restarts per output and sign, for --alpha")
     ap.add_argument("--steps", type=int, default=300, help="PGD steps, for --alpha")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (small matrices: 1 is fastest)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     if args.alpha:
         alpha_table(args.lirpa, args.rows, args.restarts, args.steps)
     else:
