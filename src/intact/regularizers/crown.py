@@ -96,7 +96,9 @@ def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float, alpha: torch.T
     a_u = torch.where(active, one, torch.where(dead, s_, chord))
     c_u = torch.where(unstable, s * lo - chord * lo, zero)
     # lower: c x with c in [s, 1] (LeakyReLU is convex and through 0): CROWN's choice, 1 where hi >= -lo
-    lower = torch.where(hi >= -lo, one, s_) if alpha is None else alpha.clamp(s, 1.0)
+    # alpha: clamped in value, but the gradient passes at the ends too (torch's clamp stops it at s and 1,
+    # where CROWN's choice starts the optimisation)
+    lower = torch.where(hi >= -lo, one, s_) if alpha is None else alpha + (alpha.clamp(s, 1.0) - alpha).detach()
     a_l = torch.where(active, one, torch.where(dead, s_, lower))
     return a_l, zero, a_u, c_u
 
