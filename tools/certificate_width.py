@@ -43,17 +43,21 @@ def _key(r: dict) -> tuple:
     return tuple(r["dims"]), r["relative"], r["seed"]
 
 
-def alpha_table(lirpa: Path | None, rows_out: Path | None, restarts: int, steps: int) -> None:
+def alpha_table(lirpa: Path | None, rows_out: Path | None, restarts: int, steps: int, stored: Path | None = None) -> None:
+    """The 48-case table; ``stored``: render the rows a previous run appended to ``--rows`` instead of computing."""
     theirs = {_key(r): r for r in map(json.loads, lirpa.read_text().splitlines())} if lirpa else {}
-    rows = []
-    for dims in HEADS_ALPHA:
-        for relative in RELATIVES:
-            for seed in SEEDS:
-                r = {**compare(list(dims), relative, seed, restarts, steps), **theirs.get((tuple(dims), relative, seed), {})}
-                rows.append(r)
-                if rows_out:
-                    with rows_out.open("a") as f:
-                        f.write(json.dumps(r) + "\n")
+    if stored:
+        rows = [{**r, **theirs.get(_key(r), {})} for r in map(json.loads, stored.read_text().splitlines())]
+    else:
+        rows = []
+        for dims in HEADS_ALPHA:
+            for relative in RELATIVES:
+                for seed in SEEDS:
+                    r = {**compare(list(dims), relative, seed, restarts, steps), **theirs.get((tuple(dims), relative, seed), {})}
+                    rows.append(r)
+                    if rows_out:
+                        with rows_out.open("a") as f:
+                            f.write(json.dumps(r) + "\n")
     print("| head | update | interval | CROWN | α (ours) | certificate | attack | cert / attack | "
           "LiRPA CROWN | LiRPA α-CROWN | cert / LiRPA α (max) | cert s (max) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -80,11 +84,12 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, help="append every --alpha case as a JSON line here")
     ap.add_argument("--restarts", type=int, default=64, help="PGD restarts per output and sign, for --alpha")
     ap.add_argument("--steps", type=int, default=300, help="PGD steps, for --alpha")
+    ap.add_argument("--stored", type=Path, help="render the table from a previous run's --rows file")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (small matrices: 1 is fastest)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.alpha:
-        alpha_table(args.lirpa, args.rows, args.restarts, args.steps)
+        alpha_table(args.lirpa, args.rows, args.restarts, args.steps, args.stored)
     else:
         crown_table(args.seeds, args.relative)
 

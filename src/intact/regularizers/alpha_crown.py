@@ -28,7 +28,7 @@ from torch import nn
 from intact.regularizers.crown import (
     Box, Layer, Relax, _act_relaxation, _backsubstitute, _bias, _relaxation, difference_network, layer_bounds,
 )
-from intact.regularizers.rounding import outward
+from intact.regularizers.rounding import down, outward, up
 
 #: Adam on the lower slopes: iterations and learning rate (auto_LiRPA's defaults are 20 and 0.5)
 ITERATIONS, LEARNING_RATE = 40, 0.5
@@ -63,66 +63,98 @@ def _intersect(diff: Box, pair: Box) -> tuple[Box, Box]:
     (xn_lo, xn_hi), (dx_lo, dx_hi) = (diff[0][:n], diff[1][:n]), (diff[0][n:], diff[1][n:])
     (pn_lo, pn_hi), (xo_lo, xo_hi) = (pair[0][:n], pair[1][:n]), (pair[0][n:], pair[1][n:])
     xn_lo, xn_hi = torch.maximum(xn_lo, pn_lo), torch.minimum(xn_hi, pn_hi)
-    # (sums of two outward-rounded bounds, rounded outward once more by nextafter)
-    inf = torch.tensor(float("inf"), dtype=xn_lo.dtype)
-    down, up = (lambda t: torch.nextafter(t, -inf)), (lambda t: torch.nextafter(t, inf))  # noqa: E731
+    # (differences of two outward-rounded bounds, rounded outward once more: one ulp covers one subtraction)
     xo_lo, xo_hi = torch.maximum(xo_lo, down(xn_lo - dx_hi)), torch.minimum(xo_hi, up(xn_hi - dx_lo))
     dx_lo, dx_hi = torch.maximum(dx_lo, down(xn_lo - xo_hi)), torch.minimum(dx_hi, up(xn_hi - xo_lo))
     return (torch.cat([xn_lo, dx_lo]), torch.cat([xn_hi, dx_hi])), (torch.cat([xn_lo, xo_lo]), torch.cat([xn_hi, xo_hi]))
 
 
-def _optimise(layers: Sequence[Layer], pre: Sequence[Box], lower: torch.Tensor, upper: torch.Tensor, relax: Relax,
-              units: int, n_ops: int, iterations: int, lr: float) -> tuple[Box, torch.Tensor]:
-    """The output's bounds with optimised lower slopes (``units``: how many leading units of each hidden layer
-    are activations with a slope to optimise), rounded outward; and the magnitude of the best evaluation."""
-    k = layers[-1][0].shape[0]
-    eye = torch.eye(k, dtype=lower.dtype, device=lower.device)
-    C = torch.cat([eye, -eye])
-    alphas: list[torch.Tensor | None] = []
-    for (lo, hi), (_, _, s) in zip(pre, layers[:-1]):
-        n = lo.numel() // units
-        init = torch.where(hi[:n] >= -lo[:n], torch.ones_like(lo[:n]), torch.full_like(lo[:n], s or 0.0))  # CROWN's
-        alphas.append(None if s is None else init.expand(2 * k, n).clone().requires_grad_(True))
-    free = [a for a in alphas if a is not None]
-    opt = torch.optim.Adam(free, lr=lr) if free else None
-    best = torch.full((2 * k,), -float("inf"), dtype=lower.dtype)
-    best_mag = torch.zeros_like(best)
-    for it in range(iterations + 1 if free else 1):
-        value, mag = _backsubstitute(C, layers, pre, lower, upper, relax, alphas)
+def _spec(rows: int, like: torch.Tensor) -> torch.Tensor:
+    eye = torch.eye(rows, dtype=like.dtype, device=like.device)
+    return torch.cat([eye, -eye])
+
+
+def _bound(layers: Sequence[Layer], pre: Sequence[Box], lower: torch.Tensor, upper: torch.Tensor, relax: Relax,
+           alphas: Sequence[torch.Tensor | None] | None, n_ops: int) -> Box:
+    """Outward-rounded CROWN bounds of ``layers[-1]``'s pre-activation with the given lower slopes."""
+    rows = layers[-1][0].shape[0]
+    value, mag = _backsubstitute(_spec(rows, lower), layers, pre, lower, upper, relax, alphas)
+    lo = outward((value, value), mag, n_ops)[0]
+    return lo[:rows], -lo[rows:]
+
+
+class _Slopes:
+    """The lower slopes of one network: per bounded layer (start node) and per relaxed layer before it, one row
+    per bound (lower and upper of every unit), starting from CROWN's choice once the box of the layer is known."""
+
+    def __init__(self, layers: Sequence[Layer], units: int):
+        self.layers, self.units = layers, units
+        self.alphas: dict[int, list[torch.Tensor | None]] = {}
+
+    def get(self, k: int, pre: Sequence[Box]) -> list[torch.Tensor | None]:
+        if k not in self.alphas:
+            rows = 2 * self.layers[k][0].shape[0]
+            out: list[torch.Tensor | None] = []
+            for (lo, hi), (_, _, s) in zip(pre, self.layers[:k]):
+                n = lo.numel() // self.units
+                init = torch.where(hi[:n] >= -lo[:n], torch.ones_like(lo[:n]), torch.full_like(lo[:n], s or 0.0))
+                out.append(None if s is None else init.detach().expand(rows, n).clone().requires_grad_(True))
+            self.alphas[k] = out
+        return self.alphas[k]
+
+    def project(self) -> None:
         with torch.no_grad():
-            lo_round = outward((value, value), mag, n_ops)[0]
-            better = lo_round > best
-            best, best_mag = torch.where(better, lo_round, best), torch.where(better, mag, best_mag)
-        if opt is None or it == iterations:
-            break
-        opt.zero_grad()
-        (-value.sum()).backward()
-        opt.step()
-        with torch.no_grad():
-            for a, (_, _, s) in zip(alphas, layers[:-1]):
-                if a is not None:
-                    a.clamp_(s, 1.0)
-    return (best[:k].detach(), -best[k:].detach()), best_mag
+            for k, alphas in self.alphas.items():
+                for a, (_, _, s) in zip(alphas, self.layers[:k]):
+                    if a is not None:
+                        a.clamp_(s, 1.0)
+
+
+def _pass(diff: Sequence[Layer], pair: Sequence[Layer], lower: torch.Tensor, upper: torch.Tensor, n_ops: int,
+          slopes: tuple[_Slopes, _Slopes]) -> tuple[Box, Box]:
+    """One complete evaluation: both networks' intermediate bounds layer by layer (intersected), then the output's."""
+    pre_d: list[Box] = []
+    pre_p: list[Box] = []
+    last = len(diff) - 1
+    for k in range(last):
+        d = _bound(diff[: k + 1], pre_d, lower, upper, _relaxation, slopes[0].get(k, pre_d), n_ops)
+        p = _bound(pair[: k + 1], pre_p, lower, upper, _pair_relaxation, slopes[1].get(k, pre_p), n_ops)
+        d, p = _intersect(d, p)
+        pre_d.append(d)
+        pre_p.append(p)
+    return (_bound(diff, pre_d, lower, upper, _relaxation, slopes[0].get(last, pre_d), n_ops),
+            _bound(pair, pre_p, lower, upper, _pair_relaxation, slopes[1].get(last, pre_p), n_ops))
 
 
 def optimised_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor, upper: torch.Tensor,
                      n_ops: int, iterations: int = ITERATIONS, lr: float = LEARNING_RATE) -> dict[str, Box]:
     """Outward-rounded bounds of ``new(h) - old(h)`` over the box (a multi-layer head :func:`crown.supports`):
-    ``crown`` (the difference network, fixed slopes), ``alpha`` (the better of the optimised difference and
-    pair networks, per output), both on the intersected intermediate bounds."""
+    ``crown`` (the difference network with CROWN's slopes, on the intersected intermediate bounds) and
+    ``alpha`` (per output, the best over the iterations of the tighter of the two networks, with the slopes of
+    every layer's bounds optimised together: Adam on the sum of the output's bounds). Every iteration is a
+    complete bound evaluation with slopes in ``[s, 1]``, so each is sound and so is their per-output best."""
     diff, pair = difference_network(list(new), list(old)), pair_network(new, old)
-    pre_d: list[Box] = []
-    pre_p: list[Box] = []
-    with torch.no_grad():
-        for k in range(len(diff) - 1):
-            d, d_mag = layer_bounds(diff[: k + 1], pre_d, lower, upper, _relaxation)
-            p, p_mag = layer_bounds(pair[: k + 1], pre_p, lower, upper, _pair_relaxation)
-            d, p = _intersect(outward(d, d_mag, n_ops), outward(p, p_mag, n_ops))
-            pre_d.append(d)
-            pre_p.append(p)
+    slopes = (_Slopes(diff, 2), _Slopes(pair, 1))
+    best_lo = best_hi = crown = None
+    opt = None
     with torch.enable_grad():
-        crown, _ = _optimise(diff, pre_d, lower, upper, _relaxation, 2, n_ops, 0, lr)
-        a_d, _ = _optimise(diff, pre_d, lower, upper, _relaxation, 2, n_ops, iterations, lr)
-        a_p, _ = _optimise(pair, pre_p, lower, upper, _pair_relaxation, 1, n_ops, iterations, lr)
-    alpha = (torch.maximum(a_d[0], a_p[0]), torch.minimum(a_d[1], a_p[1]))
-    return {"crown": crown, "alpha": alpha}
+        for it in range(iterations + 1):
+            (d_lo, d_hi), (p_lo, p_hi) = _pass(diff, pair, lower, upper, n_ops, slopes)
+            lo, hi = torch.maximum(d_lo, p_lo).detach(), torch.minimum(d_hi, p_hi).detach()
+            if crown is None:
+                crown = (d_lo.detach(), d_hi.detach())
+                best_lo, best_hi = lo, hi
+            best_lo, best_hi = torch.maximum(best_lo, lo), torch.minimum(best_hi, hi)
+            if it == iterations:
+                break
+            if opt is None:
+                params = [a for s in slopes for alphas in s.alphas.values() for a in alphas if a is not None]
+                if not params:
+                    break
+                opt = torch.optim.Adam(params, lr=lr)
+            opt.zero_grad()
+            (d_hi - d_lo + p_hi - p_lo).sum().backward()
+            opt.step()
+            for s in slopes:
+                s.project()
+    return {"crown": crown, "alpha": (best_lo, best_hi)}

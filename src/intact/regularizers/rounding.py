@@ -64,9 +64,20 @@ def outward(bounds: Box, magnitude: torch.Tensor, n: int, dtype: torch.dtype | N
     dtype = dtype or lo.dtype
     u = torch.finfo(lo.dtype).eps / 2
     tiny = n * torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps  # n subnormal steps, absolute
-    margin = gamma(n, dtype) * (1 + 4 * u) * magnitude + tiny
-    inf = torch.tensor(float("inf"), dtype=dtype, device=lo.device)
-    return torch.nextafter(lo - margin, -inf), torch.nextafter(hi + margin, inf)
+    margin = gamma(n, dtype) * (1 + 4 * u) * magnitude.detach() + tiny
+    return down(lo - margin), up(hi + margin)
+
+
+def down(t: torch.Tensor) -> torch.Tensor:
+    """The next float below ``t`` (its value exactly: ``t + (next - t)`` adds one ulp, exact), with ``t``'s gradient."""
+    d = t.detach()
+    return t + (torch.nextafter(d, torch.full_like(d, -float("inf"))) - d)
+
+
+def up(t: torch.Tensor) -> torch.Tensor:
+    """The next float above ``t``, with ``t``'s gradient (see :func:`down`)."""
+    d = t.detach()
+    return t + (torch.nextafter(d, torch.full_like(d, float("inf"))) - d)
 
 
 def _abs_affine(m: nn.Module, v: torch.Tensor) -> torch.Tensor:
