@@ -167,12 +167,8 @@ def test_guard_observe_never_synchronises_with_the_gpu():
     with pytest.raises(NonFiniteError, match="step 1/8: the loss term 'var'"):
         guard.check("kept")
 
-# ==== moved from tests/test_audit_fixes.py (issue 17): the guard and BatchNorm =================
-
+# ==== moved from tests/test_audit_fixes.py (issue 17): the guard and BatchNorm ==========
 CNN = "net_finetune+intact@methods.net_finetune.model=cnn_bn,methods.net_finetune.feature=conv1"
-SKIP = ",optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.2"
-
-
 SKIP = ",optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.2"
 
 
@@ -252,3 +248,49 @@ def test_the_guard_names_a_non_finite_buffer():
     check_saved("run r", 0, good, {"fc0": Hypercube(torch.zeros(2), torch.ones(2))})
     with pytest.raises(NonFiniteError, match=r"buffer or parameter 'fisher.model.fc0.weight'"):
         check_saved("run r", 0, {**good, "fisher.model.fc0.weight": torch.tensor([1.0, float("nan")])}, {})
+=======
+
+def _bn_guard(policy: str) -> tuple[torch.nn.Module, DivergenceGuard]:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))
+    guard = DivergenceGuard("b/m/seed0", 0, 1, 4, list(model.named_parameters()), torch.device("cpu"),
+                            policy=policy, max_skipped_fraction=0.5, buffers=list(model.named_buffers()))
+    return model, guard
+
+
+def _step(model: torch.nn.Module, guard: DivergenceGuard, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    guard.snapshot()
+    loss = model(x).pow(2).mean()
+    model.zero_grad()
+    loss.backward()
+    return loss, {"ce": loss.detach()}
+
+
+def test_a_finite_loss_batch_whose_batchnorm_variance_overflows_is_skipped_and_restored():
+    """float32 inputs of 1e20: the batch variance (1e40) overflows to inf in running_var, the normalised output
+    (x - mean) / sqrt(inf) and so the loss stay finite. skip_batch skips it and restores the statistics."""
+    torch.manual_seed(0)
+    model, guard = _bn_guard("skip_batch")
+    bn = model[1]
+    _step(model, guard, torch.randn(8, 3))                       # a good batch first: statistics move
+    assert guard.batch_ok(*_step(model, guard, torch.randn(8, 3)), epoch=0, step=0)
+    before = [b.clone() for b in bn.buffers()]
+    guard.snapshot()
+    huge = torch.randn(8, 3) * 1e20
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)
+    loss, terms = _step(model, guard, huge)
+    assert torch.isfinite(loss) and not torch.isfinite(bn.running_var).all()   # the case: finite loss, inf statistic
+    assert not guard.batch_ok(loss, terms, epoch=0, step=1)
+    assert guard.skipped == [[0, 1]]
+    assert all(torch.equal(a, b) for a, b in zip(before, bn.buffers()))
+
+
+def test_under_stop_a_non_finite_running_statistic_stops_the_job_naming_it():
+    model, guard = _bn_guard("stop")
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)
+    loss, terms = _step(model, guard, torch.randn(8, 3) * 1e20)
+    assert torch.isfinite(loss)
+    guard.observe(loss, terms)
+    with pytest.raises(NonFiniteError, match=r"the buffer '1.running_var' went non-finite"):
+        guard.check("kept")

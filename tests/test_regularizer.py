@@ -252,3 +252,31 @@ def test_feat_is_zero_for_unchanged_weights_after_a_batchnorm():
     terms = reg.penalty(teacher=lambda t: reg.teacher_feature(x))
     assert float(terms["feat"]) == pytest.approx(0.0, abs=1e-10)
     assert all(torch.equal(v, reg.teacher.state_dict()[k]) for k, v in teacher_stats.items())  # teacher untouched
+
+@pytest.mark.parametrize("noisy", ["batchnorm", "dropout"])
+def test_the_component_certifies_and_collects_in_eval_mode_whatever_the_callers_mode(noisy):
+    """Called directly on a model in train mode (as the module docstring shows), ``collect``, ``end_task`` and
+    ``certificate`` use eval mode themselves: BatchNorm's running statistics never move, the sampled drift stays
+    under the certificate (with Dropout in train mode it would not), and every module's mode is restored."""
+    torch.manual_seed(0)
+    mid = nn.BatchNorm1d(16) if noisy == "batchnorm" else nn.Dropout(0.5)
+    model = nn.Sequential(nn.Linear(6, 16), mid, nn.ReLU(), nn.Linear(16, 3))
+    with torch.no_grad():                                   # non-trivial running statistics
+        model.train()(torch.randn(64, 6) * 2 + 1)
+    model.train()
+    model[3].eval()                                         # a mixed caller state, to be restored as it was
+    modes = [m.training for m in model.modules()]
+    buffers = [b.clone() for b in model.buffers()]
+    reg = IntactRegularizer(None, model, ["0", "3"])
+    batches = [torch.randn(32, 6) for _ in range(4)]
+    reg.end_task(0, reg.collect(model, batches))
+    reg.begin_task(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))       # small: train-mode dropout noise would dominate
+    info = reg.end_task(1, reg.collect(model, batches))
+    direct = reg.certificate(*reg._chain("0"), reg.protected["0"])
+    assert [m.training for m in model.modules()] == modes
+    assert all(torch.equal(a, b) for a, b in zip(buffers, model.buffers()))
+    for out in (info, direct):
+        assert 0 < out["sampled_drift"] <= out["certificate"]

@@ -6,6 +6,10 @@ loader (images/s delivered as float batches on the device, augmentation included
     # the loader over the prepared benchmark's first task, batch 64, a few epochs
     python tools/bench_image_data.py loader --manifest /scratch/bench/manifest.json --epochs 2
 
+    # the split check (normalised paths, content hashes) on a synthetic ImageNet-R tree of 30,000 images,
+    # then the refusal of a test list repeating a training image in each spelling, and of a byte-identical copy
+    python tools/bench_image_data.py split-check --out /tmp/split_tree --images 30000
+
 Run with `PYTHONPATH=src` from the repository root (or with the package installed).
 """
 
@@ -55,6 +59,53 @@ def bench_loader(args: argparse.Namespace) -> dict:
             "batch_size": args.batch_size, "image_size": bench.image_size, "shape": list(x.shape), "threads": torch.get_num_threads()}
 
 
+def bench_split_check(args: argparse.Namespace) -> dict:
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from intact.data.imagenet_r import r_lists
+    from intact.data.split_lists import SplitError, check_split
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import image_trees
+
+    out = Path(args.out)
+    domains = [f"d{i:02d}" for i in range(15)]
+    per_class = args.images // (len(image_trees.WNIDS) * len(domains))
+    t0 = time.perf_counter()
+    if not (out / "lists" / "train.txt").is_file():
+        image_trees.imagenet_r(out / "root", out / "lists", domains, per_class=per_class)
+    made = time.perf_counter() - t0
+
+    def check(lists: Path) -> tuple[float, str]:
+        start = time.perf_counter()
+        try:
+            check_split(r_lists(str(lists), str(out / "root"), tuple(domains))[0], 200)
+            outcome = "passed"
+        except SplitError as e:
+            outcome = str(e)
+        return time.perf_counter() - start, outcome
+
+    seconds, outcome = check(out / "lists")
+    train = (out / "lists" / "train.txt").read_text()
+    rel, label = train.splitlines()[0].split()
+    folder, name = rel.split("/")
+    copy = rel.replace(".jpg", "_copy.jpg")
+    shutil.copy(out / "root" / rel, out / "root" / copy)
+    refusals = {}
+    for spelled in (f"{folder}//{name}", f"{folder}/./{name}", f"{folder}/../{folder}/{name}", f"./{rel}",
+                    str(out / "root" / rel), copy):
+        lists = out / "lists_bad"
+        lists.mkdir(exist_ok=True)
+        (lists / "train.txt").write_text(train)
+        (lists / "test.txt").write_text((out / "lists" / "test.txt").read_text() + f"{spelled} {label}\n")
+        refusals[spelled] = dict(zip(("seconds", "outcome"), check(lists)))
+    images = len(train.splitlines()) + len((out / "lists" / "test.txt").read_text().splitlines())
+    return {"what": "split-check", "images": images, "tree_seconds": made, "check_seconds": seconds, "outcome": outcome,
+            "refusals": refusals}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -74,6 +125,10 @@ def main() -> None:
     q.add_argument("--batch-size", type=int, default=64)
     q.add_argument("--threads", type=int, default=None)
     q.set_defaults(fn=bench_loader)
+    c = sub.add_parser("split-check")
+    c.add_argument("--out", required=True)
+    c.add_argument("--images", type=int, default=30000)
+    c.set_defaults(fn=bench_split_check)
     args = ap.parse_args()
     print(json.dumps(args.fn(args), indent=2))
 

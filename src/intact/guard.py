@@ -12,7 +12,9 @@ step) and skips a batch whose terms or gradients are not finite; the job still f
 ``optim.max_skipped_fraction`` of the task's steps were skipped. Skipped batches go to ``train.json``.
 A skipped batch leaves no trace: its forward pass already updated BatchNorm's running statistics, so the
 guard snapshots the method's buffers before each forward (:meth:`DivergenceGuard.snapshot`, skip_batch
-only) and restores them when it skips the batch.
+only) and restores them when it skips the batch. The running statistics are checked too (after the
+gradients, before the parameters): a batch with a finite loss whose variance overflows to inf in a
+running statistic is skipped (and restored) like a non-finite loss, or stops the job under ``stop``.
 
 Whatever the policy, :func:`check_saved` refuses a task result with any non-finite floating tensor it
 would save - parameters, buffers (BatchNorm statistics, EWC's Fisher) and hypercubes.
@@ -40,7 +42,7 @@ class DivergenceGuard:
     def __init__(self, run_name: str, task: int, epochs: int, steps_per_epoch: int,
                  params: Sequence[tuple[str, torch.Tensor]], device: torch.device, *,
                  policy: str = "stop", max_skipped_fraction: float = 0.0, start_step: int = 0,
-                 buffers: Sequence[torch.Tensor] = ()) -> None:
+                 buffers: Sequence[tuple[str, torch.Tensor]] = ()) -> None:
         if policy not in ("stop", "skip_batch"):
             raise ValueError(f"optim.on_nonfinite = {policy!r}: expected stop or skip_batch")
         self.run_name, self.task, self.epochs, self.steps_per_epoch = run_name, task, epochs, steps_per_epoch
@@ -56,7 +58,10 @@ class DivergenceGuard:
         self.names: list[str] = []
         self._index: dict[tuple[str, ...], torch.Tensor] = {}
         #: the buffers a forward pass may update (BatchNorm statistics), and their copy before this batch
-        self.buffers = list(buffers)
+        self.buffers = [b for _, b in buffers]
+        #: the running statistics, checked after each forward pass like the loss terms
+        self.statistics = [(n, b) for n, b in buffers
+                           if b.is_floating_point() and n.rsplit(".", 1)[-1] in ("running_mean", "running_var")]
         self._before: list[torch.Tensor] = []
 
     @property
@@ -71,6 +76,9 @@ class DivergenceGuard:
             if p.grad is not None:
                 names.append(f"gradient of '{n}'")
                 values.append(p.grad)
+        for n, b in self.statistics:
+            names.append(f"buffer '{n}'")
+            values.append(b)
         if with_params:
             for n, p in self.params:
                 names.append(f"parameter '{n}'")
@@ -113,7 +121,7 @@ class DivergenceGuard:
 
     # ---- host side -----------------------------------------------------------------------------
     def batch_ok(self, loss: torch.Tensor, terms: dict[str, torch.Tensor], epoch: int, step: int) -> bool:
-        """skip_batch only: are this batch's terms, loss and gradients finite? Counts a skipped batch and
+        """skip_batch only: are this batch's terms, loss, gradients and running statistics finite? Counts a skipped batch and
         raises once more than the allowed fraction of the task's steps was skipped. One sync per step."""
         names, values = self._checked(loss, terms, with_params=False)
         ok = self._finite(values)
@@ -126,7 +134,7 @@ class DivergenceGuard:
         if self.skipped_count > self.max_skipped:
             first = names[int(torch.argmin(ok.to(torch.uint8)))]
             raise NonFiniteError(
-                f"{self._where(epoch, step)}: {self.skipped_count} batches with a non-finite loss or gradient "
+                f"{self._where(epoch, step)}: {self.skipped_count} batches with a non-finite loss, gradient or statistic "
                 f"(this one: {first}) - more than optim.max_skipped_fraction allows ({self.max_skipped} of "
                 f"{self.epochs * self.steps_per_epoch} steps). Training stopped; no state.safetensors or train.json "
                 "was written. Lower the lambdas or learning rates.")

@@ -212,7 +212,7 @@ def resume(job: TaskRun) -> None:
         f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, o.epochs, job.steps_per_epoch,
         [(k, p) for k, p in job.method.named_parameters() if p.requires_grad], job.device,
         policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=job.epoch * job.steps_per_epoch + job.step,
-        buffers=list(job.method.buffers()))
+        buffers=list(job.method.named_buffers()))
     job.guard.load_state_dict(guard_state)
     job.sums = {k: torch.tensor(v, dtype=torch.float64, device=job.device) for k, v in running.items() if k != "_n"}
     job.count = running.get("_n", 0.0)

@@ -96,19 +96,55 @@ def _fail(what: str, bad: list[str], total: int) -> SplitError:
     return SplitError(f"split check failed: {len(bad)} of {total} entries {what}: {shown}")
 
 
+def normalised(root: str, rel: str) -> str:
+    """The one spelling of an entry's file: joined to its root (an absolute entry stays itself), absolute, with
+    ``.``, ``..`` and doubled separators resolved (lexically: symbolic links are the content check's job)."""
+    return os.path.abspath(os.path.join(root, rel))
+
+
+def _refuse(task: str, what: str, pairs: list[str], total: int, list_files: Mapping[str, Mapping[str, str]] | None) -> SplitError:
+    names = (list_files or {}).get(task, {})
+    files = " and ".join(names.get(k, f"the {k} list") for k in ("train", "test"))
+    shown = "; ".join(pairs[:SHOW]) + ("; ..." if len(pairs) > SHOW else "")
+    return SplitError(f"split check failed: task {task}: {len(pairs)} of {total} test entries {what} ({files}): {shown}")
+
+
 def check_overlap(splits: dict[str, dict[str, SplitList]], list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
-    """No task may test on an image it trains on: a path in both its train and test list is a
-    :class:`SplitError` naming the list files, the count and the first shared paths. ``list_files``:
-    task -> {"train"/"test": the list file(s) the entries came from}."""
+    """No task may test on an image it trains on: a test entry naming a training file - in any spelling
+    (:func:`normalised`: relative or absolute, ``.``, ``..``, doubled separators) - is a :class:`SplitError`
+    naming the list files, the count and both spellings of the first pairs. ``list_files``: task ->
+    {"train"/"test": the list file(s) the entries came from}. Byte-identical copies: :func:`check_content_overlap`."""
     for task, parts in splits.items():
-        train = {(parts["train"].root, p) for p in parts["train"].paths}
-        shared = [p for p in parts["test"].paths if (parts["test"].root, p) in train]
-        if shared:
-            names = (list_files or {}).get(task, {})
-            files = " and ".join(names.get(k, f"the {k} list") for k in ("train", "test"))
-            shown = "; ".join(shared[:SHOW]) + ("; ..." if len(shared) > SHOW else "")
-            raise SplitError(f"split check failed: task {task}: {len(shared)} of {len(parts['test'])} test entries are also "
-                             f"in its training list ({files}): {shown}")
+        train = {normalised(parts["train"].root, p): p for p in parts["train"].paths}
+        pairs = [f"{p} (test) is {train[k]} (train)" for p in parts["test"].paths
+                 if (k := normalised(parts["test"].root, p)) in train]
+        if pairs:
+            raise _refuse(task, "are also in its training list", pairs, len(parts["test"]), list_files)
+
+
+def check_content_overlap(splits: dict[str, dict[str, SplitList]],
+                          list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """No task may test on a byte-identical copy of one of its training images under another name: files are
+    compared by size first and only same-size candidates are hashed (sha256). A :class:`SplitError` names both
+    files. (ImageNet-C's reuse of one photograph across corruptions is other bytes: a warning, :func:`reuse_warnings`.)"""
+    for task, parts in splits.items():
+        sized: dict[int, list[str]] = {}
+        for p in parts["train"].paths:
+            sized.setdefault(os.stat(os.path.join(parts["train"].root, p)).st_size, []).append(p)
+        hashed: dict[str, str] = {}
+        pairs = []
+        for p in parts["test"].paths:
+            path = os.path.join(parts["test"].root, p)
+            same = sized.get(os.stat(path).st_size, [])
+            if not same:
+                continue
+            for q in same:
+                if q not in hashed:
+                    hashed[q] = sha256_file(os.path.join(parts["train"].root, q))
+            digest = sha256_file(path)
+            pairs += [f"{p} (test) has the bytes of {q} (train)" for q in same if hashed[q] == digest]
+        if pairs:
+            raise _refuse(task, "are byte-identical copies of training images", pairs, len(parts["test"]), list_files)
 
 
 def image_of(rel: str) -> str:
@@ -135,8 +171,9 @@ def reuse_warnings(splits: dict[str, dict[str, SplitList]]) -> list[str]:
 
 def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check_files: bool = True,
                 list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
-    """Check every (task, split) list: non-empty, labels in range, no duplicated path, no path in both a
-    task's train and test list (:func:`check_overlap`), every file present.
+    """Check every (task, split) list: non-empty, labels in range, no duplicated path, no file in both a
+    task's train and test list in any spelling (:func:`check_overlap`), every file present, and no test
+    image a byte-identical copy of one of its task's training images (:func:`check_content_overlap`).
 
     ``splits`` maps task -> {"train"/"test": SplitList}. Raises :class:`SplitError` with the count and
     the first offending entries; nothing is decoded or written before this passes.
@@ -150,12 +187,12 @@ def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check
     if bad:
         raise _fail(f"have a label outside [0, {num_classes})", bad, total)
     for part in ("train", "test"):
-        seen: set[tuple[str, str]] = set()
+        seen: set[str] = set()
         dup = []
         for parts in splits.values():
             s = parts[part]
             for r in s.paths:
-                key = (s.root, r)
+                key = normalised(s.root, r)
                 if key in seen:
                     dup.append(f"{r} ({part})")
                 seen.add(key)
@@ -174,3 +211,4 @@ def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check
             missing += [os.path.join(s.root, r) for r in s.paths if not os.path.isfile(os.path.join(s.root, r))]
     if missing:
         raise _fail("are missing files", missing, total)
+    check_content_overlap(splits, list_files)

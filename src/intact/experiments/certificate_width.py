@@ -14,8 +14,22 @@ from typing import Any
 import torch
 from torch import nn
 
+import time
+
+from intact.regularizers.certificate import drift_certificate
 from intact.regularizers.crown import difference_bounds
 from intact.regularizers.interval import sequential_drift_bounds
+
+#: the 48 comparison cases of docs/certificate.md (issue 24): ReLU heads x relative updates x 3 seeds
+HEADS_ALPHA = ([32, 64, 10], [64, 128, 10], [32, 64, 64, 10], [64, 128, 128, 10])
+RELATIVES = (0.01, 0.1, 0.3, 1.0)
+SEEDS = (0, 1, 2)
+
+
+def case(dims: list[int], relative: float, seed: int) -> tuple[nn.Sequential, nn.Sequential, tuple[torch.Tensor, torch.Tensor]]:
+    """The old head (ReLU), its update and the box of one comparison case (the same for every verifier)."""
+    old = head(dims, 0.0, seed)
+    return old, updated(old, relative, seed + 10), box(dims[0], seed + 20)
 
 
 def head(dims: list[int], slope: float, seed: int) -> nn.Sequential:
@@ -95,3 +109,28 @@ def measure(dims: list[int], slope: float = 0.01, relative: float = 0.3, seed: i
             "ascent": ascent, "sampled": _sampled(new, old, lo, hi, 20000, seed),
             "interval_over_crown": interval / crown, "crown_over_ascent": crown / ascent,
             "interval_over_ascent": interval / ascent}
+
+
+@torch.no_grad()
+def attack(new: nn.Module, old: nn.Module, lo: torch.Tensor, hi: torch.Tensor, restarts: int = 64, steps: int = 300,
+           samples: int = 20000, corners: int = 5000, seed: int = 0) -> float:
+    """The largest |drift| found by PGD (:func:`ascent_drift`), uniform samples and random corners of the box:
+    a lower bound of the true worst drift."""
+    with torch.enable_grad():
+        a_lo, a_hi = ascent_drift(new, old, lo, hi, steps=steps, restarts=restarts)
+    g = torch.Generator().manual_seed(seed)
+    z = torch.cat([lo + (hi - lo) * torch.rand((samples, lo.numel()), generator=g, dtype=torch.float64),
+                   lo + (hi - lo) * torch.randint(0, 2, (corners, lo.numel()), generator=g).double()])
+    found = (new(z) - old(z)).abs().max()
+    return float(torch.maximum(found, torch.maximum(a_lo.abs(), a_hi.abs()).max()))
+
+
+def compare(dims: list[int], relative: float, seed: int, restarts: int = 64, steps: int = 300) -> dict[str, Any]:
+    """One comparison case: the certificate (and each bound's width, outward-rounded), its time, the attack."""
+    old, new, (lo, hi) = case(dims, relative, seed)
+    start = time.perf_counter()
+    cert = drift_certificate(list(new), list(old), lo, hi)
+    seconds = time.perf_counter() - start
+    return {"dims": dims, "relative": relative, "seed": seed, **cert["widths"],
+            "certificate": width((cert["lower"], cert["upper"])), "seconds": seconds,
+            "attack": attack(new, old, lo, hi, restarts, steps, seed=seed)}

@@ -24,7 +24,7 @@ ReLU / LeakyReLU, Identity / Dropout (eval). The certificate uses the intersecti
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -32,6 +32,8 @@ from torch import nn
 Box = tuple[torch.Tensor, torch.Tensor]
 #: (weight, bias, slope of the activation after it or None) per affine layer of the stacked network
 Layer = tuple[torch.Tensor, torch.Tensor, float | None]
+#: the lines of a hidden layer: (lower bounds, upper bounds, slope, lower slopes or None) -> (a_l, c_l, a_u, c_u)
+Relax = Callable[[torch.Tensor, torch.Tensor, float | None, torch.Tensor | None], tuple[torch.Tensor, ...]]
 
 
 def _slope(m: nn.Module) -> float | None:
@@ -82,8 +84,11 @@ def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> li
     return out
 
 
-def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float) -> tuple[torch.Tensor, ...]:
-    """Lines ``a_l x + c_l <= act(x) <= a_u x + c_u`` of LeakyReLU(slope s) for ``x`` in ``[lo, hi]``."""
+def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float, alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    """Lines ``a_l x + c_l <= act(x) <= a_u x + c_u`` of LeakyReLU(slope s) for ``x`` in ``[lo, hi]``.
+
+    ``alpha`` (optional, broadcastable to ``lo``, e.g. one row per bounded output): the lower slopes of the
+    unstable units, clamped to ``[s, 1]`` - every such line lies below the activation (alpha-CROWN)."""
     one, zero, s_ = torch.ones_like(lo), torch.zeros_like(lo), torch.full_like(lo, s)
     active, dead = lo >= 0, hi <= 0
     unstable = ~(active | dead)
@@ -91,7 +96,10 @@ def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float) -> tuple[torch
     a_u = torch.where(active, one, torch.where(dead, s_, chord))
     c_u = torch.where(unstable, s * lo - chord * lo, zero)
     # lower: c x with c in [s, 1] (LeakyReLU is convex and through 0): CROWN's choice, 1 where hi >= -lo
-    a_l = torch.where(active, one, torch.where(dead, s_, torch.where(hi >= -lo, one, s_)))
+    # alpha: clamped in value, but the gradient passes at the ends too (torch's clamp stops it at s and 1,
+    # where CROWN's choice starts the optimisation)
+    lower = torch.where(hi >= -lo, one, s_) if alpha is None else alpha + (alpha.clamp(s, 1.0) - alpha).detach()
+    a_l = torch.where(active, one, torch.where(dead, s_, lower))
     return a_l, zero, a_u, c_u
 
 
@@ -117,34 +125,47 @@ def _drift_relaxation(p: torch.Tensor, q: torch.Tensor, x_lo: torch.Tensor, x_hi
             torch.where(both, exact, a_u), torch.where(both, zero, c_u))
 
 
-def _relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None) -> tuple[torch.Tensor, ...]:
+def _relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None, alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """Lines bounding the hidden state ``[a; d]`` of a layer with pre-activation ``[x_new; dx]`` in ``[lo, hi]``
-    (``s`` None: no activation between two Linear layers, the identity, exact)."""
+    (``s`` None: no activation between two Linear layers, the identity, exact). ``alpha``: the lower slopes
+    of the unstable ``a`` units (rows x n/2), see :func:`_act_relaxation`."""
     if s is None:
         one, zero = torch.ones_like(lo), torch.zeros_like(lo)
         return one, zero, one, zero
     n = lo.numel() // 2
-    act = _act_relaxation(lo[:n], hi[:n], s)
+    act = _act_relaxation(lo[:n], hi[:n], s, alpha)
     drift = _drift_relaxation(lo[n:], hi[n:], lo[:n], hi[:n], s)
-    return tuple(torch.cat([a, d]) for a, d in zip(act, drift))
+    if alpha is not None:
+        drift = (drift[0].expand(alpha.shape[0], -1), *drift[1:])
+    return tuple(torch.cat([a, d], dim=-1) for a, d in zip(act, drift))
 
 
 def _backsubstitute(C: torch.Tensor, layers: Sequence[Layer], pre: Sequence[Box], lower: torch.Tensor,
-                    upper: torch.Tensor) -> torch.Tensor:
+                    upper: torch.Tensor, relax: Relax = _relaxation,
+                    alphas: Sequence[torch.Tensor | None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The CROWN lower bound of ``C @ y_K`` over the input box, ``y_K`` the pre-activation of ``layers[-1]``
-    (``pre[k]``: bounds of layer k's pre-activation, for the activations between)."""
+    (``pre[k]``: bounds of layer k's pre-activation, for the activations between; ``relax``: their lines,
+    ``alphas[k]``: optional lower slopes), and its *magnitude*: the same sums with every term replaced by its
+    absolute value, an upper bound of the sum of |terms| each accumulation adds (the rounding error scale,
+    :mod:`intact.regularizers.rounding`)."""
     W, b, _ = layers[-1]
     lam, const = C @ W, C @ b
+    lam_abs, mag = C.abs() @ W.abs(), C.abs() @ b.abs()
     for k in range(len(layers) - 2, -1, -1):
-        a_l, c_l, a_u, c_u = _relaxation(*pre[k], layers[k][2])
+        a_l, c_l, a_u, c_u = relax(*pre[k], layers[k][2], None if alphas is None else alphas[k])
         pos, neg = lam.clamp_min(0), lam.clamp_max(0)
         # a positive coefficient takes the activation's lower line, a negative one its upper line
         const = const + pos @ c_l + neg @ c_u
         lam = pos * a_l + neg * a_u
+        mag = mag + lam_abs @ torch.maximum(c_l.abs(), c_u.abs())
+        lam_abs = lam_abs * torch.maximum(a_l.abs(), a_u.abs())
         W, b, _ = layers[k]
         const = const + lam @ b
         lam = lam @ W
-    return const + lam.clamp_min(0) @ lower + lam.clamp_max(0) @ upper
+        mag = mag + lam_abs @ b.abs()
+        lam_abs = lam_abs @ W.abs()
+    value = const + lam.clamp_min(0) @ lower + lam.clamp_max(0) @ upper
+    return value, mag + lam_abs @ torch.maximum(lower.abs(), upper.abs())
 
 
 @torch.no_grad()
@@ -152,12 +173,18 @@ def crown_bounds(layers: Sequence[Layer], lower: torch.Tensor, upper: torch.Tens
     """Lower and upper bounds of a :func:`difference_network`'s output over the box ``[lower, upper]`` (1-d)."""
     pre: list[Box] = []
     for k in range(len(layers)):
-        n = layers[k][0].shape[0]
-        eye = torch.eye(n, dtype=lower.dtype, device=lower.device)
-        lo = _backsubstitute(eye, layers[: k + 1], pre, lower, upper)
-        hi = -_backsubstitute(-eye, layers[: k + 1], pre, lower, upper)
-        pre.append((lo, hi))
+        pre.append(layer_bounds(layers[: k + 1], pre, lower, upper)[0])
     return pre[-1]
+
+
+def layer_bounds(layers: Sequence[Layer], pre: Sequence[Box], lower: torch.Tensor, upper: torch.Tensor,
+                 relax: Relax = _relaxation) -> tuple[Box, torch.Tensor]:
+    """CROWN bounds of ``layers[-1]``'s pre-activation (``pre``: those of the layers before) and their
+    magnitude (the larger of the two, per unit)."""
+    n = layers[-1][0].shape[0]
+    eye = torch.eye(n, dtype=lower.dtype, device=lower.device)
+    (lo, m_lo), (neg_hi, m_hi) = (_backsubstitute(c, layers, pre, lower, upper, relax) for c in (eye, -eye))
+    return (lo, -neg_hi), torch.maximum(m_lo, m_hi)
 
 
 @torch.no_grad()

@@ -32,12 +32,12 @@ import torch
 from torch import nn
 
 from intact.settings import IntactConfig
-from intact.regularizers import crown
+from intact.regularizers.certificate import drift_certificate, width
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.terms import (
     align_loss, align_loss_reference, feat_loss, feat_loss_reference, intdrift_loss, var_loss,
 )
-from intact.regularizers.interval import AFFINE, sequential_drift_bounds
+from intact.regularizers.interval import AFFINE
 
 #: teacher feature function: the frozen teacher module -> the feature ``z^(t-1)`` of the current batch
 TeacherFn = Callable[[nn.Module], torch.Tensor]
@@ -70,6 +70,18 @@ def batchnorm_as(copy_: nn.Module, source: nn.Module) -> Iterator[None]:
                 m.train(False)
                 for b, v in zip(m.buffers(), bufs):
                     b.copy_(v)
+
+
+@contextmanager
+def eval_mode(module: nn.Module) -> Iterator[None]:
+    """``module`` in eval mode within the block; every submodule's own mode is restored after."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
 
 
 class IntactRegularizer:
@@ -184,12 +196,14 @@ class IntactRegularizer:
 
     @torch.no_grad()
     def collect(self, forward: Callable[[torch.Tensor], Any], batches: Iterable[torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Every protected layer's input over ``batches`` (the caller sets eval mode and the device)."""
+        """Every protected layer's input over ``batches`` (the caller sets the device), with ``model`` in eval mode
+        for the pass (running statistics used, never updated; no dropout) and the caller's modes restored after."""
         chunks: dict[str, list[torch.Tensor]] = {}
-        for x in batches:
-            forward(x)
-            for name in self.layers:
-                chunks.setdefault(name, []).append(self.inputs[name].float().cpu())
+        with eval_mode(self.model):
+            for x in batches:
+                forward(x)
+                for name in self.layers:
+                    chunks.setdefault(name, []).append(self.inputs[name].float().cpu())
         self.inputs = {}
         return {k: torch.cat(v) for k, v in chunks.items()}
 
@@ -227,27 +241,21 @@ class IntactRegularizer:
     @torch.no_grad()
     def certificate(self, new: nn.Sequential, old: nn.Sequential, cube: Hypercube, samples: int = 4096) -> dict[str, Any]:
         """A sound bound of ``|f_t(z) - f_(t-1)(z)|`` for every ``z`` in ``cube`` (max over outputs of
-        max(|lower|, |upper|); exact for one affine layer), and the largest drift seen at ``samples``
-        points drawn in the box (an empirical check: never above the certificate). For a multi-layer
-        Linear / (leaky) ReLU head the interval bounds are intersected with CROWN's (:mod:`intact.regularizers.crown`)
-        and both widths are recorded (``certificate_interval``, ``certificate_crown``)."""
-        lo, hi = sequential_drift_bounds(list(new), list(old), cube.lower, cube.upper)
-        extra: dict[str, float] = {}
-        if crown.supports(list(new)) and sum(isinstance(m, nn.Linear) for m in new) > 1:
-            # a multi-layer head: CROWN on new - old is tighter; both are sound, so is their intersection
-            c_lo, c_hi = crown.difference_bounds(list(new), list(old), cube.lower, cube.upper)
-            extra = {"certificate_interval": _width(lo, hi), "certificate_crown": _width(c_lo, c_hi)}
-            lo, hi = torch.maximum(lo, c_lo.to(lo.dtype)), torch.minimum(hi, c_hi.to(hi.dtype))
+        max(|lower|, |upper|); exact for one affine layer up to its outward rounding), and the largest drift
+        seen at ``samples`` points drawn in the box (an empirical check: never above the certificate).
+
+        Computed on eval-mode copies whatever the caller's mode (BatchNorm on its running statistics, which
+        stay untouched; no dropout): :func:`intact.regularizers.certificate.drift_certificate`. For a
+        multi-layer Linear / (leaky) ReLU head the interval, CROWN and optimised-slope bounds are intersected
+        and their widths recorded (``certificate_interval``, ``certificate_crown``, ``certificate_alpha``)."""
+        out = drift_certificate(list(new), list(old), cube.lower, cube.upper)
+        lo, hi = out["lower"], out["upper"]
+        extra = {f"certificate_{k}": v for k, v in out["widths"].items()} if len(out["widths"]) > 1 else {}
         z = cube.sample(samples, torch.Generator().manual_seed(0)).to(cube.lower.device)
         return {
-            "certificate": _width(lo, hi),
+            "certificate": width(lo, hi),
             **extra,
             "drift_lower": lo.tolist(),
             "drift_upper": hi.tolist(),
-            "sampled_drift": float((new(z) - old(z)).abs().max()),
+            "sampled_drift": float((out["new"](z) - out["old"](z)).abs().max()),
         }
-
-
-def _width(lo: torch.Tensor, hi: torch.Tensor) -> float:
-    """The certificate of drift bounds: max over outputs of max(|lower|, |upper|)."""
-    return float(torch.maximum(lo.abs(), hi.abs()).max())
