@@ -252,3 +252,52 @@ def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
     assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
     a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _tokens_per_step(monkeypatch) -> list[int]:
+    """Calls of the backbone's token embedding inside each training step's loss (one per pass begun)."""
+    from intact.methods.shared.base import ContinualMethod
+
+    calls, per_step = [0], []
+    orig_tokens, orig_loss = FrozenViT.tokens, ContinualMethod.loss
+
+    def tokens(self, x):
+        calls[0] += 1
+        return orig_tokens(self, x)
+
+    def loss(self, x, y):
+        before = calls[0]
+        out = orig_loss(self, x, y)
+        per_step.append(calls[0] - before)
+        return out
+
+    monkeypatch.setattr(FrozenViT, "tokens", tokens)
+    monkeypatch.setattr(ContinualMethod, "loss", loss)
+    return per_step
+
+
+def test_ka_prompt_previous_model_trunk_cache_is_exact(runs, tiny_bench, tmp_path, monkeypatch):
+    """KA-Prompt's auxiliary pass reads the previous model's blocks before the first expert block from a
+    per-task cache (``old_trunk``); cached = live bit for bit (CPU, fp32), also over the cache's budget."""
+    import intact.cache
+
+    z = runs["ka_prompt+intact"]
+    assert read_json(z["folder"] / "task1/train.json")["feature_cache"]["old_trunk"] == "computed at the start of the task"
+    assert "old_trunk" not in read_json(z["folder"] / "task0/train.json")["feature_cache"]  # no previous model
+    a = load_tensors(z["folder"] / "task1/state.safetensors")
+    live = resolve_run(tiny_bench["config"], "digits", "ka_prompt+intact@optim.feature_cache=false", 0)
+    for t in range(2):
+        _train(tiny_bench, live, tmp_path / f"live/task{t}", t, tmp_path / f"live/task{t - 1}" if t else None)
+    b = load_tensors(tmp_path / "live/task1/state.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # the cache is read: the step begins one pass (the prompted one) with it, two without (+ the previous model)
+    per_step = _tokens_per_step(monkeypatch)
+    _train(tiny_bench, z["run"], tmp_path / "again/task1", 1, z["folder"] / "task0")
+    assert per_step and set(per_step) == {1}
+    monkeypatch.setattr(intact.cache, "MAX_SEQUENCE_CACHE_BYTES", 0)  # over the budget: the live path
+    per_step.clear()
+    record = _train(tiny_bench, z["run"], tmp_path / "budget/task1", 1, z["folder"] / "task0")
+    assert record["feature_cache"]["old_trunk"].startswith("not cached") and set(per_step) == {2}
+    for d in ("again", "budget"):
+        c = load_tensors(tmp_path / d / "task1/state.safetensors")
+        assert all(torch.equal(a[k], c[k]) for k in a)

@@ -69,3 +69,39 @@ def test_paper_scale_check_runs_at_toy_size(tmp_path):
     for t in summary["tasks"]:
         assert t["images_per_s"] > 0 and t["state_mb"] > 0 and len(t["accuracy"]) == 2
         assert t["feature_cache"]["query"].startswith("stored")  # the query cache the tool wrote is read
+
+
+class Hog:
+    """A stand-in row (built in a child by RowProcess) that holds ``mb`` MiB of written memory."""
+
+    def __init__(self, mb: int):
+        self.block = b"\x01" * (mb * 2**20)  # written, so resident
+
+    def step(self) -> float:
+        return 0.0
+
+    def eval_batch(self) -> float:
+        return 0.0
+
+    def result(self) -> dict:
+        import torch
+
+        from intact.speed import _peak_mb
+        return {"peak_mb": _peak_mb(torch.device("cpu")), "pid": __import__("os").getpid()}
+
+
+def test_each_row_reports_its_own_peak_memory():
+    """Rows alive at the same time (as in --pairs) each report their own process's peak: a small row built
+    after a 300 MiB one does not inherit its peak (in one process ru_maxrss would say 300+ for both)."""
+    from intact.speed import RowProcess
+
+    rows = [RowProcess(300, factory=Hog), RowProcess(0, factory=Hog)]
+    try:
+        for r in rows:
+            r.step()
+        big, small = (r.result() for r in rows)
+    finally:
+        for r in rows:
+            r.close()
+    assert big["pid"] != small["pid"] and __import__("os").getpid() not in (big["pid"], small["pid"])
+    assert big["peak_mb"] - small["peak_mb"] > 250, (big, small)

@@ -36,6 +36,10 @@ META = "query.json"
 #: what a stored query depends on besides the weights' and the data's sha256; a cache written under any
 #: other value is refused by name (by every reader: the Snakemake jobs, ``intact speed``, the Python API)
 SETTINGS = ("timm_model", "input_mean", "input_std", "image_size", "precision")
+#: the largest cache of a method's own feature (``feature_fns`` beyond the query and the teacher: whole token
+#: sequences, e.g. KA-Prompt's ``old_trunk``, 197 x 768 values per image and variant on ViT-B/16: 1.2 MB
+#: per image in fp32, ~1.9 GB for an ImageNet-R task); above it training takes the live path, same result
+MAX_SEQUENCE_CACHE_BYTES = 4 * 2**30
 
 
 def query_settings(backbone_cfg, bench: Benchmark, device: torch.device, amp: bool) -> dict:
@@ -63,11 +67,13 @@ def variants(data: Dataset) -> int | None:
 @torch.no_grad()
 def compute_features(fn: Callable[..., torch.Tensor], data: Dataset, n_variants: int, batch_size: int,
                      device: torch.device, amp: AbstractContextManager | None = None, desc: str = "features",
-                     progress: bool = False, given: torch.Tensor | None = None) -> torch.Tensor:
+                     progress: bool = False, given: torch.Tensor | None = None,
+                     max_bytes: int | None = None) -> torch.Tensor | None:
     """``fn`` on every image of ``data`` and variant (variant 1 = horizontally flipped): ``(N, V, D)`` on
     ``device``. The images are the loader's deterministic view, so variant ``f`` of image ``i`` is the
     pixel tensor the training loader yields for (i, flip=f). With ``given`` (N, V, ...), ``fn`` also gets
-    those rows of the batch (the teacher is a function of the image and its cached query)."""
+    those rows of the batch (the teacher is a function of the image and its cached query). With ``max_bytes``:
+    None, computed no further, when the whole cache would be larger."""
     n = len(data)
     out: torch.Tensor | None = None
     bar = tqdm(total=n * n_variants, desc=desc, disable=not progress, leave=False, mininterval=1.0)
@@ -78,6 +84,9 @@ def compute_features(fn: Callable[..., torch.Tensor], data: Dataset, n_variants:
             with amp or nullcontext():
                 f = fn(xv) if given is None else fn(xv, given[start:start + len(x), v].to(device))
             if out is None:
+                if max_bytes is not None and n * n_variants * f[0].numel() * f.element_size() > max_bytes:
+                    bar.close()
+                    return None
                 out = torch.empty((n, n_variants, *f.shape[1:]), dtype=f.dtype, device=device)
             out[start:start + len(x), v] = f
             bar.update(len(x))
@@ -208,6 +217,14 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
         caches["teacher"] = compute_features(fns["teacher"], train_set, v, batch_size, device, amp, "teacher cache",
                                              progress, given=caches.get("query"))
         record["teacher"] = "computed at the start of the task"
+    for name in sorted(set(fns) - {"query", "teacher"}):  # a method's own: token sequences, hence the budget
+        cache = compute_features(fns[name], train_set, v, batch_size, device, amp, f"{name} cache", progress,
+                                 given=caches.get("query"), max_bytes=MAX_SEQUENCE_CACHE_BYTES)
+        if cache is None:
+            record[name] = (f"not cached: over {MAX_SEQUENCE_CACHE_BYTES / 2**30:g} GiB for {len(train_set)} images x "
+                            f"{v} variants (the live path)")
+        else:
+            caches[name], record[name] = cache, "computed at the start of the task"
     return caches, record
 
 

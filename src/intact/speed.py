@@ -9,30 +9,34 @@ and every row is measured at task 1, where the InTAct teacher and anchors are ac
 
 Per row: seconds per step (median of ``--repeats`` timed steps after one warm-up step, with their min and
 max), backbone passes per step (counted), seconds per evaluation batch (``predict`` at ``--batch``; median,
-min, max), peak memory (CUDA: allocated, reset per row; CPU: the process's peak resident set, which only
-grows), total and trainable parameters, the seconds the caches took to build (once per task; not part of
+min, max), peak memory of the row alone (every row is built and timed in a child process of its own
+(:class:`RowProcess`): CUDA: the child's peak allocation; CPU: the child's peak resident set, torch and the
+backbone included), total and trainable parameters, the seconds the caches took to build (once per task; not part of
 a step), and the 1-minute load average before and after the row. The CPU model and core count are
 recorded; a warning says when the machine is busy (load average above half its cores), since then a
 row's time is the load's as much as the code's.
 
 ``--pairs`` builds every row first, then times them step by step in turn (row 1 step 1, row 2 step 1,
 ..., row 1 step 2, ...): a change of load hits all rows alike, and the ratios (medians of the per-step
-ratios, with min and max) hold where the absolute times do not. (It needs the memory of all rows at once.)
+ratios, with min and max) hold where the absolute times do not. (It needs the memory of all rows at once:
+one child process per row, each waiting for the parent's next "step".)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import multiprocessing
 import os
 import platform
 import resource
 import statistics
 import sys
 import time
+import traceback
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -214,16 +218,88 @@ def bench_row(cfg: dict, benchmark: str, method: str, cache: bool, *, repeats: i
     return row.result()
 
 
-def paired_rows(cfg: dict, benchmark: str, specs: list[tuple[str, bool]], *, repeats: int, **kw: Any) -> list[dict[str, Any]]:
-    """All rows built first, then timed in turn step by step (and evaluation batch by batch)."""
-    rows = [Row(cfg, benchmark, method, cache, repeats=repeats, **kw) for method, cache in specs]
-    for _ in range(repeats + 1):
+def _serve(conn, factory: Callable[..., Any], args: tuple, kwargs: dict, threads: int | None) -> None:
+    """The child side of :class:`RowProcess`: build the row, then answer "step" / "eval" / "result" in turn."""
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        row = factory(*args, **kwargs)
+        conn.send(("ok", None))
+        while True:
+            cmd = conn.recv()
+            out = row.step() if cmd == "step" else row.eval_batch() if cmd == "eval" else row.result()
+            conn.send(("ok", out))
+            if cmd == "result":
+                return
+    except BaseException:  # the parent re-raises it with the child's traceback
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+class RowProcess:
+    """A row (``factory(*args, **kwargs)``, by default a :class:`Row`) built and driven in a child process of
+    its own, so that its peak memory is its own: on Linux a process's peak resident set (``ru_maxrss``) can
+    only grow, so rows sharing one process would all report the largest. The child is spawned (a fresh
+    interpreter: no torch thread pool inherited by a fork); it is built before the next row starts."""
+
+    def __init__(self, *args: Any, factory: Callable[..., Any] = Row, threads: int | None = None, **kwargs: Any):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, factory, args, kwargs, threads), daemon=True)
+        self.proc.start()
+        child.close()
+        self._call(None)
+
+    def _call(self, cmd: str | None) -> Any:
+        if cmd is not None:
+            self.conn.send(cmd)
+        try:
+            status, out = self.conn.recv()
+        except EOFError:
+            self.proc.join()
+            raise RuntimeError(f"speed row process died (exit code {self.proc.exitcode})") from None
+        if status == "error":
+            self.proc.join()
+            raise RuntimeError(f"speed row process failed:\n{out}")
+        return out
+
+    def step(self) -> float:
+        return self._call("step")
+
+    def eval_batch(self) -> float:
+        return self._call("eval")
+
+    def result(self) -> dict[str, Any]:
+        """The row's result; the child then exits."""
+        out = self._call("result")
+        self.proc.join()
+        return out
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def paired_rows(cfg: dict, benchmark: str, specs: list[tuple[str, bool]], *, repeats: int,
+                threads: int | None = None, **kw: Any) -> list[dict[str, Any]]:
+    """All rows built first (each in its own :class:`RowProcess`), then timed in turn step by step (and
+    evaluation batch by batch). One spec: a row measured on its own, as :func:`bench_row` but isolated."""
+    rows: list[RowProcess] = []
+    try:
+        for method, cache in specs:
+            rows.append(RowProcess(cfg, benchmark, method, cache, repeats=repeats, threads=threads, **kw))
+        for _ in range(repeats + 1):
+            for row in rows:
+                row.step()
+        for _ in range(repeats + 1):
+            for row in rows:
+                row.eval_batch()
+        return [row.result() for row in rows]
+    finally:
         for row in rows:
-            row.step()
-    for _ in range(repeats + 1):
-        for row in rows:
-            row.eval_batch()
-    return [row.result() for row in rows]
+            row.close()
 
 
 #: the step-time ratios the table reports: (label, numerator row, denominator row)
@@ -258,7 +334,7 @@ def format_table(rows: list[dict], paired: bool = False) -> str:
                      f"{r['step_max_s']:>8.3f}{r['passes_per_step']:>7g}{r['eval_batch_s']:>8.3f}{r['eval_min_s']:>7.3f}"
                      f"{r['eval_max_s']:>7.3f}{r['images_per_s']:>8.1f}{r['peak_mb']:>9.0f}{r['trainable_params']:>11,}"
                      f"{r['total_params']:>12,}{r['cache_build_s']:>8.2f}{load:>12}")
-    lines.append("load: 1-minute load average before / after the row")
+    lines.append("load: 1-minute load average before / after the row; peak_mb: the row's own process (torch included)")
     for label, v in ratios(rows, paired).items():
         extra = f" (per-step ratios {v['min']:.2f}-{v['max']:.2f})" if paired else ""
         lines.append(f"{label}: {v['median']:.2f}{extra}")
@@ -282,10 +358,10 @@ def run_speed(args: argparse.Namespace) -> int:
               "measure the load as well; compare rows with --pairs, or rerun on a quiet machine", file=sys.stderr)
     specs = [(method, cache) for method in args.methods for cache in (False, True)]
     kw = dict(model=args.model, batch=args.batch, repeats=args.repeats, device=device, amp=args.amp == "on",
-              classes=args.classes, tasks=tasks)
-    print(f"speed: {len(specs)} rows{' (paired)' if args.pairs else ''} ...", file=sys.stderr, flush=True)
+              classes=args.classes, tasks=tasks, threads=machine["torch_threads"])
+    print(f"speed: {len(specs)} rows{' (paired)' if args.pairs else ''}, one process each ...", file=sys.stderr, flush=True)
     rows = (paired_rows(cfg, benchmark, specs, **kw) if args.pairs
-            else [bench_row(cfg, benchmark, method, cache, **kw) for method, cache in specs])
+            else [r for spec in specs for r in paired_rows(cfg, benchmark, [spec], **kw)])
     machine["load_after"] = load_average()
     machine["busy"] = any(busy(v, cores) for v in [machine["load_before"], machine["load_after"]]
                           + [r[k] for r in rows for k in ("load_before", "load_after")])

@@ -71,10 +71,25 @@ def _old_model(CPrompt: type) -> type:
                 head.load_state_dict(self.ema.shadow())
             self.old = {"pool": frozen_copy(self.pool), "head": head}
 
+        @property
+        def trunk_end(self) -> int:
+            """The previous model's first block with expert prompts. They fuse the current selection's
+            (trained) prompts, so only the blocks before it are fixed for the task: there the previous
+            model reads its own general prompts alone, frozen with it when the task began."""
+            return min(self.old["pool"].expert_layers)
+
+        def old_trunk(self, x: torch.Tensor) -> torch.Tensor:
+            """The previous model's tokens of ``x`` after blocks ``0..trunk_end-1``: a function of the image
+            for the whole task (cached once per task as ``old_trunk``, see :mod:`intact.cache`)."""
+            old, end, B = self.old["pool"], self.trunk_end, x.shape[0]
+            raw = {l: old.general[str(l)].expand(B, -1, -1) for l in old.general_layers if l < end}
+            return self.backbone.blocks_from(self.backbone.tokens(x), self.to_prefix(raw), 0, end)
+
         def old_logits(self, x: torch.Tensor, q: torch.Tensor, new_idx: torch.Tensor) -> torch.Tensor:
             """The previous model's logits with its expert prompts fused from the current selection ``new_idx``
-            (weight 1, with gradients) and its own top-N old slots (weights from the key similarities)."""
-            old = self.old["pool"]
+            (weight 1, with gradients) and its own top-N old slots (weights from the key similarities). Its
+            blocks before :attr:`trunk_end` are read from the batch's cache when there is one."""
+            old, end = self.old["pool"], self.trunk_end
             s = self.pool.slice()[0]
             qn = F.normalize(q, dim=1)
             val, old_idx = (qn @ F.normalize(old.keys[:s], dim=1).T).topk(self.pool.top_n, dim=1)
@@ -82,11 +97,18 @@ def _old_model(CPrompt: type) -> type:
             w_old = torch.exp((val - new_cos.min(1, keepdim=True).values).clamp(max=0) / self.cfg.tau)
             w = torch.cat((torch.ones_like(w_old), w_old), dim=1)[:, :, None, None]                    # (B, 2N, 1, 1)
             B = q.shape[0]
-            raw = {l: old.general[str(l)].expand(B, -1, -1) for l in old.general_layers}
+            raw = {l: old.general[str(l)].expand(B, -1, -1) for l in old.general_layers if l >= end}
             for l in old.expert_layers:
                 both = torch.cat((self.pool.prompts[str(l)][new_idx], old.prompts[str(l)][old_idx]), dim=1)
                 raw[l] = (both * w).sum(1) / w.sum(1)
-            return self.old["head"](self.backbone(x, self.to_prefix(raw)))
+            h = self.cached["old_trunk"] if "old_trunk" in self.cached else self.old_trunk(x)
+            return self.old["head"](self.backbone.cls_token(self.backbone.blocks_from(h, self.to_prefix(raw), end)))
+
+        def feature_fns(self) -> dict[str, Any]:
+            fns = super().feature_fns()
+            if self.old and self.cfg.aux_weight > 0:
+                fns["old_trunk"] = lambda x, q: self.old_trunk(x)
+            return fns
 
     return KAPromptOld
 

@@ -116,10 +116,23 @@ class FrozenViT(nn.Module):
         """[CLS] after the final LayerNorm, with ``prefix[l]`` prepended in block ``l``'s attention."""
         if not prefix:
             return self.query(x)
-        h = self._tokens(x)
-        for i, blk in enumerate(self.vit.blocks):
-            h = block_with_prefix(blk, h, prefix.get(i))
+        return self.cls_token(self.blocks_from(self.tokens(x), prefix))
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The token sequence entering block 0 (normalised images, patch embedding, [CLS], positions)."""
+        return self._tokens(x)
+
+    def cls_token(self, h: torch.Tensor) -> torch.Tensor:
+        """[CLS] after the final LayerNorm of the last block's output ``h``."""
         return self.vit.norm(h)[:, 0]
+
+    def blocks_from(self, h: torch.Tensor, prefix: Prefix, start: int = 0, stop: Optional[int] = None) -> torch.Tensor:
+        """Blocks ``start..stop-1`` (default: to the last) on the token sequence ``h``, ``prefix[l]`` in block
+        ``l``: a pass split in two (KA-Prompt's previous model reads its first blocks from a cache) is the
+        same arithmetic as one :meth:`forward`."""
+        for i in range(start, self.depth if stop is None else stop):
+            h = block_with_prefix(self.vit.blocks[i], h, prefix.get(i))
+        return h
 
     def query(self, x: torch.Tensor, token: str = "cls") -> torch.Tensor:
         """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature.
