@@ -1,4 +1,8 @@
 """Snakemake adapter: build a benchmark (manifest + data) and its preview picture."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.config import BenchmarkConfig, build_dataclass
 from intact.data import benchmark_class, open_benchmark
 from intact.joblog import log_to

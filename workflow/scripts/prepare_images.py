@@ -1,4 +1,8 @@
 """Snakemake adapter: check, decode and store an image benchmark; draw its per-task sample picture."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.config import build_dataclass
 from intact.data import benchmark_class, open_benchmark
 from intact.data.image_config import ImageBenchmarkConfig
