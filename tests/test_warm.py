@@ -227,3 +227,22 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     starter.kill()
     starter.wait()
     assert _gone(pid)
+
+
+def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
+    """SIGKILL of the workflow's whole process group (its parent, the clients; test_workflow's random kills):
+    the job processes - in process groups of their own - end too, although their parent died with them."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "job.py").write_text(JOB)
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; from intact import warm; "
+         "p = warm.start(['json']); print(p.pid, flush=True); "
+         "subprocess.Popen([sys.executable, 'job.py', 'sleep']); time.sleep(60)"],
+        cwd=folder, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    parent_pid = int(starter.stdout.readline())
+    _wait_for(folder / "pid")
+    job_pid = int((folder / "pid").read_text())
+    os.killpg(starter.pid, signal.SIGKILL)
+    starter.wait()
+    assert _gone(parent_pid) and _gone(job_pid)

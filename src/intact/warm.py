@@ -29,6 +29,10 @@ ENV_SOCKET = "INTACT_WARM_SOCKET"
 ENV_SWITCH = "INTACT_WARM"
 #: the signals a client passes on to its job (SIGKILL and SIGSTOP cannot be caught: see the module docstring)
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+#: what the warm parent imports besides the package modules the job scripts import: the modules of
+#: Snakemake's ``script:`` preamble (named, never imported here), and torch._dynamo, which every torch.optim
+#: optimizer imports when it is built (docs/speed.md)
+EXTRA_PRELOAD = ("snakemake.iocontainers", "snakemake.logging", "torch._dynamo")
 _SERVED = False  # True in a child forked by the warm parent: hand_off() then lets the script run here
 
 
@@ -154,13 +158,13 @@ def start(modules: list[str]) -> WarmParent | None:
 
 # ---- the warm parent ---------------------------------------------------------------------------------------
 
-def preload_modules(scripts: list[str], extra: list[str]) -> list[str]:
+def preload_modules(scripts: list[str]) -> list[str]:
     """What the warm parent imports: every ``intact`` module the job scripts import (read from their
-    imports, intact.sources: no list kept by hand; torch and timm come with them), then ``extra``."""
+    imports, intact.sources: no list kept by hand; torch and timm come with them), then :data:`EXTRA_PRELOAD`."""
     from intact.sources import imported_modules  # only the workflow's process needs it, not a client
 
     names = sorted(set().union(*(imported_modules(s) for s in scripts)) - {"intact.warm"})
-    return names + list(extra)
+    return names + list(EXTRA_PRELOAD)
 
 
 def python_id() -> list[str]:

@@ -1,9 +1,9 @@
 """The warm parent of intact.warm: imports the job scripts' modules once, then forks a fresh child per job.
 
-One thread, one loop over its sockets: a new client (fork a child for its job), a client's message (a signal
-to pass on to its child) or end-of-file (the client is gone: SIGKILL its child), SIGCHLD (reap, and send the
+One thread, one loop over its sockets: a new client (fork a child for its job), SIGCHLD (reap, and send the
 client its child's status), and stdin's end-of-file or SIGTERM (stop: accept no more jobs, wait for the
-running ones, exit). A child starts from the parent's state right after its imports - the parent never runs
+running ones, exit). The child itself reads its client's connection (a signal to pass on; end-of-file: the
+client is gone, SIGKILL), so that a job never outlives its client, even if the parent dies with it. A child starts from the parent's state right after its imports - the parent never runs
 a job - and is made to look like a fresh ``python <script>`` process (see :func:`_become_job`).
 """
 
@@ -123,25 +123,12 @@ class Server:
         try:
             conn.send(f"pid {pid}".encode())
         except OSError:
-            pass  # the client is gone: its end-of-file below ends the child
-        self.sel.register(conn, selectors.EVENT_READ, self._client)
+            pass  # the client is gone: the child sees its end-of-file and ends
 
     def _trace(self, line: str) -> None:
         if os.environ.get(ENV_TRACE):
             with open(os.environ[ENV_TRACE], "a") as f:
                 f.write(line + "\n")
-
-    def _client(self, conn: socket.socket) -> None:
-        pid = next(p for p, c in self.jobs.items() if c is conn)
-        try:
-            msg = conn.recv(64)
-        except OSError:
-            msg = b""
-        if msg.startswith(b"sig "):
-            _signal_group(pid, int(msg.split()[1]))
-        elif not msg:  # the client died (e.g. SIGKILL): so does its job, as a cold job would with it
-            self.sel.unregister(conn)
-            _signal_group(pid, signal.SIGKILL)
 
     def _reap(self) -> None:
         while self.jobs:
@@ -155,8 +142,6 @@ class Server:
             if conn is None:
                 continue
             self._trace(f"exit {pid} {status}")
-            if conn.fileno() in self.sel.get_map():
-                self.sel.unregister(conn)
             try:
                 conn.send(f"exit {status}".encode())
             except OSError:
@@ -167,10 +152,10 @@ class Server:
         """The forked child: become the job's process, run its script, exit with its status."""
         code = 70
         try:
-            for s in (self.listener, self.wake_r, self.wake_w, conn, *self.jobs.values()):
+            for s in (self.listener, self.wake_r, self.wake_w, *self.jobs.values()):
                 s.close()
             self.sel.close()
-            code = _become_job(fds, request)
+            code = _become_job(conn, fds, request)
         except BaseException:
             traceback.print_exc()
         finally:
@@ -183,14 +168,22 @@ def peer_uid(conn: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except OSError:
-        pass
+def _watch_client(conn: socket.socket) -> None:
+    """In the job's process (a daemon thread): pass the client's relayed signals on to this process's group;
+    when the client is gone (SIGKILL, or the workflow's whole process group killed), SIGKILL the group - also
+    when the warm parent is gone too. This end of the connection is read here only."""
+    while True:
+        try:
+            msg = conn.recv(64)
+        except OSError:
+            msg = b""
+        if not msg:
+            os.killpg(0, signal.SIGKILL)
+        if msg.startswith(b"sig "):
+            os.killpg(0, int(msg.split()[1]))
 
 
-def _become_job(fds: list[int], request: dict) -> int:
+def _become_job(conn: socket.socket, fds: list[int], request: dict) -> int:
     """Make this forked process what ``python <script>`` started by the client would be, and run the script:
     the client's file descriptors 0-2, working directory, environment, umask and argv; fresh stdio objects,
     default signal handlers, Python's, NumPy's and torch's global random state reseeded (a fresh process
@@ -213,6 +206,7 @@ def _become_job(fds: list[int], request: dict) -> int:
     sys.path.insert(0, os.path.dirname(request["script"]))
     _fresh_stdio()
     _fresh_state()
+    threading.Thread(target=_watch_client, args=(conn,), name="intact-warm-client", daemon=True).start()
     return _run_script(request["script"])
 
 

@@ -43,7 +43,7 @@ onstart:
     # executor's jobs, and --touch, run cold, each in its own process.
     if workflow.local_exec and not workflow.touch:
         scripts = glob.glob(f"{workflow.basedir}/workflow/scripts/*.py")
-        WARM_PARENT.append(start_warm_parent(preload_modules(scripts, WARM_EXTRA)))
+        WARM_PARENT.append(start_warm_parent(preload_modules(scripts)))
         if WARM_PARENT[0] is not None:
             print(f"intact: jobs start from a warm parent (pid {WARM_PARENT[0].pid}; INTACT_WARM=0: cold)", file=sys.stderr)
 
@@ -68,9 +68,6 @@ onerror:
 
 #: the warm parent of this run, once started (onstart); a list, so the handlers can change it
 WARM_PARENT = []
-#: what the warm parent imports besides the package modules the scripts import: the `script:` preamble's
-#: modules, and torch._dynamo, which every torch.optim optimizer imports when it is built (docs/speed.md)
-WARM_EXTRA = ["snakemake.iocontainers", "snakemake.logging", "torch._dynamo"]
 
 
 PLAN = Plan(config)
