@@ -31,8 +31,13 @@ ENV_TRACE = "INTACT_WARM_TRACE"
 
 
 def serve(path: str, modules: list[str]) -> None:
-    """The warm parent's entry point (started by :func:`intact.warm.start`)."""
+    """The warm parent's entry point (started by :func:`intact.warm.start`). Ends with ``os._exit``: the
+    interpreter's own finalisation of everything imported (and the threads some of it started) could take
+    long, while the workflow waits for this process."""
     Server(path).run(modules)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class Server:
