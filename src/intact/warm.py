@@ -89,10 +89,10 @@ def _relay_signals_to(sock: socket.socket) -> None:
 def _exit_as(sock: socket.socket) -> None:
     """Wait for the child's status (sent by the parent once it has reaped the child) and end this process
     the same way: the same exit code, or killed by the same signal."""
-    while True:
+    try:
         msg = sock.recv(64).decode()
-        if not msg.startswith("sig "):
-            break
+    except OSError:
+        msg = ""
     if not msg.startswith("exit "):
         print("intact: the warm parent went away while this job ran; its status is unknown", file=sys.stderr, flush=True)
         os._exit(1)
@@ -118,8 +118,10 @@ class WarmParent:
     def pid(self) -> int:
         return self.proc.pid
 
-    def stop(self, timeout: float = 60) -> None:
-        """Close the parent's stdin (it then finishes its running jobs and exits), wait, and clean up."""
+    def stop(self, timeout: float = 10) -> None:
+        """Close the parent's stdin (it then finishes its running jobs and exits), wait, and clean up. Called
+        once no job runs (the workflow's onsuccess / onerror): a parent still importing after ``timeout``
+        seconds, or one that does not end, is killed."""
         if os.environ.get(ENV_SOCKET) == self.path:
             del os.environ[ENV_SOCKET]
         if self.proc.stdin and not self.proc.stdin.closed:

@@ -99,7 +99,9 @@ class Server:
         try:
             if peer_uid(conn) != os.getuid():
                 raise OSError("another user")
+            conn.settimeout(60)  # a client sends its request at once; never wait on one for good
             msg, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            conn.settimeout(None)
             request = json.loads(msg)
             if len(fds) != 3 or request["python"] != python_id():
                 raise OSError("another Python")  # a conda env's or a container's: that job runs cold
