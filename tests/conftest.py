@@ -48,7 +48,7 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
 #: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:
 #: ``make test`` runs ``pytest -n 2 --dist loadfile --no-loadscope-reorder``, which hands whole files to the two
 #: workers in collection order, so the long files start at once instead of last
-SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_workflow.py", "test_tracking.py")
+SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_workflow.py", "test_tracking.py", "test_warm_workflow.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

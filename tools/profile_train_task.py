@@ -3,13 +3,16 @@
     python tools/profile_train_task.py                       # coda_p+intact, task 1, seed 0 of config.yaml
     python tools/profile_train_task.py --method coda_p --task 3 --json out.json
     python tools/profile_train_task.py --cprofile prof.out   # also a cProfile of the job's process
+    python tools/profile_train_task.py --warm --repeat 3     # the job started from a warm parent (intact.warm)
 
 The inputs of the job (the prepared benchmark, a backbone, the benchmark's query cache and tasks
 0..task-1) are built first in a scratch folder (``--workdir``; reused when it already holds them). The
 backbone is a seeded random initialisation of the configured model, not a pretrained one: every phase
 does the same work either way. Then the job runs in a fresh Python process, as Snakemake starts it
 (``script:`` preamble imports included), and every phase is timed *exclusively* (a phase nested in
-another is not counted twice); "other" is what no phase covers. Wall-clock times depend on the load of
+another is not counted twice); "other" is what no phase covers. With ``--warm`` the job's process hands
+off to a warm parent, as the workflow's jobs do on a local run (intact.warm): its "interpreter start-up"
+then covers the client's start, its preamble imports and the fork, and the imports cost what is left. Wall-clock times depend on the load of
 the machine: run it on a quiet one, and give the command, date, commit and machine with any number.
 """
 
@@ -106,17 +109,23 @@ def _instrument(phases: Phases) -> None:
 
 def job(spec_path: str) -> None:
     """The body of the profiled process: imports, then :func:`intact.train.train_task`, timed per phase."""
-    started = time.time()
-    spec = json.loads(Path(spec_path).read_text())
-    phases = Phases()
-    phases.add("interpreter start-up", started - spec["spawned"])
-    t = time.perf_counter()
+    started, t = time.time(), time.perf_counter()
     try:  # what Snakemake's script preamble imports before the script runs
         import snakemake.iocontainers  # noqa: F401
         import snakemake.logging  # noqa: F401
     except ImportError:
         pass
-    phases.add("imports: snakemake script preamble", time.perf_counter() - t)
+    preamble = time.perf_counter() - t
+    try:  # older commits have no warm parent
+        from intact.warm import hand_off
+    except ImportError:
+        def hand_off():
+            pass
+    hand_off()  # as the adapters: with a warm parent (--warm) the rest runs in its fresh child
+    spec = json.loads(Path(spec_path).read_text())
+    phases = Phases()
+    phases.add("interpreter start-up", started - spec["spawned"])
+    phases.add("imports: snakemake script preamble", preamble)
     t = time.perf_counter()
     from intact.config import RunConfig
     from intact.joblog import log_to  # noqa: F401  (the adapter's imports)
@@ -188,6 +197,16 @@ def prepare(cfg: dict, method: str, seed: int, task: int, work: Path, threads: i
             "out": str(work / "profiled" / method / f"task{task}"), "threads": threads}
 
 
+def _warm_parent():
+    """A warm parent preloading what the workflow's parent preloads (the job scripts' imports)."""
+    from intact.warm import preload_modules, start
+
+    parent = start(preload_modules(sorted(str(p) for p in (REPO / "workflow" / "scripts").glob("*.py"))))
+    if parent is None:
+        raise SystemExit("--warm: no warm parent started (INTACT_WARM=0?)")
+    return parent
+
+
 def table(result: dict) -> str:
     phases = result["phases"]
     total = sum(phases.values())
@@ -212,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=1, help="profiled runs of the job (each in a fresh process)")
     p.add_argument("--cprofile", default=None, help="write a cProfile of the job to this file")
     p.add_argument("--json", default=None, help="also write the breakdown(s) as JSON here")
+    p.add_argument("--warm", action="store_true", help="start the job from a warm parent (one unreported "
+                   "warm-up run first: in a workflow the parent has imported before most jobs start)")
     a = p.parse_args(argv)
 
     from intact.config import load_config
@@ -221,18 +242,25 @@ def main(argv: list[str] | None = None) -> None:
     spec = prepare(load_config(a.config), a.method, a.seed, a.task, work, a.threads)
     spec["cprofile"] = a.cprofile
     results = []
-    for _ in range(a.repeat):
-        spec["spawned"] = time.time()
-        (work / "job.json").write_text(json.dumps(spec))
-        proc = subprocess.run([sys.executable, __file__, JOB, str(work / "job.json")], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"the profiled job failed:\n{proc.stderr[-4000:]}")
-        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        print(table(results[-1]) + "\n")
+    parent = _warm_parent() if a.warm else None
+    try:
+        for i in range(a.repeat + bool(parent)):
+            spec["spawned"] = time.time()
+            (work / "job.json").write_text(json.dumps(spec))
+            proc = subprocess.run([sys.executable, __file__, JOB, str(work / "job.json")], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"the profiled job failed:\n{proc.stderr[-4000:]}")
+            if parent and i == 0:
+                continue  # the warm-up run
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(table(results[-1]) + "\n")
+    finally:
+        if parent:
+            parent.stop()
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     meta = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "commit": git_commit(), "load_average_after": load, "method": a.method, "task": a.task}
+            "commit": git_commit(), "load_average_after": load, "method": a.method, "task": a.task, "warm": a.warm}
     print(json.dumps(meta))
     if a.json:
         Path(a.json).write_text(json.dumps({**meta, "runs": results}, indent=1) + "\n")

@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation at start-up, run resolution, path builders.
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
 import dataclasses
+import glob
 import os
 import re
 import sys
@@ -15,6 +16,7 @@ from intact.paths import RUN_DIR, RUN_KEY, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, report_files
 from intact.sources import source_files
 from intact.tracking import tracking_config
+from intact.warm import preload_modules, start as start_warm_parent
 
 try:
     # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
@@ -37,6 +39,36 @@ onstart:
     # this file is parsed: Snakemake sets the executor, which it reads, only after parsing.)
     if MISSING:
         raise WorkflowError("config: " + "; ".join(MISSING))
+    # Jobs on this machine start from a warm parent that has imported what the job scripts import, so no
+    # job pays for importing torch (intact.warm, docs/design.md; INTACT_WARM=0 turns it off). A cluster
+    # executor's jobs, and --touch, run cold, each in its own process.
+    if workflow.local_exec and not workflow.touch:
+        scripts = glob.glob(f"{workflow.basedir}/workflow/scripts/*.py")
+        WARM_PARENT.append(start_warm_parent(preload_modules(scripts)))
+        if WARM_PARENT[0] is not None:
+            print(f"intact: jobs start from a warm parent (pid {WARM_PARENT[0].pid}; INTACT_WARM=0: cold)", file=sys.stderr)
+
+
+def stop_warm_parent():
+    """End the warm parent (after the last job: Snakemake has waited for every job by now)."""
+    while WARM_PARENT:
+        parent = WARM_PARENT.pop()
+        if parent is not None:
+            parent.stop()
+
+
+onsuccess:
+    stop_warm_parent()
+
+
+onerror:
+    # also after Ctrl-C: Snakemake waits for the running jobs, then calls this (the parent also ends by
+    # itself if this process dies: its stdin is a pipe from here)
+    stop_warm_parent()
+
+
+#: the warm parent of this run, once started (onstart); a list, so the handlers can change it
+WARM_PARENT = []
 
 
 PLAN = Plan(config)

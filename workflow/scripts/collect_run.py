@@ -1,4 +1,8 @@
 """Snakemake adapter: R.csv + metrics.json of one run."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.io import read_json
 from intact.joblog import log_to
 from intact.results import collect_run

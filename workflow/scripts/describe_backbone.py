@@ -1,4 +1,8 @@
 """Snakemake adapter: check and record a user-supplied backbone weights file."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.config import BackboneConfig, build_dataclass
 from intact.joblog import log_to
 from intact.pretrain import describe_weights

@@ -1,4 +1,8 @@
 """Snakemake adapter: build a benchmark prepared in one process (manifest + data) and its preview picture."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.data import open_benchmark
 from intact.settings import benchmark_settings
 from intact.joblog import log_to

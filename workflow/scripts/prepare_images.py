@@ -1,5 +1,9 @@
 """Snakemake adapter: check, decode and store an image benchmark (any type declared with parallel_prepare);
 draw its per-task sample picture."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.data import open_benchmark
 from intact.settings import benchmark_settings
 from intact.joblog import log_to

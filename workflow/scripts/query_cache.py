@@ -1,4 +1,8 @@
 """Snakemake adapter: the query cache of one (benchmark, backbone)."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from pathlib import Path
 
 from intact.cache import build_query_cache

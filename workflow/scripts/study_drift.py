@@ -1,4 +1,8 @@
 """Snakemake adapter: the MLP drift experiment (appendix "Evolution of Internal Drift")."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 import torch
 
 from intact.experiments.drift_report import study_drift

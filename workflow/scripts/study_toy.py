@@ -1,4 +1,8 @@
 """Snakemake adapter: the toy experiment (Fig. 2)."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 import torch
 
 from intact.experiments.toy import study_toy

@@ -1,4 +1,8 @@
 """Snakemake adapter: log one finished run to MLflow; always succeeds (see its tracking.json)."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from pathlib import Path
 
 from intact.joblog import log_to

@@ -1,4 +1,8 @@
 """Snakemake adapter: train one task from the previous task's state, then evaluate it (eval.json)."""
+from intact.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from pathlib import Path
 
 from intact.config import RunConfig

@@ -1,0 +1,180 @@
+"""Warm local execution: a job's Python starts with torch, timm and ``intact`` already imported.
+
+Snakemake still decides, starts and waits for every job; only the start of the job's Python changes. The
+workflow (``onstart`` in workflow/rules/common.smk) starts one *warm parent* per local run: a process that
+imports the modules the job scripts import, once, and then forks a fresh child per job. A rule's ``script:``
+adapter calls :func:`hand_off` first: when a warm parent serves the run (its socket in ``INTACT_WARM_SOCKET``),
+the adapter's process becomes a client that passes its script, argv, working directory, environment, umask
+and file descriptors 0-2 to the parent, which forks a child that runs the same script as ``python <script>``
+would. The client relays every catchable signal it receives to the child and exits exactly as the child did
+(same exit code, or killed by the same signal), so Snakemake sees the job's own status; if the client dies
+(SIGKILL), the parent SIGKILLs the child. The child runs in a process group of its own, so a signal reaches it
+once, through its client. Where no warm parent serves (SLURM, another executor, ``INTACT_WARM=0``, another
+Python, a parent that is gone) the job runs cold in its own process, as before. docs/design.md says more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+
+#: the warm parent's socket, set by the workflow for its jobs
+ENV_SOCKET = "INTACT_WARM_SOCKET"
+#: ``INTACT_WARM=0`` (or false/no/off): no warm parent; every job runs cold
+ENV_SWITCH = "INTACT_WARM"
+#: the signals a client passes on to its job (SIGKILL and SIGSTOP cannot be caught: see the module docstring)
+RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+#: what the warm parent imports besides the package modules the job scripts import: the modules of
+#: Snakemake's ``script:`` preamble (named, never imported here), and torch._dynamo, which every torch.optim
+#: optimizer imports when it is built (docs/speed.md)
+EXTRA_PRELOAD = ("snakemake.iocontainers", "snakemake.logging", "torch._dynamo")
+_SERVED = False  # True in a child forked by the warm parent: hand_off() then lets the script run here
+
+
+def enabled(environ: dict | None = None) -> bool:
+    """Whether the switch allows a warm parent (it does unless ``INTACT_WARM`` is 0, false, no or off)."""
+    return (environ if environ is not None else os.environ).get(ENV_SWITCH, "1").lower() not in ("0", "false", "no", "off")
+
+
+# ---- the client: the job's own process (its script calls hand_off first) ----------------------------------
+
+def hand_off() -> None:
+    """Run this job script in a fresh child of the warm parent and exit as it exits; return (and let the
+    script run here, cold) where no warm parent serves this job, or in the child itself."""
+    path = os.environ.get(ENV_SOCKET)
+    if _SERVED or not path or not enabled():
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(path)
+        request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
+                   "env": dict(os.environ), "umask": _umask(), "python": python_id()}
+        socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+        _relay_signals_to(sock)
+        ack = sock.recv(64).decode()
+    except OSError as err:
+        ack = f"unavailable ({err})"
+    if not ack.startswith("pid "):
+        for sig in RELAYED:
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+        sock.close()
+        print(f"intact: no warm parent for this job ({ack or 'it closed the connection'}); running it cold",
+              file=sys.stderr, flush=True)
+        return
+    _exit_as(sock)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _relay_signals_to(sock: socket.socket) -> None:
+    def relay(signum, frame):
+        try:
+            sock.send(f"sig {signum}".encode())
+        except OSError:
+            pass
+
+    for sig in RELAYED:
+        signal.signal(sig, relay)
+
+
+def _exit_as(sock: socket.socket) -> None:
+    """Wait for the child's status (sent by the parent once it has reaped the child) and end this process
+    the same way: the same exit code, or killed by the same signal."""
+    try:
+        msg = sock.recv(64).decode()
+    except OSError:
+        msg = ""
+    if not msg.startswith("exit "):
+        print("intact: the warm parent went away while this job ran; its status is unknown", file=sys.stderr, flush=True)
+        os._exit(1)
+    status = int(msg.split()[1])
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig in RELAYED:
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default action is not to end the process
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+# ---- the workflow's side: start and stop the warm parent ---------------------------------------------------
+
+class WarmParent:
+    """A running warm parent; :meth:`stop` ends it (it also ends by itself when its starter exits)."""
+
+    def __init__(self, proc: subprocess.Popen, folder: str, path: str) -> None:
+        self.proc, self.folder, self.path = proc, folder, path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, timeout: float = 10) -> None:
+        """Close the parent's stdin (it then finishes its running jobs and exits), wait, and clean up. Called
+        once no job runs (the workflow's onsuccess / onerror): a parent still importing after ``timeout``
+        seconds, or one that does not end, is killed."""
+        if os.environ.get(ENV_SOCKET) == self.path:
+            del os.environ[ENV_SOCKET]
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for name in os.listdir(self.folder) if os.path.isdir(self.folder) else []:
+            os.unlink(os.path.join(self.folder, name))
+        if os.path.isdir(self.folder):
+            os.rmdir(self.folder)
+
+
+def start(modules: list[str]) -> WarmParent | None:
+    """Start a warm parent that preloads ``modules`` and export its socket to the jobs this process starts
+    (``INTACT_WARM_SOCKET``). Returns None (jobs run cold) when the switch is off or the parent fails to start.
+    Returns as soon as the parent listens; it imports the modules while the first jobs connect."""
+    if not enabled():
+        return None
+    folder = tempfile.mkdtemp(prefix="intact-warm-")  # mode 0700: only this user reaches the socket
+    path = os.path.join(folder, "socket")
+    code = "import sys; from intact.warm_server import serve; serve(sys.argv[1], sys.argv[2:])"
+    # stdin stays a pipe from this process: its end-of-file (a stop, or this process gone) ends the parent
+    proc = subprocess.Popen([sys.executable, "-c", code, path, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    if proc.stdout.readline().strip() != b"listening":
+        proc.wait()
+        parent = WarmParent(proc, folder, path)
+        parent.stop()
+        return None
+    proc.stdout.close()
+    os.environ[ENV_SOCKET] = path
+    return WarmParent(proc, folder, path)
+
+
+# ---- the warm parent ---------------------------------------------------------------------------------------
+
+def preload_modules(scripts: list[str]) -> list[str]:
+    """What the warm parent imports: every ``intact`` module the job scripts import (read from their
+    imports, intact.sources: no list kept by hand; torch and timm come with them), then :data:`EXTRA_PRELOAD`."""
+    from intact.sources import imported_modules  # only the workflow's process needs it, not a client
+
+    names = sorted(set().union(*(imported_modules(s) for s in scripts)) - {"intact.warm"})
+    return names + list(EXTRA_PRELOAD)
+
+
+def python_id() -> list[str]:
+    """The interpreter and environment a job's Python runs in: a job runs warm only in the same ones."""
+    return [sys.executable, sys.prefix]
+
+
+def mark_served() -> None:
+    """Called in a forked child: hand_off() lets the job's script run in this process."""
+    global _SERVED
+    _SERVED = True

@@ -1,0 +1,293 @@
+"""The warm parent of intact.warm: imports the job scripts' modules once, then forks a fresh child per job.
+
+One thread, one loop over its sockets: a new client (fork a child for its job), SIGCHLD (reap, and send the
+client its child's status), and stdin's end-of-file or SIGTERM (stop: accept no more jobs, wait for the
+running ones, exit). The child itself reads its client's connection (a signal to pass on; end-of-file: the
+client is gone, SIGKILL), so that a job never outlives its client, even if the parent dies with it. A child starts from the parent's state right after its imports - the parent never runs
+a job - and is made to look like a fresh ``python <script>`` process (see :func:`_become_job`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import io
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+
+from intact.warm import mark_served, python_id
+
+_MAX_REQUEST = 1 << 20  # a request holds the client's environment: a few KB
+#: a file the warm parent appends "start <pid> <script>" and "exit <pid> <wait status>" to, per job (tests)
+ENV_TRACE = "INTACT_WARM_TRACE"
+
+
+def serve(path: str, modules: list[str]) -> None:
+    """The warm parent's entry point (started by :func:`intact.warm.start`). Ends with ``os._exit``: the
+    interpreter's own finalisation of everything imported (and the threads some of it started) could take
+    long, while the workflow waits for this process."""
+    Server(path).run(modules)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class Server:
+    """The warm parent's state: its listening socket, its running jobs, its selector."""
+
+    def __init__(self, path: str) -> None:
+        # Ctrl-C reaches each job through its client; this process waits for them and ends with its stdin
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if sys.path and sys.path[0] == "":
+            sys.path.pop(0)  # `python -c` puts the working directory first; a job's Python does not
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(path)
+        self.listener.listen(128)
+        self.wake_r, self.wake_w = socket.socketpair()
+        for s in (self.wake_r, self.wake_w):
+            s.setblocking(False)
+        signal.set_wakeup_fd(self.wake_w.fileno())
+        for sig in (signal.SIGCHLD, signal.SIGTERM):  # both only wake the loop (see _wake)
+            signal.signal(sig, lambda signum, frame: None)
+        self.jobs: dict[int, socket.socket] = {}  # child pid -> its client's connection
+        self.stopping = False
+        self.sel = selectors.DefaultSelector()
+
+    def run(self, modules: list[str]) -> None:
+        print("listening", flush=True)
+        os.dup2(2, 1)  # the starter reads one line only; anything later goes to stderr
+        for name in modules:
+            importlib.import_module(name)
+        self.sel.register(self.listener, selectors.EVENT_READ, self._accept)
+        self.sel.register(self.wake_r, selectors.EVENT_READ, self._wake)
+        self.sel.register(0, selectors.EVENT_READ, self._stdin)
+        while not (self.stopping and not self.jobs):
+            for key, _ in self.sel.select():
+                key.data(key.fileobj)
+
+    def _stop(self) -> None:
+        if not self.stopping:
+            self.stopping = True
+            for obj in (self.listener, 0):
+                self.sel.unregister(obj)
+            self.listener.close()
+
+    def _stdin(self, fd: int) -> None:
+        if not os.read(fd, 4096):
+            self._stop()
+
+    def _wake(self, sock: socket.socket) -> None:
+        try:
+            signums = sock.recv(4096)
+        except BlockingIOError:
+            signums = b""
+        if signal.SIGTERM in signums:
+            self._stop()
+        self._reap()
+
+    def _accept(self, listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        fds: list[int] = []
+        try:
+            if peer_uid(conn) != os.getuid():
+                raise OSError("another user")
+            conn.settimeout(60)  # a client sends its request at once; never wait on one for good
+            msg, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            conn.settimeout(None)
+            request = json.loads(msg)
+            if len(fds) != 3 or request["python"] != python_id():
+                raise OSError("another Python")  # a conda env's or a container's: that job runs cold
+        except (OSError, ValueError, KeyError) as err:
+            for fd in fds:
+                os.close(fd)
+            try:
+                conn.send(f"refused: {err}".encode())
+            except OSError:
+                pass
+            conn.close()
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._child(conn, fds, request)  # never returns
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        except OSError:
+            pass
+        for fd in fds:
+            os.close(fd)
+        self.jobs[pid] = conn
+        self._trace(f"start {pid} {request['script']}")
+        try:
+            conn.send(f"pid {pid}".encode())
+        except OSError:
+            pass  # the client is gone: the child sees its end-of-file and ends
+
+    def _trace(self, line: str) -> None:
+        if os.environ.get(ENV_TRACE):
+            with open(os.environ[ENV_TRACE], "a") as f:
+                f.write(line + "\n")
+
+    def _reap(self) -> None:
+        while self.jobs:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.jobs.pop(pid, None)
+            if conn is None:
+                continue
+            self._trace(f"exit {pid} {status}")
+            try:
+                conn.send(f"exit {status}".encode())
+            except OSError:
+                pass
+            conn.close()
+
+    def _child(self, conn: socket.socket, fds: list[int], request: dict) -> None:
+        """The forked child: become the job's process, run its script, exit with its status."""
+        code = 70
+        try:
+            for s in (self.listener, self.wake_r, self.wake_w, *self.jobs.values()):
+                s.close()
+            self.sel.close()
+            code = _become_job(conn, fds, request)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def _watch_client(conn: socket.socket) -> None:
+    """In the job's process (a daemon thread): pass the client's relayed signals on to this process's group;
+    when the client is gone (SIGKILL, or the workflow's whole process group killed), SIGKILL the group - also
+    when the warm parent is gone too. This end of the connection is read here only."""
+    while True:
+        try:
+            msg = conn.recv(64)
+        except OSError:
+            msg = b""
+        if not msg:
+            os.killpg(0, signal.SIGKILL)
+        if msg.startswith(b"sig "):
+            os.killpg(0, int(msg.split()[1]))
+
+
+def _become_job(conn: socket.socket, fds: list[int], request: dict) -> int:
+    """Make this forked process what ``python <script>`` started by the client would be, and run the script:
+    the client's file descriptors 0-2, working directory, environment, umask and argv; fresh stdio objects,
+    default signal handlers, Python's, NumPy's and torch's global random state reseeded (a fresh process
+    seeds them from the OS), torch's thread count from the environment as at a fresh import. Returns the exit code."""
+    os.setpgid(0, 0)  # signals reach the job through its client only (a terminal's Ctrl-C: once, not twice)
+    mark_served()
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in set(fds) - {0, 1, 2}:
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.umask(request["umask"])
+    sys.argv = list(request["argv"])
+    sys.path.insert(0, os.path.dirname(request["script"]))
+    _fresh_stdio()
+    _fresh_state()
+    threading.Thread(target=_watch_client, args=(conn,), name="intact-warm-client", daemon=True).start()
+    return _run_script(request["script"])
+
+
+def _fresh_stdio() -> None:
+    """New sys.std* objects over fds 0-2, buffered as a fresh interpreter buffers them."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    enc, errors = sys.stdout.encoding, sys.stdout.errors
+
+    def stream(fd: int, write: bool, line: bool, err: str) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, "wb" if write else "rb", closefd=False)
+        buf = io.BufferedWriter(raw) if write else io.BufferedReader(raw)
+        return io.TextIOWrapper(buf, encoding=enc, errors=err, line_buffering=line, write_through=unbuffered and write)
+
+    sys.stdin = sys.__stdin__ = stream(0, False, False, errors)
+    sys.stdout = sys.__stdout__ = stream(1, True, os.isatty(1), errors)
+    sys.stderr = sys.__stderr__ = stream(2, True, True, "backslashreplace")
+
+
+def _fresh_state() -> None:
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()  # a fresh process's default generator starts from a non-deterministic seed
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is not None and threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))  # what torch would take from OMP_NUM_THREADS at import
+
+
+def _run_script(script: str) -> int:
+    """Run ``script`` as ``__main__`` and end as the interpreter does: the exit code of SystemExit, an
+    uncaught exception printed (exit 1; KeyboardInterrupt: killed by SIGINT), then threads joined, atexit
+    handlers run and stdio flushed."""
+    interrupted = False
+    try:
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exit_:
+        code = _exit_code(exit_.code)
+    except BaseException as err:
+        interrupted = isinstance(err, KeyboardInterrupt)
+        err.__traceback__ = _from_script(err.__traceback__, script)
+        sys.excepthook(type(err), err, err.__traceback__)
+        code = 1
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as at exit
+    except Exception:
+        pass
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return code
+
+
+def _from_script(tb, script: str):
+    """The traceback from the script's own frame on, as a fresh interpreter prints it (without runpy's)."""
+    start = tb
+    while start is not None and start.tb_frame.f_code.co_filename != script:
+        start = start.tb_next
+    return start or tb
+
+
+def _exit_code(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    print(value, file=sys.stderr)
+    return 1

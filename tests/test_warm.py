@@ -1,0 +1,254 @@
+"""Warm local execution (intact.warm): a job forked from a warm parent runs as a fresh ``python <script>``
+would - same output, exit status, signals, state - and a fault in one job touches neither the parent nor
+another job. These tests drive the parent with small scripts; tests/test_warm_workflow.py runs the pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from intact import warm
+
+#: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
+JOB = '''"""a test job"""
+from intact.warm import hand_off
+
+hand_off()
+import json, os, signal, sys, time
+from pathlib import Path
+
+what = sys.argv[1]
+Path("pid").write_text(str(os.getpid()))
+if what == "report":
+    import random
+    import torch
+    from intact.methods import METHODS
+    import intact.methods
+    def target(fd):
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+    # a warm job holds one socket more than a cold one: its connection to its client
+    fds = sorted(int(f) for f in os.listdir("/proc/self/fd") if not (target(f) or "").startswith("socket:"))
+    print(json.dumps({"cwd": os.getcwd(), "env": {k: v for k, v in os.environ.items() if k.startswith("T_")},
+        "leak": getattr(intact.methods, "LEAK", None), "registered": "leaked" in METHODS,
+        "torch_seed": torch.initial_seed(), "threads": torch.get_num_threads(),
+        "random_differs": random.random() != 0.8444218515250481, "umask": os.umask(0o22), "fds": fds,
+        "argv": sys.argv[1:], "stdin": sys.stdin.read(), "main": __name__}))
+elif what == "pollute":
+    import random
+    import torch
+    import intact.methods
+    torch.manual_seed(123); torch.set_num_threads(1); random.seed(0)
+    intact.methods.LEAK = 1
+    intact.methods.METHODS["leaked"] = intact.methods.METHODS["coda_p"]
+    os.environ["T_LEAK"] = "1"; os.chdir("/"); os.umask(0o77); open("/proc/self/stat")
+elif what == "exit3":
+    sys.exit(3)
+elif what == "crash":
+    raise RuntimeError("boom")
+elif what == "sleep":
+    time.sleep(60)
+elif what == "term":  # a stop flag as intact.train's: SIGTERM asks for a checkpoint and an exit
+    signal.signal(signal.SIGTERM, lambda *a: (Path("checkpointed").write_text("yes"), sys.exit(5)))
+    Path("ready").write_text("1")
+    time.sleep(60)
+print("done", what)
+'''
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    """A warm parent that preloads what the job script imports (torch and intact.methods)."""
+    p = warm.start(["torch", "intact.methods"])
+    assert p is not None and os.environ[warm.ENV_SOCKET] == p.path
+    yield p
+    p.stop()
+    assert os.environ.get(warm.ENV_SOCKET) != p.path and not os.path.exists(p.folder)
+
+
+def _job(folder: Path, what: str, *, warm_socket: str | None, env: dict | None = None, **kw) -> subprocess.Popen:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "job.py").write_text(JOB)
+    full = {k: v for k, v in os.environ.items() if k != warm.ENV_SOCKET}
+    full.update(env or {})
+    if warm_socket:
+        full[warm.ENV_SOCKET] = warm_socket
+    return subprocess.Popen([sys.executable, "job.py", what], cwd=folder, env=full, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _run(folder, what, warm_socket, stdin="", env=None):
+    proc = _job(folder, what, warm_socket=warm_socket, env=env)
+    out, err = proc.communicate(stdin, timeout=120)
+    return proc.returncode, out, err
+
+
+def _wait_for(path: Path, timeout: float = 60) -> None:
+    end = time.time() + timeout
+    while not path.exists():
+        assert time.time() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_warm_job_sees_what_a_cold_job_sees_and_nothing_of_the_job_before(parent, tmp_path):
+    """The state a job starts from - cwd, environment, umask, open files, argv, stdin, __name__, torch's seed,
+    random state and thread count, the method registry, module attributes - is a fresh process's, although
+    the job before it in the same parent changed every one of them."""
+    seeds = []
+    for env in ({}, {"OMP_NUM_THREADS": "1"}):
+        assert _run(tmp_path / "a", "pollute", parent.path)[0] == 0
+        code, out, err = _run(tmp_path / "w", "report", parent.path, stdin="in", env=env)
+        assert code == 0, err
+        assert "no warm parent" not in err  # it did run warm
+        code, cold_out, err = _run(tmp_path / "c", "report", None, stdin="in", env=env)
+        assert code == 0, err
+        hot, cold = json.loads(out.splitlines()[0]), json.loads(cold_out.splitlines()[0])
+        assert hot.pop("cwd").endswith("/w") and cold.pop("cwd").endswith("/c")
+        seeds += [hot.pop("torch_seed"), cold.pop("torch_seed")]  # a fresh process's: non-deterministic
+        assert hot == cold
+        assert hot["leak"] is None and not hot["registered"] and hot["env"] == {} and hot["stdin"] == "in"
+    assert len(set(seeds)) == 4 and 123 not in seeds
+    trace_pids = int((tmp_path / "w/pid").read_text()), int((tmp_path / "c/pid").read_text())
+    assert trace_pids[0] != parent.pid
+
+
+def test_exit_status_output_and_traceback_are_the_cold_jobs(parent, tmp_path):
+    for what, expect in (("exit3", 3), ("crash", 1), ("sleep-no", 0)):
+        hot = _run(tmp_path / "w", what, parent.path)
+        cold = _run(tmp_path / "c", what, None)
+        assert hot[0] == cold[0] == expect
+        assert hot[1] == cold[1]
+        assert hot[2].replace("/w/", "/c/") == cold[2]  # the traceback starts at the script, as a cold one
+
+
+def test_signals_reach_the_job_once_and_its_status_reaches_the_caller(parent, tmp_path):
+    """SIGTERM: the job's handler checkpoints and exits (5); SIGINT: KeyboardInterrupt, killed by SIGINT;
+    SIGKILL of the job's process: the caller sees -9 - each as for a cold job."""
+    for socket_path, name in ((parent.path, "w"), (None, "c")):
+        folder = tmp_path / name / "term"
+        proc = _job(folder, "term", warm_socket=socket_path)
+        _wait_for(folder / "ready")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 5 and (folder / "checkpointed").read_text() == "yes"
+
+        folder = tmp_path / name / "int"
+        proc = _job(folder, "sleep", warm_socket=socket_path)
+        _wait_for(folder / "pid")
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == -signal.SIGINT
+        assert "KeyboardInterrupt" in proc.stderr.read()
+
+        folder = tmp_path / name / "kill"
+        proc = _job(folder, "sleep", warm_socket=socket_path)
+        _wait_for(folder / "pid")
+        os.kill(int((folder / "pid").read_text()), signal.SIGKILL)
+        assert proc.wait(60) == -signal.SIGKILL
+
+
+def test_a_killed_client_takes_its_job_along_and_nothing_else(parent, tmp_path):
+    """SIGKILL of the job's client (the process Snakemake started and would kill): its job process ends too;
+    a job running beside it and the parent are untouched (the parent serves the next job)."""
+    other = _job(tmp_path / "other", "term", warm_socket=parent.path)
+    victim = _job(tmp_path / "victim", "sleep", warm_socket=parent.path)
+    _wait_for(tmp_path / "victim/pid")
+    _wait_for(tmp_path / "other/ready")
+    job_pid = int((tmp_path / "victim/pid").read_text())
+    assert job_pid != victim.pid  # the job runs in the parent's child, not in the client
+    victim.kill()
+    assert victim.wait(60) == -signal.SIGKILL
+    assert _gone(job_pid)
+    assert other.poll() is None
+    other.send_signal(signal.SIGTERM)
+    assert other.wait(60) == 5
+    assert parent.proc.poll() is None
+    assert _run(tmp_path / "next", "exit3", parent.path)[0] == 3
+
+
+def test_without_a_warm_parent_a_job_runs_cold(tmp_path, monkeypatch):
+    """INTACT_WARM=0: no parent starts; a socket nobody serves, or a parent of another Python: the job runs
+    in its own process, as before."""
+    monkeypatch.delenv(warm.ENV_SOCKET, raising=False)
+    monkeypatch.setenv(warm.ENV_SWITCH, "0")
+    assert warm.start(["json"]) is None and warm.ENV_SOCKET not in os.environ
+    code, out, err = _run(tmp_path / "off", "exit3", str(tmp_path / "no-socket"), env={warm.ENV_SWITCH: "0"})
+    assert code == 3 and "no warm parent" not in err and int((tmp_path / "off/pid").read_text())
+    monkeypatch.delenv(warm.ENV_SWITCH)
+    code, out, err = _run(tmp_path / "gone", "exit3", str(tmp_path / "no-socket"))
+    assert code == 3 and "no warm parent for this job" in err
+    p = warm.start(["json"])
+    try:
+        folder = tmp_path / "other-python"
+        folder.mkdir()
+        (folder / "job.py").write_text(JOB)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        # the same interpreter under another name (sys.executable differs): refused, runs cold
+        link = tmp_path / "python-alias"
+        link.symlink_to(os.path.realpath(sys.executable))
+        proc = subprocess.run([str(link), "job.py", "exit3"], cwd=folder, env=env, capture_output=True, text=True)
+        assert proc.returncode == 3 and "another Python" in proc.stderr
+    finally:
+        p.stop()
+
+
+def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
+    """stop() ends the parent (after its running job); if the process that started it dies - even by
+    SIGKILL - the parent ends by itself (its stdin closes); SIGINT (Ctrl-C) alone does not end it."""
+    p = warm.start(["json"])
+    job = _job(tmp_path / "a", "sleep", warm_socket=p.path)
+    _wait_for(tmp_path / "a/pid")
+    job_pid = int((tmp_path / "a/pid").read_text())
+    os.kill(p.pid, signal.SIGINT)
+    time.sleep(0.3)
+    assert p.proc.poll() is None
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(60) == -signal.SIGTERM
+    p.stop()
+    assert _gone(p.pid) and _gone(job_pid) and not os.path.exists(p.folder)
+
+    starter = subprocess.Popen([sys.executable, "-c", "import sys, time; from intact import warm; "
+                                "p = warm.start(['json']); print(p.pid, flush=True); time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    pid = int(starter.stdout.readline())
+    starter.kill()
+    starter.wait()
+    assert _gone(pid)
+
+
+def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
+    """SIGKILL of the workflow's whole process group (its parent, the clients; test_workflow's random kills):
+    the job processes - in process groups of their own - end too, although their parent died with them."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "job.py").write_text(JOB)
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; from intact import warm; "
+         "p = warm.start(['json']); print(p.pid, flush=True); "
+         "subprocess.Popen([sys.executable, 'job.py', 'sleep']); time.sleep(60)"],
+        cwd=folder, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    parent_pid = int(starter.stdout.readline())
+    _wait_for(folder / "pid")
+    job_pid = int((folder / "pid").read_text())
+    os.killpg(starter.pid, signal.SIGKILL)
+    starter.wait()
+    assert _gone(parent_pid) and _gone(job_pid)
