@@ -27,6 +27,8 @@ from intact.settings import (  # noqa: F401  (re-exported: the typed sections ar
 )
 
 SECTIONS = ("methods", "head", "intact", "optim")
+#: the one run-level key a method name may set: ``@run.eval_split=val`` (the search points of studies.tune)
+RUN_SECTION, RUN_KEYS = "run", {"eval_split": ("test", "val")}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -120,6 +122,9 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     _merge_sections(sections, cfg["benchmarks"][benchmark].get("overrides", {}) or {})
     for section, values in name.section_overrides().items():
         top, _, rest = section.partition(".")
+        if section == RUN_SECTION:
+            _check_run_overrides(method, values)
+            continue
         if top not in SECTIONS:
             raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of {', '.join(SECTIONS)}")
         nested: dict[str, Any] = dict(values)
@@ -132,8 +137,17 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     return name, sections
 
 
+def _check_run_overrides(method: str, values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if key not in RUN_KEYS:
+            raise ConfigError(f"config: method {method!r}: 'run.{key}' cannot be set in a name (only {', '.join('run.' + k for k in RUN_KEYS)})")
+        if value not in RUN_KEYS[key]:
+            raise ConfigError(f"config: method {method!r}: 'run.{key}' = {value!r}; expected one of {', '.join(RUN_KEYS[key])}")
+
+
 def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, eval_split: str | None = None) -> RunConfig:
-    """Build the typed :class:`RunConfig` of one run."""
+    """Build the typed :class:`RunConfig` of one run. The split it is evaluated on: ``eval_split`` if given,
+    else the name's ``run.eval_split`` (a tuning study's search point), else ``run.eval_split`` of the config."""
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
     name, sections = _method_sections(cfg, benchmark, method)
@@ -149,7 +163,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         head=build_dataclass(HeadConfig, sections["head"], "head"),
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
-        eval_split=eval_split or cfg["run"].get("eval_split", "test"),
+        eval_split=eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split") or cfg["run"].get("eval_split", "test"),
     )
 
 
