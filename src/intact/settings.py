@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from intact.data.image_config import IMAGE_TYPES, ImageBenchmarkConfig
+from intact.data.image_config import IMAGE_TYPES, VAL_FRACTION, ImageBenchmarkConfig
 from intact.hashing import stable_hash
 from intact.errors import ConfigError
 
@@ -60,7 +60,7 @@ class BenchmarkConfig:
     image_size: int = 32
     pretrain_fraction: float = 0.4
     test_fraction: float = 0.4
-    val_fraction: float = 0.2
+    val_fraction: float = VAL_FRACTION
     split_seed: int = 0
 
     @property
@@ -129,7 +129,7 @@ class OptimConfig:
 #: (section, class, keys) added after runs were recorded (see RunConfig.to_dict): left out of the hash
 #: at their defaults, so runs recorded before them keep their params and hashes
 LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache")),
-              ("benchmark", ImageBenchmarkConfig, ("c_transform",)))
+              ("benchmark", ImageBenchmarkConfig, ("c_transform", "val_fraction", "val_seed")))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 import sys
 
 from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
-from intact.data.image_config import IMAGE_TYPES, plain_config
+from intact.data.image_config import IMAGE_TYPES, plain_config, prepare_settings
 from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name

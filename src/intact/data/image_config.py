@@ -34,6 +34,10 @@ IMAGE_TYPES = tuple(TASK_ORDERS)
 #: Resize(224) + CenterCrop(224) + flip, the raw 224-px image (so the query cache covers them); ``imagenet_c``
 #: as ImageNet-C alone: Resize(230) + a random 224 crop (test: centre crop), which has no finite set of variants
 C_TRANSFORMS = ("authors", "imagenet_c")
+#: the validation part of an image benchmark (eval_split val, studies.tune): a fraction of each class of each
+#: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.stored.val_rows
+VAL_FRACTION = 0.2
+
 #: optional keys left out of a config's plain form while unset (None), so existing runs keep their hashes
 UNSET_KEYS = ("c_transform",)
 
@@ -70,6 +74,8 @@ class ImageBenchmarkConfig:
     split: str | None = None
     skip_unreadable: bool = False
     c_transform: str | None = None   #: ImageNet-Mix only (:data:`C_TRANSFORMS`); None there means ``authors``
+    val_fraction: float = VAL_FRACTION  #: the validation part's share of each class of a task's train list
+    val_seed: int = 0                   #: seeds the validation part's draw (with the task's name)
 
     def __post_init__(self) -> None:
         if self.type == "imagenet_mix" and self.c_transform is None:
@@ -106,6 +112,16 @@ class ImageBenchmarkConfig:
             out.append(f"key 'benchmarks.{self.name}.split' = {split!r}: neither a split of this type "
                        f"({', '.join(SHIPPED_SPLITS[self.type])}) nor an existing folder of split lists")
         return out
+
+
+#: keys applied when a run reads the prepared data, not when it is prepared (the prepare job's params omit them)
+READ_KEYS = ("val_fraction", "val_seed")
+
+
+def prepare_settings(cfg: ImageBenchmarkConfig) -> dict:
+    """What preparing a benchmark depends on: :func:`plain_config` without :data:`READ_KEYS` (a new
+    validation setting never re-decodes the images)."""
+    return {k: v for k, v in plain_config(cfg).items() if k not in READ_KEYS}
 
 
 def plain_config(cfg: object) -> dict:

@@ -9,6 +9,7 @@ runs with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,24 @@ from intact.data.image_config import ImageBenchmarkConfig
 def center_offset(stored: int, size: int) -> int:
     """Top/left offset of a centre crop, as torchvision's CenterCrop computes it."""
     return int(round((stored - size) / 2.0))
+
+
+def val_rows(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted rows of a task's validation part: of each class's n train images, round(fraction * n), at most
+    n - 1 (a class always keeps a training image), taken by a permutation seeded with ``seed``. Deterministic
+    (numpy's PCG64 is portable), stratified, and drawn from the train list only: no test image is ever in it."""
+    rng = np.random.default_rng(seed)
+    taken = []
+    for c in np.unique(labels[labels >= 0]):
+        rows = np.flatnonzero(labels == c)
+        k = min(int(round(fraction * len(rows))), len(rows) - 1)
+        taken.append(rows[rng.permutation(len(rows))[:k]])
+    return np.sort(np.concatenate(taken)) if taken else np.zeros(0, dtype=np.int64)
+
+
+def task_val_seed(val_seed: int, task: str) -> int:
+    """The seed of one task's validation draw: fixed per (val_seed, task name), wherever the task sits."""
+    return zlib.crc32(f"{val_seed}:val:{task}".encode())
 
 
 class StoredImages(Dataset):
@@ -73,6 +92,8 @@ class ImageBenchmark(Benchmark):
     def __init__(self, manifest_path: str | Path):
         super().__init__(manifest_path)
         self._arrays: dict[str, np.ndarray] = {}
+        # the declared defaults until a run gives its own (use_settings)
+        self.val_fraction, self.val_seed = ImageBenchmarkConfig.val_fraction, ImageBenchmarkConfig.val_seed
 
     @property
     def image_size(self) -> int:
@@ -87,17 +108,29 @@ class ImageBenchmark(Benchmark):
         files = self.manifest["tasks"][task]["arrays"][split]
         return StoredImages(self._array(files["x"]), np.asarray(self._array(files["y"])), self.image_size, augment, task)
 
-    def _no_val(self, eval_split: str) -> None:
-        if eval_split != "test":
-            raise ValueError(f"benchmark {self.name!r} ({self.manifest['type']}): run.eval_split = {eval_split!r} "
-                             "is not available; the image benchmarks have train and test splits only")
+    def use_settings(self, cfg: ImageBenchmarkConfig) -> None:
+        """Take the run's validation part (``val_fraction``, ``val_seed``): applied when data is read."""
+        self.val_fraction, self.val_seed = cfg.val_fraction, cfg.val_seed
+
+    def _val_split(self, task: int, part: str) -> StoredImages:
+        """``train`` (the train list minus the validation part) or ``val`` (that part, unaugmented): rows
+        outside the part get label -1, which StoredImages skips like an unreadable image."""
+        files = self.manifest["tasks"][task]["arrays"]["train"]
+        y = np.array(self._array(files["y"]))
+        rows = val_rows(y, self.val_fraction, task_val_seed(self.val_seed, self.task_names[task]))
+        keep = np.zeros(len(y), dtype=bool)
+        keep[rows] = True
+        y[keep if part == "train" else ~keep] = -1
+        return StoredImages(self._array(files["x"]), y, self.image_size, part == "train", task)
 
     def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
-        self._no_val(eval_split)
+        if eval_split == "val":
+            return self._val_split(task, "train")
         return self._split(task, "train", augment=True)
 
     def eval_set(self, task: int, eval_split: str = "test") -> StoredImages:
-        self._no_val(eval_split)
+        if eval_split == "val":
+            return self._val_split(task, "val")
         return self._split(task, "test", augment=False)
 
     def preview(self, per_task: int = 8) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
