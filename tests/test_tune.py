@@ -89,7 +89,7 @@ def test_the_choice_is_the_best_mean_validation_aa_with_the_declared_tie_rule():
 def test_tune_dag_dry_run_lists_the_searches_and_the_checkpoint(tmp_path):
     cfg = tune_config()
     write_config(tmp_path, cfg)
-    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules", "study_tune").stdout)
+    counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
     # before the choice: 2 points x 2 selection seeds on validation, and the baseline over the final seeds
     assert counts["tune_select"] == 1 and counts["collect_run"] == 2 * 2 + 1 and counts["train_task"] == 3 * 5
 
@@ -122,6 +122,14 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     assert final["eval_split"] == "test"
     table = (res / "tables/digits/study_tune.md").read_text()
     assert s.test_names[best] in table and "coda_p" in table
+    # the final run's MLflow view carries the choice (tags) and its record (an artifact)
+    from intact.tracking import build_payload, read_run_folder
+
+    folder = read_run_folder(res / f"runs/digits/{s.test_names[best]}/seed0")
+    tags = build_payload(folder).tags
+    assert tags["intact.tune.run"] == "coda_p+intact" and tags["intact.tune.chosen"] == s.test_names[best]
+    assert json.loads(tags["intact.tune.settings"]) == dict(s.points[best]) and "tune/coda_p+intact/choice.json" in folder.files
+    assert read_run_folder(res / "runs/digits/coda_p/seed0").tune is None
     # a rerun with nothing changed does nothing
     assert "Nothing to be done" in snakemake(tmp_path, "-n", "study_tune").stdout
 
@@ -130,7 +138,7 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     _corrupt_test_split(res / "data/digits/data.safetensors")
     for n in s.val_names:
         shutil.rmtree(res / f"runs/digits/{n}")
-    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules", "study_tune").stdout)
+    counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
     assert counts["train_task"] == 2 * 2 * 3 and counts["tune_select"] == 1  # deleted points rerun, nothing else
     snakemake(tmp_path, str(res / "tune/digits/coda_p+intact/choice.json"))
     again = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
@@ -142,3 +150,45 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     snakemake(tmp_path, str(res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json"))
     after = json.loads((res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json").read_text())["aa"]
     assert after < before - 20 and after < 25  # shuffled labels: about chance (10 %)
+
+
+# ---- the image benchmarks' validation part -------------------------------------------------------------
+
+from test_image_benchmarks import bench_cfg, configs, prepared, tree  # noqa: E402,F401  (module fixtures)
+
+
+@pytest.mark.parametrize("name", ["imagenet_r", "imagenet_c", "domainnet", "imagenet_mix"])
+def test_image_validation_part_is_a_seeded_stratified_cut_of_the_train_list(name, prepared, tree):
+    from intact.data import open_benchmark
+
+    cfg = bench_cfg(name, **configs(tree)[name], val_fraction=0.5)
+    bench = open_benchmark(prepared[name])
+    bench.use_settings(cfg)
+    for t in range(bench.num_tasks):
+        full, test = bench.train_set(t), bench.eval_set(t)
+        rest, val = bench.train_set(t, "val"), bench.eval_set(t, "val")
+        # both halves are rows of the train array (never the test array), disjoint, and cover it
+        assert rest.x is full.x and val.x is full.x and test.x is not full.x
+        rows_rest, rows_val = set(rest.rows.tolist()), set(val.rows.tolist())
+        assert not rows_rest & rows_val and rows_rest | rows_val == set(range(len(full)))
+        # stratified: half of each class's train images (2 per class here), and every class keeps one to train on
+        assert sorted(val.labels.tolist()) == sorted(set(full.labels.tolist()))
+        assert rest.augment and not val.augment
+        # deterministic: a fresh open draws the same part; another val_seed draws another one somewhere
+        again = open_benchmark(prepared[name])
+        again.use_settings(cfg)
+        assert np.array_equal(again.eval_set(t, "val").rows, val.rows)
+    other = open_benchmark(prepared[name])
+    other.use_settings(bench_cfg(name, **configs(tree)[name], val_fraction=0.5, val_seed=7))
+    assert any(not np.array_equal(other.eval_set(t, "val").rows, bench.eval_set(t, "val").rows) for t in range(bench.num_tasks))
+
+
+def test_validation_settings_leave_existing_image_runs_and_preparation_unchanged(tree):
+    from intact.data.image_config import prepare_settings
+    from intact.settings import RunConfig
+
+    cfg = bench_cfg("imagenet_r", **configs(tree)["imagenet_r"])
+    assert "val_fraction" not in prepare_settings(cfg) and "val_seed" not in prepare_settings(cfg)
+    plain = {f: getattr(cfg, f) for f in ("val_fraction", "val_seed")}
+    assert plain == {"val_fraction": 0.2, "val_seed": 0}
+    assert RunConfig.__dataclass_fields__  # the hash rule: keys at their defaults are left out (settings.LATER_KEYS)
