@@ -20,7 +20,9 @@ GRID = {"lambda_feat": [0.1, 30.0], "lambda_intdrift": [1e-3]}
 
 
 def tune_config(**spec) -> dict:
+    """The tiny config cut to two tasks, with a tune study of two points and two selection seeds."""
     cfg = tiny_config()
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
     cfg["tracking"]["enabled"] = False
     cfg["studies"] = {"tune": {"benchmarks": ["digits"], "seeds": [0], "selection_seeds": [0, 1], "tie": "first",
                                "searches": [{"run": "coda_p+intact", "baseline": "coda_p", "grid": GRID}], **spec}}
@@ -91,7 +93,7 @@ def test_tune_dag_dry_run_lists_the_searches_and_the_checkpoint(tmp_path):
     write_config(tmp_path, cfg)
     counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
     # before the choice: 2 points x 2 selection seeds on validation, and the baseline over the final seeds
-    assert counts["tune_select"] == 1 and counts["collect_run"] == 2 * 2 + 1 and counts["train_task"] == 3 * 5
+    assert counts["tune_select"] == 1 and counts["collect_run"] == 2 * 2 + 1 and counts["train_task"] == 2 * 5
 
 
 def _corrupt_test_split(data_file) -> None:
@@ -139,7 +141,7 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     for n in s.val_names:
         shutil.rmtree(res / f"runs/digits/{n}")
     counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
-    assert counts["train_task"] == 2 * 2 * 3 and counts["tune_select"] == 1  # deleted points rerun, nothing else
+    assert counts["train_task"] == 2 * 2 * 2 and counts["tune_select"] == 1  # deleted points rerun, nothing else
     snakemake(tmp_path, str(res / "tune/digits/coda_p+intact/choice.json"))
     again = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
     assert again["chosen"] == choice["chosen"] and again["points"] == choice["points"]

@@ -41,8 +41,8 @@ def _values(runs: pd.DataFrame, method: str, seeds: Sequence[int], key: str) -> 
     return np.array([float(sub.loc[s, key]) for s in seeds])
 
 
-def _ms(x: np.ndarray) -> str:
-    return f"{x.mean():.2f} ± {x.std(ddof=1) if len(x) > 1 else 0.0:.2f}"
+def _ms(x: np.ndarray, sign: str = "") -> str:
+    return f"{x.mean():{sign}.2f} ± {x.std(ddof=1) if len(x) > 1 else 0.0:.2f}"
 
 
 def paired_rows(choice: Mapping[str, Any], runs: pd.DataFrame, seeds: Sequence[int]) -> list[dict[str, Any]]:
@@ -100,6 +100,6 @@ def _markdown_row(c: Mapping[str, Any], sub: pd.DataFrame, settings: str) -> lis
     if not c["baseline"]:
         return row + ["", "", "", "", "", "", f"{sub['diag'].mean():.2f}"]
     d = sub["delta_aa"].to_numpy()
-    return row + [f"`{c['baseline']}`", _ms(sub["baseline_aa"].to_numpy()), " / ".join(f"{x:+.2f}" for x in d), _ms(d),
+    return row + [f"`{c['baseline']}`", _ms(sub["baseline_aa"].to_numpy()), " / ".join(f"{x:+.2f}" for x in d), _ms(d, "+"),
                   f"{int((d > 0).sum())} of {len(d)}", f"{sub['delta_forgetting_max'].mean():+.2f}",
                   f"{sub['diag'].mean():.2f} / {sub['baseline_diag'].mean():.2f}"]
