@@ -112,7 +112,7 @@ def _corrupt_test_split(data_file) -> None:
 def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     cfg = tune_config()
     write_config(tmp_path, cfg)
-    snakemake(tmp_path, "study_tune")
+    snakemake(tmp_path, "study_tune", timeout=2400)  # a cap for a loaded shared machine
     res = tmp_path / "results"
     choice = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
     s = expand_tune(cfg).search("coda_p+intact")
@@ -142,7 +142,7 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
         shutil.rmtree(res / f"runs/digits/{n}")
     counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
     assert counts["train_task"] == 2 * 2 * 2 and counts["tune_select"] == 1  # deleted points rerun, nothing else
-    snakemake(tmp_path, str(res / "tune/digits/coda_p+intact/choice.json"))
+    snakemake(tmp_path, str(res / "tune/digits/coda_p+intact/choice.json"), timeout=2400)
     again = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
     assert again["chosen"] == choice["chosen"] and again["points"] == choice["points"]
     assert val_aa == {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)] for n in s.val_names}
