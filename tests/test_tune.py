@@ -7,6 +7,7 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -122,8 +123,9 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     assert choice["chosen"]["final_name"] == s.test_names[best] and choice["chosen"]["val_aa_mean"] == pytest.approx(means[best])
     final = json.loads((res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json").read_text())
     assert final["eval_split"] == "test"
-    table = (res / "tables/digits/study_tune.md").read_text()
-    assert s.test_names[best] in table and "coda_p" in table
+    table = pd.read_csv(res / "tables/digits/study_tune.csv")
+    assert list(table["chosen"]) == [s.test_names[best]] and list(table["baseline"]) == ["coda_p"]
+    assert "`coda_p+intact`" in (res / "tables/digits/study_tune.md").read_text()
     # the final run's MLflow view carries the choice (tags) and its record (an artifact)
     from intact.tracking import build_payload, read_run_folder
 
