@@ -48,6 +48,14 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
         assert run.backbone.model == AUTHORS_MODEL and run.backbone.input_std == (1.0, 1.0, 1.0)
         assert run.settings["pool_size"] == 100 and run.settings["layers"] == [0, 1, 2, 3, 4]
     assert resolve_run(cfg, name, "coda_p+intact@preset=reference", 0).intact.double_ce is True
+    # the tune study on the config's own benchmark: InTAct's lambda on every method on the ViT that accepts it
+    # (net_finetune trains a network of its own, not for these benchmarks), EWC's and LwF's
+    from intact.methods import METHODS
+    from intact.tune import expand_tune
+
+    tune = expand_tune(cfg)
+    assert tune.benchmarks == (name,) and len(tune.selection_seeds) >= 2
+    assert {s.run for s in tune.searches} == {f"{m}+intact" for m, e in METHODS.items() if e.accepts_intact and e.uses_backbone} | {"ewc", "lwf"}
     assert expand_studies(cfg)["main"].seeds == (0, 1, 2)
     if "integration" in studies:                               # the paper's integration table averages 5 seeds
         assert expand_studies(cfg)["integration"].seeds == (0, 1, 2, 3, 4)
@@ -58,8 +66,12 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
     counts = job_counts(proc.stdout)
     # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21) under the
-    # intact protocol, and the four the official protocol sets a budget for under it too (issue 21)
-    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * 17 * 3 and counts["collect_run"] == 17 * 3
+    # intact protocol, and the four the official protocol sets a budget for under it too (issue 21), 3 seeds;
+    # tune (base.yaml): 9 searches x 2 points x 2 selection seeds on validation, and the one baseline main has
+    # not (finetune, 3 seeds); the chosen points' final runs follow the checkpoint
+    runs = 17 * 3 + 9 * 2 * 2 + 3
+    assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * runs and counts["collect_run"] == runs
+    assert counts["tune_select"] == 9
     # a query cache per backbone the runs read it with: the authors' InTAct weights, in21k, S-Prompts' input
     assert counts["query_cache"] == 3 and counts["describe_backbone"] == 3
     for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),

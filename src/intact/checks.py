@@ -20,6 +20,7 @@ from intact.models.arch import Arch, backbone_arch
 from intact.naming import parse_method_name
 from intact.settings import ConfigError, RunConfig, build_dataclass
 from intact.studies import expand_studies
+from intact.tune import expand_tune
 
 
 def declared_runs(cfg: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -48,6 +49,32 @@ def check_runs(cfg: Mapping[str, Any], resolve: Callable[[str, str], RunConfig])
                 _check_backbone_fit(cfg, run)
             except ConfigError as err:
                 raise ConfigError(f"{err} (run {method!r}, declared in {where})") from None
+    for b, method in tune_runs(cfg):
+        try:
+            run = resolve(b, method)
+            _check_name_overrides(method, run)
+            _check_backbone_fit(cfg, run)
+        except ConfigError as err:
+            raise ConfigError(f"{err} (run {method!r} on {b!r}, declared in studies.tune)") from None
+
+
+def tune_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(benchmark, name) of every run studies.tune may ask for: each search point on validation and on test
+    (whichever is chosen), each baseline; the searched runs must be distinct and the benchmarks declared."""
+    try:
+        study = expand_tune(cfg)
+    except ValueError as err:
+        raise ConfigError(f"config: {err}") from None
+    if study is None:
+        return []
+    runs = [s.run for s in study.searches]
+    if len(set(runs)) < len(runs):
+        _fail(f"key 'studies.tune.searches': each run is searched once (got {runs})")
+    for b in study.benchmarks:
+        if b not in cfg["benchmarks"]:
+            _fail(f"key 'studies.tune.benchmarks' names unknown benchmark {b!r}; defined under 'benchmarks': {', '.join(cfg['benchmarks'])}")
+    names = [n for s in study.searches for n in (*s.val_names, *s.test_names)] + list(study.baseline_runs())
+    return [(b, n) for b in study.benchmarks for n in dict.fromkeys(names)]
 
 
 def _fail(msg: str):

@@ -17,6 +17,7 @@ import sys
 from intact.config import ConfigError, load_config, resolve_run
 from intact.protocols import training_summary
 from intact.studies import expand_studies
+from intact.tune import expand_tune
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,11 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         print(f"{' <- '.join(args.config)}: valid")
         return 0
-    groups = {"run (default target)": (cfg["run"]["methods"], cfg["run"]["seeds"])}
-    groups.update({f"study {n}": (s.methods, s.seeds) for n, s in expand_studies(cfg).items()})
-    for title, (methods, seeds) in groups.items():
+    everywhere = tuple(cfg["run"]["benchmarks"])
+    groups = {"run (default target)": (cfg["run"]["methods"], cfg["run"]["seeds"], everywhere)}
+    groups.update({f"study {n}": (s.methods, s.seeds, everywhere) for n, s in expand_studies(cfg).items()})
+    tune = expand_tune(cfg)
+    if tune is not None:  # the final runs follow the choices (results/tune/<benchmark>/<run>/choice.json)
+        groups["study tune: search points (validation split)"] = (list(tune.search_runs()), tune.selection_seeds, tune.benchmarks)
+        groups["study tune: baselines (test split)"] = (list(tune.baseline_runs()), tune.seeds, tune.benchmarks)
+    for title, (methods, seeds, benchmarks) in groups.items():
         print(f"# {title}: {len(methods)} methods x {len(seeds)} seeds")
-        for b in cfg["run"]["benchmarks"]:
+        for b in benchmarks:
             for m in methods:
                 run = resolve_run(cfg, b, m, seeds[0])
                 training = "\t".join(f"{k}={v}" for k, v in training_summary(run).items())

@@ -30,6 +30,9 @@ from intact.settings import (  # noqa: F401  (re-exported: the typed sections ar
     RunConfig, benchmark_dataclass, build_dataclass,
 )
 
+#: the one run-level key a method name may set: ``@run.eval_split=val`` (the search points of studies.tune)
+RUN_SECTION, RUN_KEYS = "run", {"eval_split": ("test", "val")}
+
 
 # --------------------------------------------------------------------------------------------------
 # Loading and validation
@@ -155,6 +158,9 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         _merge_sections(sections, {s: layer[s] for s in SECTIONS if s in layer})
     for section, values in name.section_overrides().items():
         top, _, rest = section.partition(".")
+        if section == RUN_SECTION:
+            _check_run_overrides(method, values)
+            continue
         if top not in SECTIONS:
             raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of {', '.join(SECTIONS)}")
         nested: dict[str, Any] = dict(values)
@@ -167,8 +173,17 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     return name, sections, run_backbone(cfg, benchmark, layers)
 
 
+def _check_run_overrides(method: str, values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if key not in RUN_KEYS:
+            raise ConfigError(f"config: method {method!r}: 'run.{key}' cannot be set in a name (only {', '.join('run.' + k for k in RUN_KEYS)})")
+        if value not in RUN_KEYS[key]:
+            raise ConfigError(f"config: method {method!r}: 'run.{key}' = {value!r}; expected one of {', '.join(RUN_KEYS[key])}")
+
+
 def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, eval_split: str | None = None) -> RunConfig:
-    """Build the typed :class:`RunConfig` of one run."""
+    """Build the typed :class:`RunConfig` of one run. The split it is evaluated on: ``eval_split`` if given,
+    else the name's ``run.eval_split`` (a tuning study's search point), else ``run.eval_split`` of the config."""
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
     name, sections, backbone_name = _method_sections(cfg, benchmark, method)
@@ -184,7 +199,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         head=build_dataclass(HeadConfig, sections["head"], "head"),
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
-        eval_split=eval_split or cfg["run"].get("eval_split", "test"),
+        eval_split=eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split") or cfg["run"].get("eval_split", "test"),
         protocol=name.protocol,
     )
 

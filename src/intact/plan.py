@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from intact.config import benchmark_config
 from intact.paths import RESULTS, run_dir, task_dir
 from intact.studies import Study, expand_studies
+from intact.tune import TuneStudy, expand_tune
 from intact.tracking.settings import marker_path, tracking_config
 
 #: benchmark -> method -> seeds
@@ -33,6 +34,15 @@ DEFAULT_RUN_REPORT = {
 }
 #: a benchmark's picture of its tasks (written when its data is prepared)
 DOMAINS_FIGURE = f"{RESULTS}/figures/{{benchmark}}/domains.png"
+
+#: the tune study (intact.tune): a search's choice (a checkpoint of the workflow) and the study's report
+TUNE_CHOICE = f"{RESULTS}/tune/{{benchmark}}/{{tuned}}/choice.json"
+TUNE_REPORT = {
+    "csv": f"{RESULTS}/tables/{{benchmark}}/study_tune.csv",
+    "md": f"{RESULTS}/tables/{{benchmark}}/study_tune.md",
+    "search": f"{RESULTS}/tables/{{benchmark}}/study_tune_search.csv",
+    "paired": f"{RESULTS}/tables/{{benchmark}}/study_tune_paired.csv",
+}
 
 #: the paper's tables (built by intact.report.paper_tables), the extra CSVs of their blocks, its figures
 PAPER_TABLES = ("main", "ablation", "integration", "hyperparameters", "efficiency")
@@ -94,6 +104,11 @@ class Plan:
         return expand_studies(self.cfg)
 
     @cached_property
+    def tune(self) -> TuneStudy | None:
+        """The declared ``studies.tune`` (intact.tune), or None."""
+        return expand_tune(self.cfg)
+
+    @cached_property
     def tracking(self) -> bool:
         """Whether finished runs are logged to MLflow (``tracking.enabled``)."""
         return tracking_config(self.cfg).enabled
@@ -129,6 +144,40 @@ class Plan:
         parts = [self.default_runs()] if targets & {"all", "full"} else []
         parts += [self.study_runs(s) for s in self.studies if targets & {"full", f"study_{s}"}]
         return merge_runs(parts)
+
+    def tune_runs(self) -> Runs:
+        """The tune study's runs known before any choice: every search point (validation split, selection
+        seeds) and every baseline (test split, final seeds), on the study's benchmarks."""
+        t = self.tune
+        if t is None:
+            return {}
+        return merge_runs([{b: {**t.search_runs(), **t.baseline_runs()} for b in t.benchmarks}])
+
+    def tune_final_runs(self, chosen: Callable[[str, str], str]) -> Runs:
+        """The chosen points on the test split over the final seeds; ``chosen(benchmark, run)`` is the
+        name a search chose (the checkpoint's record)."""
+        t = self.tune
+        return {b: {chosen(b, s.run): t.seeds for s in t.searches} for b in t.benchmarks} if t else {}
+
+    def tune_choices(self) -> list[str]:
+        """Every search's choice record (the checkpoint outputs)."""
+        t = self.tune
+        return [TUNE_CHOICE.format(benchmark=b, tuned=s.run) for b in t.benchmarks for s in t.searches] if t else []
+
+    def tune_static_targets(self) -> list[str]:
+        """What target ``study_tune`` asks for before any choice (so every search is scheduled at once): the
+        search points, the baselines, their markers and every choice record."""
+        runs = self.tune_runs()
+        return self.run_files(runs) + self.tune_choices() + self.markers(runs)
+
+    def tune_targets(self, chosen: Callable[[str, str], str]) -> list[str]:
+        """Target ``study_tune``: the search points, the baselines, the chosen points' final runs, the
+        choices, the report of each benchmark and the tracking markers."""
+        if self.tune is None:
+            return []
+        runs = merge_runs([self.tune_runs(), self.tune_final_runs(chosen)])
+        reports = [f.format(benchmark=b) for b in self.tune.benchmarks for f in TUNE_REPORT.values()]
+        return self.run_files(runs) + self.tune_choices() + reports + self.markers(runs)
 
     # -- the files of runs --------------------------------------------------------------------------
 

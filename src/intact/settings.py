@@ -124,7 +124,7 @@ class OptimConfig:
 #: at their defaults, so runs recorded before them keep their params and hashes
 LATER_KEYS = (("optim", OptimConfig, ("drop_last", "on_nonfinite", "max_skipped_fraction", "feature_cache",
                                       "optimizer", "momentum", "milestones", "lr_decay")),
-              ("benchmark", ImageBenchmarkConfig, ("c_transform",)))
+              ("benchmark", ImageBenchmarkConfig, ("c_transform", "val_fraction", "val_seed")))
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,19 @@
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
 import dataclasses
 import glob
+import json
 import os
 import re
 import sys
 
 from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
 from intact.data import BENCHMARK_TYPES
-from intact.data.image_config import plain_config
+from intact.data.image_config import plain_config, prepare_settings
 from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
-from intact.paths import RUN_DIR, RUN_KEY, task_dir
-from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, report_files
+from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
+from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.sources import source_files
 from intact.tracking import tracking_config
 from intact.warm import preload_modules, start as start_warm_parent
@@ -186,3 +187,29 @@ def query_cache_optim(wildcards):
     """The optim settings the cache depends on: the benchmark's (amp decides the precision)."""
     optim = {**config["optim"], **config["benchmarks"][wildcards.benchmark].get("overrides", {}).get("optim", {})}
     return {"batch_size": optim["eval_batch_size"], "amp": optim["amp"]}
+
+
+TUNE = PLAN.tune
+
+
+def tune_chosen(benchmark, tuned):
+    """The run name a search chose: read from its checkpoint record (Snakemake waits for it)."""
+    with open(checkpoints.tune_select.get(benchmark=benchmark, tuned=tuned).output.choice) as f:
+        return json.load(f)["chosen"]["final_name"]
+
+
+def tune_search_metrics(wildcards):
+    """``metrics.json`` of every point of one search, on the validation split, over the selection seeds."""
+    return PLAN.metrics_files(wildcards.benchmark, TUNE.search(wildcards.tuned).val_names, TUNE.selection_seeds)
+
+
+def tune_report_metrics(wildcards):
+    """``metrics.json`` of the chosen points and the baselines on the test split (after every choice)."""
+    b = wildcards.benchmark
+    runs = merge_runs([{b: TUNE.baseline_runs()}, PLAN.tune_final_runs(tune_chosen)])
+    return [f"{run_dir(b, m, s)}/metrics.json" for m, seeds in runs.get(b, {}).items() for s in seeds]
+
+
+def tune_targets(wildcards):
+    """Everything target study_tune produces (intact.plan.Plan.tune_targets), after every choice."""
+    return PLAN.tune_targets(tune_chosen)

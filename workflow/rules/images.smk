@@ -15,7 +15,7 @@ rule prepare_images:
     wildcard_constraints:
         benchmark=one_of(PARALLEL_BENCHMARKS),
     params:
-        benchmark=lambda w: as_dict(benchmark_config(config, w.benchmark)),
+        benchmark=lambda w: prepare_settings(benchmark_config(config, w.benchmark)),
     threads: 16
     conda:
         "../../envs/intact.yaml"

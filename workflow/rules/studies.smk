@@ -38,6 +38,8 @@ rule full:
     """The default run, every declared study, and the paper's tables and figures over all of them."""
     input:
         PLAN.full_targets(),
+        PLAN.tune_static_targets(),
+        tune_targets,
 
 
 rule reports:

@@ -40,6 +40,10 @@ class Benchmark(ABC):
     def num_classes(self) -> int:
         return int(self.manifest["num_classes"])
 
+    def use_settings(self, cfg) -> None:
+        """Take the run's benchmark settings that apply when data is read (the image benchmarks' validation
+        part); digits fixes its validation part when it is prepared, so nothing here."""
+
     @abstractmethod
     def train_set(self, task: int, eval_split: str = "test") -> Dataset:
         """Training data of ``task``: the whole train split, or train minus val when ``eval_split='val'``."""

@@ -22,6 +22,8 @@ class ImageBenchmark(Benchmark):
     def __init__(self, manifest_path: str | Path):
         super().__init__(manifest_path)
         self._arrays: dict[str, Any] = {}
+        # the declared defaults until a run gives its own (use_settings)
+        self.val_fraction, self.val_seed = ImageBenchmarkConfig.val_fraction, ImageBenchmarkConfig.val_seed
 
     @property
     def image_size(self) -> int:
@@ -42,17 +44,33 @@ class ImageBenchmark(Benchmark):
         files = self.manifest["tasks"][task]["arrays"][split]
         return StoredImages(self._array(files["x"]), np.asarray(self._array(files["y"])), self.image_size, augment, task)
 
-    def _no_val(self, eval_split: str) -> None:
-        if eval_split != "test":
-            raise ValueError(f"benchmark {self.name!r} ({self.manifest['type']}): run.eval_split = {eval_split!r} "
-                             "is not available; the image benchmarks have train and test splits only")
+    def use_settings(self, cfg: ImageBenchmarkConfig) -> None:
+        """Take the run's validation part (``val_fraction``, ``val_seed``): applied when data is read."""
+        self.val_fraction, self.val_seed = cfg.val_fraction, cfg.val_seed
+
+    def _val_split(self, task: int, part: str) -> StoredImages:
+        """``train`` (the train list minus the validation part) or ``val`` (that part, unaugmented): rows
+        outside the part get label -1, which StoredImages skips like an unreadable image."""
+        import numpy as np
+
+        from intact.data.stored import StoredImages, task_val_seed, val_rows
+
+        files = self.manifest["tasks"][task]["arrays"]["train"]
+        y = np.array(self._array(files["y"]))
+        rows = val_rows(y, self.val_fraction, task_val_seed(self.val_seed, self.task_names[task]))
+        keep = np.zeros(len(y), dtype=bool)
+        keep[rows] = True
+        y[keep if part == "train" else ~keep] = -1
+        return StoredImages(self._array(files["x"]), y, self.image_size, part == "train", task)
 
     def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
-        self._no_val(eval_split)
+        if eval_split == "val":
+            return self._val_split(task, "train")
         return self._split(task, "train", augment=True)
 
     def eval_set(self, task: int, eval_split: str = "test") -> StoredImages:
-        self._no_val(eval_split)
+        if eval_split == "val":
+            return self._val_split(task, "val")
         return self._split(task, "test", augment=False)
 
     def preview(self, per_task: int = 8) -> tuple[dict[str, Any], dict[str, list[int]]]:

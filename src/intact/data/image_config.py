@@ -29,12 +29,16 @@ IMAGENET_MIX = tuple(name for pair in zip((f"c_{c}" for c in IMAGENET_C), (f"r_{
 #: Resize(224) + CenterCrop(224) + flip, the raw 224-px image (so the query cache covers them); ``imagenet_c``
 #: as ImageNet-C alone: Resize(230) + a random 224 crop (test: centre crop), which has no finite set of variants
 C_TRANSFORMS = ("authors", "imagenet_c")
+#: the validation part of an image benchmark (eval_split val, studies.tune): a fraction of each class of each
+#: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.stored.val_rows
+VAL_FRACTION = 0.2
+
 #: optional keys left out of a config's plain form while unset (None), so existing runs keep their hashes
 UNSET_KEYS = ("c_transform",)
 #: the keys that hold an image root
 ROOT_KEYS = ("root", "root_r", "root_c")
 #: the keys every image type takes besides its roots
-IMAGE_KEYS = ("domains", "image_size", "split", "skip_unreadable")
+IMAGE_KEYS = ("domains", "image_size", "split", "skip_unreadable", "val_fraction", "val_seed")
 
 
 def expand_path(value: str) -> str:
@@ -69,6 +73,10 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     c_transform: str | None = setting(None, "the C tasks' transform - authors (default; Resize 224 + CenterCrop 224 + "
                                       "flip, as the authors' ImageNet_CR) or imagenet_c (Resize 230 + random 224 crop)",
                                       enum=[*C_TRANSFORMS, None])
+    val_fraction: float = setting(VAL_FRACTION, "the validation part (eval_split val, studies.tune) - this fraction of "
+                                  "each class of each task's train list, drawn with val_seed; never test images "
+                                  "(docs/benchmarks.md)", exclusiveMinimum=0, exclusiveMaximum=1)
+    val_seed: int = setting(0, "seeds the draw of the validation part (with the task's name)", minimum=0)
 
     def __post_init__(self) -> None:
         for key, value in self.declaration.defaults.items():
@@ -93,6 +101,16 @@ class ImageBenchmarkConfig(BenchmarkSettings):
             out.append(f"key 'benchmarks.{self.name}.split' = {split!r}: neither a split of this type "
                        f"({', '.join(shipped)}) nor an existing folder of split lists")
         return out
+
+
+#: keys applied when a run reads the prepared data, not when it is prepared (the prepare job's params omit them)
+READ_KEYS = ("val_fraction", "val_seed")
+
+
+def prepare_settings(cfg: ImageBenchmarkConfig) -> dict:
+    """What preparing a benchmark depends on: :func:`plain_config` without :data:`READ_KEYS` (a new
+    validation setting never re-decodes the images)."""
+    return {k: v for k, v in plain_config(cfg).items() if k not in READ_KEYS}
 
 
 def plain_config(cfg: object) -> dict:

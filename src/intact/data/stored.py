@@ -10,6 +10,7 @@ runs with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,24 @@ from torch.utils.data import Dataset
 def center_offset(stored: int, size: int) -> int:
     """Top/left offset of a centre crop, as torchvision's CenterCrop computes it."""
     return int(round((stored - size) / 2.0))
+
+
+def val_rows(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted rows of a task's validation part: of each class's n train images, round(fraction * n), at most
+    n - 1 (a class always keeps a training image), taken by a permutation seeded with ``seed``. Deterministic
+    (numpy's PCG64 is portable), stratified, and drawn from the train list only: no test image is ever in it."""
+    rng = np.random.default_rng(seed)
+    taken = []
+    for c in np.unique(labels[labels >= 0]):
+        rows = np.flatnonzero(labels == c)
+        k = min(int(round(fraction * len(rows))), len(rows) - 1)
+        taken.append(rows[rng.permutation(len(rows))[:k]])
+    return np.sort(np.concatenate(taken)) if taken else np.zeros(0, dtype=np.int64)
+
+
+def task_val_seed(val_seed: int, task: str) -> int:
+    """The seed of one task's validation draw: fixed per (val_seed, task name), wherever the task sits."""
+    return zlib.crc32(f"{val_seed}:val:{task}".encode())
 
 
 class StoredImages(Dataset):

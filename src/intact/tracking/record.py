@@ -54,6 +54,7 @@ class RunFolder:
     trains: list[dict[str, Any]]
     evals: list[dict[str, Any]]
     files: dict[str, Path]  #: artifact path in MLflow -> local file
+    tune: dict[str, Any] | None = None  #: the tune study's choice that asked for this run (intact.tune), if any
 
     @property
     def benchmark(self) -> str:
@@ -118,7 +119,22 @@ def read_run_folder(path: str | os.PathLike) -> RunFolder:
         for rec, name in ((trains[-1], TRAIN_JSON), (evals[-1], "eval.json")):
             if rec.get("task") != t:
                 raise ValueError(f"{task / name}: 'task' = {rec.get('task')!r}, expected {t}")
-    return RunFolder(path=path, metrics=metrics, trains=trains, evals=evals, files=files)
+    tune = tune_choice(path, metrics)
+    if tune is not None:
+        files[f"tune/{tune['path'].parent.name}/choice.json"] = tune["path"]
+    return RunFolder(path=path, metrics=metrics, trains=trains, evals=evals, files=files, tune=tune)
+
+
+def tune_choice(path: Path, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The tune study's choice record (``<results>/tune/<benchmark>/<run>/choice.json``) that chose this run
+    for the test split, with its path; None for any other run."""
+    if metrics.get("eval_split", "test") != "test" or len(path.parents) < 4:
+        return None
+    for f in sorted((path.parents[3] / "tune" / str(metrics["benchmark"])).glob("*/choice.json")):
+        choice = json.loads(f.read_text())
+        if choice.get("chosen", {}).get("final_name") == metrics["method"]:
+            return {**choice, "path": f}
+    return None
 
 
 def flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -228,6 +244,13 @@ def _tags(run: RunFolder) -> dict[str, str]:
             "(R.csv, metrics.json, task*/train.json, eval.json); this run is a view logged by intact.tracking."
         ),
     }
+    if run.tune is not None:  # this run is a tune study's chosen point: what chose it, on what evidence
+        chosen = run.tune["chosen"]
+        tags.update({"intact.tune.run": run.tune["run"], "intact.tune.chosen": chosen["final_name"],
+                     "intact.tune.settings": json.dumps(chosen["settings"]),
+                     "intact.tune.val_aa_mean": f"{chosen['val_aa_mean']:.4f}",
+                     "intact.tune.selection_seeds": json.dumps(run.tune["selection_seeds"]),
+                     "intact.tune.points": str(len(run.tune["points"])), "intact.tune.tie": str(run.tune["tie"])})
     provs = [tr.get("provenance") or {} for tr in run.trains]
     commits = list(dict.fromkeys(p["git_commit"] for p in provs if p.get("git_commit")))
     if commits:

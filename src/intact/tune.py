@@ -1,0 +1,204 @@
+"""The ``tune`` study: a declared search on a validation split carved from the training data, a choice
+by mean validation AA, and the chosen point on the test split (docs/lambda-search.md).
+
+::
+
+    studies:
+      tune:
+        benchmarks: [digits_5]       # null: run.benchmarks
+        seeds: [0, 1, 2, 3, 4]       # the chosen points and their baselines, on the test split
+        selection_seeds: [0, 1]      # every search point, on the validation split
+        tie: first                   # first | min_forgetting (points within `tolerance` of the best tie)
+        tolerance: 0.0
+        searches:
+          - {run: coda_p+intact, baseline: coda_p, grid: {lambda_feat: [3, 30], lambda_intdrift: [1e-3, 1e-2]}}
+          - {run: ewc, baseline: finetune, random: {points: 4, seed: 0, space: {methods.ewc.lambda_ewc: {log_uniform: [1, 1000]}}}}
+
+A search point is an ordinary run whose name carries its settings and ``run.eval_split=val``
+(``coda_p+intact@lambda_feat=3,lambda_intdrift=1e-3,run.eval_split=val``): it trains on the training
+split minus the validation part and is evaluated on the validation part, so no test image reaches it.
+The chosen point runs under the same name without ``run.eval_split`` - the full training split, the
+test split - like any other run. :func:`select` reads validation metrics only. No torch here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from intact.studies import format_value
+
+#: the name suffix of a search point (intact.config.RUN_KEYS allows it)
+VAL_OVERRIDE = "run.eval_split=val"
+#: how ties in mean validation AA are broken (points within ``tolerance`` of the best tie)
+TIE_RULES = ("first", "min_forgetting")
+#: significant digits of a random point's values (a readable, name-safe run name)
+RANDOM_DIGITS = 2
+
+
+@dataclass(frozen=True)
+class Search:
+    """One tuned run: its search points (settings -> name, in declaration order) and what it is compared with."""
+
+    run: str
+    baseline: str | None
+    points: tuple[tuple[tuple[str, Any], ...], ...]
+
+    def test_name(self, point: Sequence[tuple[str, Any]]) -> str:
+        """The run name of ``point`` on the test split (the final runs)."""
+        return with_overrides(self.run, [f"{k}={format_setting(v)}" for k, v in point])
+
+    def val_name(self, point: Sequence[tuple[str, Any]]) -> str:
+        """The run name of ``point`` on the validation split (a search point)."""
+        return with_overrides(self.test_name(point), [VAL_OVERRIDE])
+
+    @property
+    def val_names(self) -> list[str]:
+        return [self.val_name(p) for p in self.points]
+
+    @property
+    def test_names(self) -> list[str]:
+        return [self.test_name(p) for p in self.points]
+
+
+@dataclass(frozen=True)
+class TuneStudy:
+    """The declared ``studies.tune``."""
+
+    benchmarks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    selection_seeds: tuple[int, ...]
+    tie: str
+    tolerance: float
+    searches: tuple[Search, ...]
+
+    def search(self, run: str) -> Search:
+        return next(s for s in self.searches if s.run == run)
+
+    def search_runs(self) -> dict[str, tuple[int, ...]]:
+        """Every search point (validation split) -> the selection seeds."""
+        return {n: self.selection_seeds for s in self.searches for n in s.val_names}
+
+    def baseline_runs(self) -> dict[str, tuple[int, ...]]:
+        """Every baseline (test split) -> the final seeds."""
+        return {s.baseline: self.seeds for s in self.searches if s.baseline}
+
+
+def with_overrides(name: str, items: Sequence[str]) -> str:
+    """``name`` with ``key=value`` items appended to its overrides (``@`` or ``,``)."""
+    if not items:
+        return name
+    return name + ("," if "@" in name else "@") + ",".join(items)
+
+
+def format_setting(value: Any) -> str:
+    """A value as a name spells it: numbers compactly (intact.studies.format_value), the rest as text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    return format_value(float(value))
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[tuple[tuple[str, Any], ...]]:
+    """The cartesian product of ``grid`` in declaration order (the last key varies fastest)."""
+    keys = list(grid)
+    return [tuple(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{RANDOM_DIGITS}g}")
+
+
+def _draw(rng: random.Random, dist: Mapping[str, Any]) -> Any:
+    (kind, arg), = dist.items()
+    if kind == "choice":
+        return rng.choice(list(arg))
+    lo, hi = arg
+    if kind == "uniform":
+        return _round(rng.uniform(lo, hi))
+    return _round(math.exp(rng.uniform(math.log(lo), math.log(hi))))  # log_uniform
+
+
+def random_points(spec: Mapping[str, Any]) -> list[tuple[tuple[str, Any], ...]]:
+    """``spec['points']`` distinct points drawn from ``spec['space']`` with ``random.Random(spec['seed'])``:
+    the same declaration gives the same points on every machine (Python's Mersenne Twister is portable)."""
+    rng, space, out = random.Random(spec.get("seed", 0)), spec["space"], []
+    for _ in range(100 * spec["points"]):
+        point = tuple((k, _draw(rng, space[k])) for k in space)
+        if point not in out:
+            out.append(point)
+        if len(out) == spec["points"]:
+            return out
+    raise ValueError(f"studies.tune: cannot draw {spec['points']} distinct points from {dict(space)} (rounded to {RANDOM_DIGITS} digits)")
+
+
+def expand_search(entry: Mapping[str, Any]) -> Search:
+    points = grid_points(entry["grid"]) if "grid" in entry else random_points(entry["random"])
+    return Search(run=entry["run"], baseline=entry.get("baseline"), points=tuple(points))
+
+
+def expand_tune(cfg: Mapping[str, Any]) -> TuneStudy | None:
+    """The declared ``studies.tune`` (None if it is not declared)."""
+    studies = cfg.get("studies") or {}
+    spec = studies.get("tune")
+    if spec is None:
+        return None
+    default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
+    return TuneStudy(
+        benchmarks=tuple(spec.get("benchmarks") or cfg["run"]["benchmarks"]),
+        seeds=tuple(spec.get("seeds", default_seeds)),
+        selection_seeds=tuple(spec["selection_seeds"]),
+        tie=spec.get("tie", TIE_RULES[0]),
+        tolerance=float(spec.get("tolerance", 0.0)),
+        searches=tuple(expand_search(e) for e in spec["searches"]),
+    )
+
+
+# ------------------------------------------------------------------------------------------------------
+# The choice (a checkpoint of the workflow: the final runs' names depend on it)
+
+
+def select(search: Search, metrics: Mapping[tuple[str, int], Mapping[str, Any]], seeds: Sequence[int], *,
+           tie: str, tolerance: float) -> dict[str, Any]:
+    """Pick ``search``'s point with the highest validation AA averaged over ``seeds``.
+
+    ``metrics[(val name, seed)]`` is a search point's ``metrics.json``: only validation-split records are
+    accepted, so no test number can reach the choice. Points within ``tolerance`` (AA points) of the best
+    mean tie; ``tie`` breaks it: ``first`` (declaration order) or ``min_forgetting`` (lowest mean
+    forgetting, then declaration order)."""
+    rows = []
+    for i, point in enumerate(search.points):
+        recs = [metrics[(search.val_name(point), s)] for s in seeds]
+        for r in recs:
+            if r.get("eval_split") != "val":
+                raise ValueError(f"{search.val_name(point)}: metrics with eval_split={r.get('eval_split')!r}; "
+                                 "a tuning choice reads validation-split records only")
+        aa = [float(r["aa"]) for r in recs]
+        forgetting = [float(r["forgetting_max"]) for r in recs]
+        rows.append({"index": i, "name": search.val_name(point), "final_name": search.test_name(point),
+                     "settings": dict(point), "val_aa": aa, "val_aa_mean": sum(aa) / len(aa),
+                     "val_forgetting_mean": sum(forgetting) / len(forgetting)})
+    best = max(r["val_aa_mean"] for r in rows)
+    tied = [r for r in rows if r["val_aa_mean"] >= best - tolerance]
+    chosen = min(tied, key=(lambda r: r["index"]) if tie == "first" else (lambda r: (r["val_forgetting_mean"], r["index"])))
+    return {"run": search.run, "baseline": search.baseline, "selection_seeds": list(seeds), "tie": tie,
+            "tolerance": tolerance, "points": rows, "tied": [r["index"] for r in tied],
+            "chosen": {k: chosen[k] for k in ("index", "name", "final_name", "settings", "val_aa_mean")}}
+
+
+def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str]) -> dict[str, Any]:
+    """The choice record of search ``run`` on ``benchmark`` from its points' ``metrics.json`` (checkpoint
+    ``tune_select``): :func:`select`'s record with the benchmark and the final runs it asks for."""
+    from intact.io import read_json
+
+    study = expand_tune(cfg)
+    if study is None:
+        raise ValueError("studies.tune is not declared")
+    records = [read_json(p) for p in metrics_paths]
+    metrics = {(r["method"], int(r["seed"])): r for r in records}
+    out = select(study.search(run), metrics, study.selection_seeds, tie=study.tie, tolerance=study.tolerance)
+    out["benchmark"] = benchmark
+    out["final_runs"] = {"method": out["chosen"]["final_name"], "seeds": list(study.seeds), "eval_split": "test"}
+    return out

@@ -1,0 +1,198 @@
+"""The tune study: declared search spaces, the choice on the validation split (never the test split), and
+the chosen point's final runs, as a step of the workflow (intact.tune, workflow/rules/tune.smk)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import snakemake, tiny_config, write_config
+from test_workflow import job_counts
+from intact.config import ConfigError, resolve_run, validate_config
+from intact.plan import Plan
+from intact.tune import Search, expand_tune, grid_points, random_points, select
+
+GRID = {"lambda_feat": [0.1, 30.0], "lambda_intdrift": [1e-3]}
+
+
+def tune_config(**spec) -> dict:
+    """The tiny config cut to two tasks, with a tune study of two points and two selection seeds."""
+    cfg = tiny_config()
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
+    cfg["tracking"]["enabled"] = False
+    cfg["studies"] = {"tune": {"benchmarks": ["digits"], "seeds": [0], "selection_seeds": [0, 1], "tie": "first",
+                               "searches": [{"run": "coda_p+intact", "baseline": "coda_p", "grid": GRID}], **spec}}
+    return cfg
+
+
+# ---- declarations ----------------------------------------------------------------------------------------
+
+def test_search_points_are_named_runs_on_the_validation_split():
+    cfg = tune_config()
+    validate_config(cfg)
+    study = expand_tune(cfg)
+    s = study.search("coda_p+intact")
+    assert s.val_names == ["coda_p+intact@lambda_feat=0.1,lambda_intdrift=1e-3,run.eval_split=val",
+                           "coda_p+intact@lambda_feat=30,lambda_intdrift=1e-3,run.eval_split=val"]
+    assert s.test_names[1] == "coda_p+intact@lambda_feat=30,lambda_intdrift=1e-3"
+    val, test = (resolve_run(cfg, "digits", n, 0) for n in (s.val_names[1], s.test_names[1]))
+    assert (val.eval_split, test.eval_split) == ("val", "test") and val.intact == test.intact
+    assert val.intact.lambda_feat == 30.0 and val.hash() != test.hash()
+    runs = Plan(cfg).tune_runs()["digits"]
+    assert runs == {**{n: (0, 1) for n in s.val_names}, "coda_p": (0,)}
+
+
+def test_any_setting_can_be_searched_and_random_points_are_seeded():
+    assert grid_points({"a": [1, 2], "b": [3]}) == [(("a", 1), ("b", 3)), (("a", 2), ("b", 3))]
+    spec = {"points": 5, "seed": 3, "space": {"methods.ewc.lambda_ewc": {"log_uniform": [1, 1000]}, "optim.epochs": {"choice": [1, 2]}}}
+    points = random_points(spec)
+    assert points == random_points(spec) and len(set(points)) == 5 and points != random_points({**spec, "seed": 4})
+    assert all(1 <= dict(p)["methods.ewc.lambda_ewc"] <= 1000 and dict(p)["optim.epochs"] in (1, 2) for p in points)
+    cfg = tune_config(searches=[{"run": "ewc", "baseline": "finetune", "random": spec}])
+    validate_config(cfg)
+    name = expand_tune(cfg).searches[0].val_names[0]
+    run = resolve_run(cfg, "digits", name, 0)
+    assert run.settings["lambda_ewc"] == dict(points[0])["methods.ewc.lambda_ewc"] and run.eval_split == "val"
+
+
+def test_a_bad_declaration_stops_at_start_up():
+    for spec, fragment in (({"selection_seeds": [0]}, "selection_seeds"), ({"tie": "best"}, "tie"),
+                           ({"searches": [{"run": "coda_p+intact", "grid": {"nonsense": [1]}}]}, "nonsense"),
+                           ({"searches": [{"run": "s_prompts+intact", "grid": {"lambda_feat": [1]}}]}, "s_prompts")):
+        with pytest.raises(ConfigError, match=fragment):
+            validate_config(tune_config(**spec))
+    with pytest.raises(ConfigError, match="run.eval_split"):
+        resolve_run(tiny_config(), "digits", "coda_p@run.eval_split=train", 0)
+
+
+def _metrics(search: Search, aa: list[list[float]], forgetting: list[float], split: str = "val") -> dict:
+    return {(n, s): {"aa": aa[i][j], "forgetting_max": forgetting[i], "eval_split": split}
+            for i, n in enumerate(search.val_names) for j, s in enumerate((0, 1))}
+
+
+def test_the_choice_is_the_best_mean_validation_aa_with_the_declared_tie_rule():
+    s = Search("m+intact", "m", tuple(grid_points({"lambda_feat": [1.0, 2.0, 3.0]})))
+    metrics = _metrics(s, [[50, 52], [49, 55], [52, 50]], [10, 20, 5])
+    first = select(s, metrics, (0, 1), tie="first", tolerance=0.0)
+    assert first["chosen"]["index"] == 1 and first["chosen"]["val_aa_mean"] == 52.0
+    # within 1 point of the best: points 0 and 2 tie with 1; the rules break it differently
+    assert select(s, metrics, (0, 1), tie="first", tolerance=1.0)["chosen"]["index"] == 0
+    assert select(s, metrics, (0, 1), tie="min_forgetting", tolerance=1.0)["chosen"]["index"] == 2
+    with pytest.raises(ValueError, match="validation-split records only"):
+        select(s, _metrics(s, [[50, 52], [49, 55], [52, 50]], [10, 20, 5], split="test"), (0, 1), tie="first", tolerance=0.0)
+
+
+# ---- the workflow ----------------------------------------------------------------------------------------
+
+def test_tune_dag_dry_run_lists_the_searches_and_the_checkpoint(tmp_path):
+    cfg = tune_config()
+    write_config(tmp_path, cfg)
+    counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
+    # before the choice: 2 points x 2 selection seeds on validation, and the baseline over the final seeds
+    assert counts["tune_select"] == 1 and counts["collect_run"] == 2 * 2 + 1 and counts["train_task"] == 2 * 5
+
+
+def _corrupt_test_split(data_file) -> None:
+    """Random test pixels and shuffled test labels in the prepared digits data (validation is train data)."""
+    from intact.io import load_tensors, save_tensors
+
+    t = dict(load_tensors(data_file))
+    g = torch.Generator().manual_seed(0)
+    for k in list(t):
+        if k.endswith("test_x"):
+            t[k] = torch.rand(t[k].shape, generator=g)
+    t["test_y"] = t["test_y"][torch.randperm(len(t["test_y"]), generator=g)]
+    save_tensors(data_file, t)
+
+
+def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
+    cfg = tune_config()
+    write_config(tmp_path, cfg)
+    snakemake(tmp_path, "study_tune", timeout=2400)  # a cap for a loaded shared machine
+    res = tmp_path / "results"
+    choice = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
+    s = expand_tune(cfg).search("coda_p+intact")
+    means = [np.mean([json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)])
+             for n in s.val_names]
+    best = int(np.argmax(means))  # ties: the first, as np.argmax
+    assert choice["chosen"]["final_name"] == s.test_names[best] and choice["chosen"]["val_aa_mean"] == pytest.approx(means[best])
+    final = json.loads((res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json").read_text())
+    assert final["eval_split"] == "test"
+    table = pd.read_csv(res / "tables/digits/study_tune.csv")
+    assert list(table["chosen"]) == [s.test_names[best]] and list(table["baseline"]) == ["coda_p"]
+    assert "`coda_p+intact`" in (res / "tables/digits/study_tune.md").read_text()
+    # the final run's MLflow view carries the choice (tags) and its record (an artifact)
+    from intact.tracking import build_payload, read_run_folder
+
+    folder = read_run_folder(res / f"runs/digits/{s.test_names[best]}/seed0")
+    tags = build_payload(folder).tags
+    assert tags["intact.tune.run"] == "coda_p+intact" and tags["intact.tune.chosen"] == s.test_names[best]
+    assert json.loads(tags["intact.tune.settings"]) == dict(s.points[best]) and "tune/coda_p+intact/choice.json" in folder.files
+    assert read_run_folder(res / "runs/digits/coda_p/seed0").tune is None
+    # a rerun with nothing changed does nothing
+    assert "Nothing to be done" in snakemake(tmp_path, "-n", "study_tune").stdout
+
+    # no test number reaches the choice: corrupt the test split, redo every search point, same choice
+    val_aa = {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)] for n in s.val_names}
+    _corrupt_test_split(res / "data/digits/data.safetensors")
+    for n in s.val_names:
+        shutil.rmtree(res / f"runs/digits/{n}")
+    counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
+    assert counts["train_task"] == 2 * 2 * 2 and counts["tune_select"] == 1  # deleted points rerun, nothing else
+    snakemake(tmp_path, str(res / "tune/digits/coda_p+intact/choice.json"), timeout=2400)
+    again = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
+    assert again["chosen"] == choice["chosen"] and again["points"] == choice["points"]
+    assert val_aa == {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)] for n in s.val_names}
+    # ... while a test number does change: the chosen point's final run, redone on the corrupted test split
+    before = final["aa"]
+    shutil.rmtree(res / f"runs/digits/{s.test_names[best]}")
+    snakemake(tmp_path, str(res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json"))
+    after = json.loads((res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json").read_text())["aa"]
+    assert after < before - 20 and after < 25  # shuffled labels: about chance (10 %)
+
+
+# ---- the image benchmarks' validation part -------------------------------------------------------------
+
+from test_image_benchmarks import bench_cfg, configs, prepared, tree  # noqa: E402,F401  (module fixtures)
+
+
+@pytest.mark.parametrize("name", ["imagenet_r", "imagenet_c", "domainnet", "imagenet_mix"])
+def test_image_validation_part_is_a_seeded_stratified_cut_of_the_train_list(name, prepared, tree):
+    from intact.data import open_benchmark
+
+    cfg = bench_cfg(name, **configs(tree)[name], val_fraction=0.5)
+    bench = open_benchmark(prepared[name])
+    bench.use_settings(cfg)
+    for t in range(bench.num_tasks):
+        full, test = bench.train_set(t), bench.eval_set(t)
+        rest, val = bench.train_set(t, "val"), bench.eval_set(t, "val")
+        # both halves are rows of the train array (never the test array), disjoint, and cover it
+        assert rest.x is full.x and val.x is full.x and test.x is not full.x
+        rows_rest, rows_val = set(rest.rows.tolist()), set(val.rows.tolist())
+        assert not rows_rest & rows_val and rows_rest | rows_val == set(range(len(full)))
+        # stratified: half of each class's train images (2 per class here), and every class keeps one to train on
+        assert sorted(val.labels.tolist()) == sorted(set(full.labels.tolist()))
+        assert rest.augment and not val.augment
+        # deterministic: a fresh open draws the same part; another val_seed draws another one somewhere
+        again = open_benchmark(prepared[name])
+        again.use_settings(cfg)
+        assert np.array_equal(again.eval_set(t, "val").rows, val.rows)
+    other = open_benchmark(prepared[name])
+    other.use_settings(bench_cfg(name, **configs(tree)[name], val_fraction=0.5, val_seed=7))
+    assert any(not np.array_equal(other.eval_set(t, "val").rows, bench.eval_set(t, "val").rows) for t in range(bench.num_tasks))
+
+
+def test_validation_settings_leave_existing_image_runs_and_preparation_unchanged(tree):
+    from intact.data.image_config import prepare_settings
+    from intact.settings import RunConfig
+
+    cfg = bench_cfg("imagenet_r", **configs(tree)["imagenet_r"])
+    assert "val_fraction" not in prepare_settings(cfg) and "val_seed" not in prepare_settings(cfg)
+    plain = {f: getattr(cfg, f) for f in ("val_fraction", "val_seed")}
+    assert plain == {"val_fraction": 0.2, "val_seed": 0}
+    assert RunConfig.__dataclass_fields__  # the hash rule: keys at their defaults are left out (settings.LATER_KEYS)
