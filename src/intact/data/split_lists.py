@@ -125,8 +125,8 @@ def check_overlap(splits: dict[str, dict[str, SplitList]], list_files: Mapping[s
 def check_content_overlap(splits: dict[str, dict[str, SplitList]],
                           list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
     """No task may test on a byte-identical copy of one of its training images under another name: files are
-    compared by size first and only same-size candidates are hashed (sha256). A :class:`SplitError` names both
-    files. (ImageNet-C's reuse of one photograph across corruptions is other bytes: a warning, :func:`reuse_warnings`.)"""
+    compared by size first and only same-size candidates are hashed (sha256); empty files are left to the
+    decoder, which refuses them. A :class:`SplitError` names both files. (ImageNet-C's reuse of one photograph across corruptions is other bytes: a warning, :func:`reuse_warnings`.)"""
     for task, parts in splits.items():
         sized: dict[int, list[str]] = {}
         for p in parts["train"].paths:
@@ -135,14 +135,17 @@ def check_content_overlap(splits: dict[str, dict[str, SplitList]],
         pairs = []
         for p in parts["test"].paths:
             path = os.path.join(parts["test"].root, p)
-            same = sized.get(os.stat(path).st_size, [])
+            size = os.stat(path).st_size
+            same = sized.get(size, []) if size else []   # an empty file holds no image (decoding refuses it)
             if not same:
                 continue
             for q in same:
                 if q not in hashed:
                     hashed[q] = sha256_file(os.path.join(parts["train"].root, q))
             digest = sha256_file(path)
-            pairs += [f"{p} (test) has the bytes of {q} (train)" for q in same if hashed[q] == digest]
+            twin = next((q for q in same if hashed[q] == digest), None)
+            if twin is not None:
+                pairs.append(f"{p} (test) has the bytes of {twin} (train)")
         if pairs:
             raise _refuse(task, "are byte-identical copies of training images", pairs, len(parts["test"]), list_files)
 

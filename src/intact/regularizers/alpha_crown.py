@@ -14,8 +14,9 @@ activations and their drift) with CROWN's fixed lower slopes. Two things make it
   Both networks are bounded, layer by layer, and their intermediate bounds are intersected (``x_new`` is in
   both; ``x_old = x_new - dx``; ``dx = x_new - x_old``) before the next layer uses them.
 
-Intermediate bounds are CROWN's (not optimised, as in auto_LiRPA's default), rounded outward
-(:mod:`intact.regularizers.rounding`) before their lines are built; each result comes with its magnitude.
+Every layer's bounds (the intermediate ones too) have their own slopes, all optimised together on the sum of
+the output's bound widths of both networks, the intermediate bounds recomputed at every iteration; every bound
+is rounded outward (:mod:`intact.regularizers.rounding`) before the next layer's lines are built from it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 from torch import nn
 
 from intact.regularizers.crown import (
-    Box, Layer, Relax, _act_relaxation, _backsubstitute, _bias, _relaxation, difference_network, layer_bounds,
+    Box, Layer, Relax, _act_relaxation, _backsubstitute, _bias, _relaxation, difference_network,
 )
 from intact.regularizers.rounding import down, outward, up
 
