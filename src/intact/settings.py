@@ -149,6 +149,8 @@ class RunConfig:
         default, so a new option never makes Snakemake redo finished runs."""
         out = _to_plain(dataclasses.asdict(self))
         for section, cls, keys in LATER_KEYS:
+            if not isinstance(getattr(self, section), cls):
+                continue  # a key of that name in another class (digits' val_fraction) was always recorded
             for k in keys:
                 if k in out[section] and out[section][k] == _to_plain(getattr(cls, k)):
                     del out[section][k]
