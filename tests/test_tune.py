@@ -142,6 +142,7 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     _corrupt_test_split(res / "data/digits/data.safetensors")
     for n in s.val_names:
         shutil.rmtree(res / f"runs/digits/{n}")
+    (res / "tune/digits/coda_p+intact/choice.json").unlink()  # (an existing target would not be redone)
     counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
     assert counts["train_task"] == 2 * 2 * 2 and counts["tune_select"] == 1  # deleted points rerun, nothing else
     snakemake(tmp_path, "results/tune/digits/coda_p+intact/choice.json", timeout=2400)  # targets: relative to -d
