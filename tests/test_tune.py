@@ -142,16 +142,17 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
     _corrupt_test_split(res / "data/digits/data.safetensors")
     for n in s.val_names:
         shutil.rmtree(res / f"runs/digits/{n}")
+    (res / "tune/digits/coda_p+intact/choice.json").unlink()  # (an existing target would not be redone)
     counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
     assert counts["train_task"] == 2 * 2 * 2 and counts["tune_select"] == 1  # deleted points rerun, nothing else
-    snakemake(tmp_path, str(res / "tune/digits/coda_p+intact/choice.json"), timeout=2400)
+    snakemake(tmp_path, "results/tune/digits/coda_p+intact/choice.json", timeout=2400)  # targets: relative to -d
     again = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
     assert again["chosen"] == choice["chosen"] and again["points"] == choice["points"]
     assert val_aa == {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)] for n in s.val_names}
     # ... while a test number does change: the chosen point's final run, redone on the corrupted test split
     before = final["aa"]
     shutil.rmtree(res / f"runs/digits/{s.test_names[best]}")
-    snakemake(tmp_path, str(res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json"))
+    snakemake(tmp_path, f"results/runs/digits/{s.test_names[best]}/seed0/metrics.json", timeout=2400)
     after = json.loads((res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json").read_text())["aa"]
     assert after < before - 20 and after < 25  # shuffled labels: about chance (10 %)
 
