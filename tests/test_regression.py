@@ -42,7 +42,10 @@ def test_default_runs_are_bit_identical_to_the_stored_values(now):
         got = now["runs"][method]
         assert got["R"] == want["R"], method
         assert got["tensors"] == want["tensors"], method
-        assert got["train"] == want["train"], method
+        # the keys the reference recorded: the AMD EPYC references predate the outward-rounded certificate
+        # (issue 24) and were stored without it until they are regenerated there (docs/testing.md)
+        assert [{k: g.get(k) for k in w} for g, w in zip(got["train"], want["train"])] == want["train"], method
+        assert len(got["train"]) == len(want["train"]), method
 
 
 def test_references_are_keyed_on_the_whole_fingerprint_and_R_is_shared_only_when_all_agree():
