@@ -28,7 +28,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from intact.speed import load_layered  # noqa: E402
+from intact.config import load_config  # noqa: E402
 from intact.cache import build_query_cache  # noqa: E402
 from intact.config import benchmark_config, resolve_run  # noqa: E402
 from intact.data import benchmark_class  # noqa: E402
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     per_class = math.ceil(steps_per_epoch * args.batch / (len(WNIDS) * 0.8))
     t0 = time.perf_counter()
     make_tree(out / "tree", out / "lists", args.size, per_class)
-    cfg = load_layered([REPO / "config.yaml", REPO / "configs/paper/imagenet_r.yaml"])
+    cfg = load_config(REPO / "config.yaml", REPO / "configs/paper/imagenet_r.yaml", check_files=False)
     weights = out / "backbone.safetensors"
     from safetensors.torch import save_file
 

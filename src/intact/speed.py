@@ -9,12 +9,11 @@ and every row is measured at task 1, where the InTAct teacher and anchors are ac
 
 Per row: seconds per step (median of ``--repeats`` timed steps after one warm-up step, with their min and
 max), backbone passes per step (counted), seconds per evaluation batch (``predict`` at ``--batch``; median,
-min, max), peak memory of the row alone (every row is built and timed in a child process of its own
-(:class:`RowProcess`): CUDA: the child's peak allocation; CPU: the child's peak resident set, torch and the
-backbone included), total and trainable parameters, the seconds the caches took to build (once per task; not part of
-a step), and the 1-minute load average before and after the row. The CPU model and core count are
-recorded; a warning says when the machine is busy (load average above half its cores), since then a
-row's time is the load's as much as the code's.
+min, max), peak memory of the row alone (each row runs in a child process of its own, :class:`RowProcess`:
+CUDA: its peak allocation; CPU: its peak resident set, torch and backbone included), total and trainable
+parameters, the caches' build seconds (once per task; not in a step), and the 1-minute load average before and
+after the row. The CPU model and core count are recorded; a warning says when the machine is busy (load
+average above half its cores), since then a row's time is the load's as much as the code's.
 
 ``--pairs`` builds every row first, then times them step by step in turn (row 1 step 1, row 2 step 1,
 ..., row 1 step 2, ...): a change of load hits all rows alike, and the ratios (medians of the per-step
@@ -42,8 +41,7 @@ import numpy as np
 import torch
 
 from intact.cache import lookup, task_caches
-from intact.config import resolve_run, validate_config
-from intact.layering import merge, read_layers
+from intact.config import load_config, resolve_run
 from intact.data.loader import eval_batches, train_batches
 from intact.data.stored import StoredImages
 from intact.efficiency import parameter_counts
@@ -53,16 +51,6 @@ from intact.models.backbone import FrozenViT, create_vit
 from intact.train import build_optimizer
 
 METHODS = ("coda_p", "coda_p+intact")
-
-
-def load_layered(paths: list[Path]) -> dict:
-    """Config files layered in order (as ``snakemake --configfile`` does), validated; data and weights files
-    need not exist (the bench uses only the method settings, on synthetic images and random weights)."""
-    cfg: dict = {}
-    for p in paths:
-        cfg = merge(cfg, read_layers(p))  # a paper overlay brings its base (extends)
-    validate_config(cfg, check_files=False)
-    return cfg
 
 
 class PassCounter:
@@ -343,7 +331,8 @@ def format_table(rows: list[dict], paired: bool = False) -> str:
 
 def run_speed(args: argparse.Namespace) -> int:
     paths = args.config or [Path("config.yaml"), Path("configs/paper/imagenet_r.yaml")]
-    cfg = load_layered(paths)
+    # layered as snakemake --configfile; no data or weights needed (synthetic images, random weights)
+    cfg = load_config(*paths, check_files=False)
     benchmark = args.benchmark or cfg["run"]["benchmarks"][0]
     # the benchmark's task count sizes the prompt pool per task (ImageNet-R: 15 when domains are not listed)
     tasks = len(cfg["benchmarks"][benchmark].get("domains") or []) or 15
