@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,36 @@ import pytest
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 from intact.testing import REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny  # noqa: F401
+
+
+def fenced(doc: Path, lang: str, first_line: str = "") -> str:
+    """The first ``lang`` code block of the page ``doc`` (that starts with ``first_line``)."""
+    return re.search(rf"```{lang}\n({re.escape(first_line)}.*?)```", doc.read_text(), re.S).group(1)
+
+
+def install_page_package(root: Path, doc: Path, module: str) -> dict[str, str]:
+    """The package a docs page spells out (its first python block as ``module``.py, its first toml block as
+    pyproject.toml) installed into ``root/site`` with no index and no build isolation; the environment
+    (PYTHONPATH) under which it is installed."""
+    pkg, site = root / "pkg", root / "site"
+    pkg.mkdir()
+    (pkg / f"{module}.py").write_text(fenced(doc, "python"))
+    (pkg / "pyproject.toml").write_text(fenced(doc, "toml"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
+    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
+def process_gone(pid: int, timeout: float = 10) -> bool:
+    """Whether process ``pid`` is gone within ``timeout`` seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def assert_config_error(mutate, fragments) -> None:

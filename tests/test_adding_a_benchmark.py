@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -15,29 +14,21 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import REPO, fenced, install_page_package, snakemake, tiny_config, write_config
 from intact.layering import merge
 from intact.paths import run_dir
 
 DOC = REPO / "docs" / "adding-a-benchmark.md"
 
 
-def fenced(lang: str, first_line: str = "") -> str:
-    """The first ``lang`` code block of the page (that starts with ``first_line``)."""
-    return re.search(rf"```{lang}\n({re.escape(first_line)}.*?)```", DOC.read_text(), re.S).group(1)
+def page(lang: str, first_line: str = "") -> str:
+    return fenced(DOC, lang, first_line)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The page's package installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
-    root = tmp_path_factory.mktemp("plugin")
-    pkg, site = root / "pkg", root / "site"
-    pkg.mkdir()
-    (pkg / "intact_shapes.py").write_text(fenced("python"))
-    (pkg / "pyproject.toml").write_text(fenced("toml"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
-    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC, "intact_shapes")
 
 
 def draw_tree(root, per_class: int = 6) -> None:
@@ -82,7 +73,7 @@ def test_the_overlay_runs_the_benchmark_through_snakemake_with_and_without_intac
     weights = tmp_path / "vit_rgb.safetensors"
     save_file(create_vit("vit_rgb_p8").state_dict(), str(weights))
     env = {**installed, "SHAPES_ROOT": str(tmp_path / "shapes"), "VIT_RGB_WEIGHTS": str(weights)}
-    overlay = yaml.safe_load(fenced("yaml", "# shapes.yaml"))
+    overlay = yaml.safe_load(page("yaml", "# shapes.yaml"))
     cfg = merge(tiny_config(), overlay)  # the page's overlay on the tiny config, as Snakemake layers them
     cfg.update(tracking={**cfg["tracking"], "enabled": False}, studies={})
     cfg["optim"]["epochs"] = 2  # 12 images, one step per epoch: the second step is the first away from the anchors

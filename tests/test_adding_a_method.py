@@ -7,34 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import REPO, fenced, install_page_package, snakemake, tiny_config, write_config
 from intact.paths import run_dir
 
 DOC = REPO / "docs" / "adding-a-method.md"
 
 
-def fenced(lang: str, first_line: str = "") -> str:
-    """The first ``lang`` code block of the page (that starts with ``first_line``)."""
-    return re.search(rf"```{lang}\n({re.escape(first_line)}.*?)```", DOC.read_text(), re.S).group(1)
+def page(lang: str, first_line: str = "") -> str:
+    return fenced(DOC, lang, first_line)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The page's package installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
-    root = tmp_path_factory.mktemp("plugin")
-    pkg, site = root / "pkg", root / "site"
-    pkg.mkdir()
-    (pkg / "intact_l2_anchor.py").write_text(fenced("python"))
-    (pkg / "pyproject.toml").write_text(fenced("toml"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
-    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC, "intact_l2_anchor")
 
 
 def test_the_installed_method_is_registered_like_a_builtin(installed):
@@ -72,7 +63,7 @@ def test_the_installed_method_runs_through_snakemake_with_and_without_intact(ins
 def test_the_overlay_of_the_page_validates_over_config_yaml(installed, tmp_path):
     write_config(tmp_path, tiny_config())
     overlay = tmp_path / "l2_anchor.yaml"
-    overlay.write_text(fenced("yaml", "# l2_anchor.yaml"))
+    overlay.write_text(page("yaml", "# l2_anchor.yaml"))
     proc = snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "config.yaml"), str(overlay), env=installed)
     assert "train_task" in proc.stdout and "l2_anchor+intact" in proc.stdout
 
@@ -81,7 +72,7 @@ def test_the_overlay_of_the_page_validates_over_config_yaml(installed, tmp_path)
 def test_the_kit_example_of_the_page_passes(installed, tmp_path):
     """The page's plugin test, as a plugin author would run it: pytest on that file alone (no conftest of ours)."""
     test_file = tmp_path / "test_l2_anchor.py"
-    test_file.write_text(fenced("python", "# test_l2_anchor.py"))
+    test_file.write_text(page("python", "# test_l2_anchor.py"))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
                           cwd=tmp_path, env={**os.environ, **installed}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

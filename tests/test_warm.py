@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import process_gone
 from intact import warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
@@ -99,17 +100,6 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_a_warm_job_sees_what_a_cold_job_sees_and_nothing_of_the_job_before(parent, tmp_path):
     """The state a job starts from - cwd, environment, umask, open files, argv, stdin, __name__, torch's seed,
     random state and thread count, the method registry, module attributes - is a fresh process's, although
@@ -177,7 +167,7 @@ def test_a_killed_client_takes_its_job_along_and_nothing_else(parent, tmp_path):
     assert job_pid != victim.pid  # the job runs in the parent's child, not in the client
     victim.kill()
     assert victim.wait(60) == -signal.SIGKILL
-    assert _gone(job_pid)
+    assert process_gone(job_pid)
     assert other.poll() is None
     other.send_signal(signal.SIGTERM)
     assert other.wait(60) == 5
@@ -224,7 +214,7 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     job.send_signal(signal.SIGTERM)
     assert job.wait(60) == -signal.SIGTERM
     p.stop()
-    assert _gone(p.pid) and _gone(job_pid) and not os.path.exists(p.folder)
+    assert process_gone(p.pid) and process_gone(job_pid) and not os.path.exists(p.folder)
 
     starter = subprocess.Popen([sys.executable, "-c", "import sys, time; from intact import warm; "
                                 "p = warm.start(['json']); print(p.pid, flush=True); time.sleep(60)"],
@@ -232,7 +222,7 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     pid = int(starter.stdout.readline())
     starter.kill()
     starter.wait()
-    assert _gone(pid)
+    assert process_gone(pid)
 
 
 def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
@@ -251,4 +241,4 @@ def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
     job_pid = int((folder / "pid").read_text())
     os.killpg(starter.pid, signal.SIGKILL)
     starter.wait()
-    assert _gone(parent_pid) and _gone(job_pid)
+    assert process_gone(parent_pid) and process_gone(job_pid)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import REPO, process_gone, snakemake, tiny_config, write_config
 
 RUN = "results/runs/digits/coda_p+intact/seed0"
 #: the measurements in train.json (also per epoch) and eval.json - wall times, rates, peak memory: everything
@@ -48,21 +48,10 @@ def _trace(path: Path) -> list[tuple[str, int, str]]:
     return [(w, int(pid), rest) for w, pid, rest in (line.split(" ", 2) for line in path.read_text().splitlines())]
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def _no_process_left(parent: int, trace: Path) -> None:
-    assert _gone(parent), f"the warm parent {parent} is still running"
+    assert process_gone(parent), f"the warm parent {parent} is still running"
     for _, pid, _ in _trace(trace):
-        assert _gone(pid), f"job process {pid} is still running"
+        assert process_gone(pid), f"job process {pid} is still running"
 
 
 def _tensors(path: Path) -> tuple[dict, bytes]:
