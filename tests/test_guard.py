@@ -248,7 +248,6 @@ def test_the_guard_names_a_non_finite_buffer():
     check_saved("run r", 0, good, {"fc0": Hypercube(torch.zeros(2), torch.ones(2))})
     with pytest.raises(NonFiniteError, match=r"buffer or parameter 'fisher.model.fc0.weight'"):
         check_saved("run r", 0, {**good, "fisher.model.fc0.weight": torch.tensor([1.0, float("nan")])}, {})
-=======
 
 def _bn_guard(policy: str) -> tuple[torch.nn.Module, DivergenceGuard]:
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))

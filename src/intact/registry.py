@@ -96,7 +96,7 @@ def _top_level_names(path: str) -> set[str]:
     return names
 
 
-def _binds(path: Path, attr: str) -> bool:
+def binds(path: Path, attr: str) -> bool:
     """Does the module source at ``path`` bind ``attr`` at top level? True where there is no source to read
     (a compiled module: import it to find out)."""
     return not path.is_file() or attr in _top_level_names(str(path))
@@ -194,7 +194,7 @@ class Registry(Mapping[str, T], Generic[T]):
             module, origin = f"{self.package}.{info.name}", f"module {self.package}.{info.name}"
             try:
                 # read before importing: a helper module (which may import torch) is never imported here
-                declares = _binds(Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py", self.attr)
+                declares = binds(Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py", self.attr)
                 decl = getattr(importlib.import_module(module), self.attr, None) if declares else None
             except Exception as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
                 self._fail(info.name, origin, _one_line(err))

@@ -4,7 +4,7 @@ The aggregation rules (R matrices, tables, figures) list the code they run as in
 rebuilds their outputs (by mtime) without retraining anything; training rules list no code. Which files
 those are follows from the rule's script: every ``intact`` module it imports, every ``intact`` module
 those import (function-level imports included: they are dependencies too; so are the ``"module:attr"``
-targets of the lazy registries), the ``__init__.py`` of each package on the way, and the data files
+targets of the lazy registries, and the declaration modules a ``Registry(...)`` finds in its package), the ``__init__.py`` of each package on the way, and the data files
 beside those modules that a module names (``paper_numbers.yaml``, ``config.schema.yaml``). A new import
 is picked up by the next ``snakemake`` call: there is nothing to keep in step.
 """
@@ -15,6 +15,8 @@ import ast
 import re
 from functools import lru_cache
 from pathlib import Path
+
+from intact.registry import binds
 
 PACKAGE = "intact"
 #: the directory that holds the ``intact`` package (src/)
@@ -59,6 +61,8 @@ def _scan(path: Path, src: Path) -> tuple[frozenset[str], frozenset[str]]:
             names.add(base)
             # `from intact.report import plots` imports the module intact.report.plots
             names.update(f"{base}.{a.name}" for a in node.names if module_file(f"{base}.{a.name}", src))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Registry":
+            names.update(_registered(node, ".".join(_package(path, src) + [path.stem]), src))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             strings.add(node.value)
             if _LAZY.fullmatch(node.value):
@@ -86,6 +90,20 @@ def _closure(scripts: tuple[Path, ...], src: Path) -> frozenset[Path]:
         files.add(path)
         files.update(d for d in path.parent.iterdir() if d.name in strings and d.is_file() and d.suffix != ".py")
     return frozenset(files)
+
+
+def _registered(call: ast.Call, module: str, src: Path) -> set[str]:
+    """The modules a ``Registry(what, kind, package, attr, ...)`` call imports: those of ``package`` (a string,
+    or ``__name__``: the calling package) that bind ``attr`` at top level (:func:`intact.registry.binds`)."""
+    if len(call.args) < 4 or not isinstance(call.args[3], ast.Constant):
+        return set()
+    pkg = call.args[2]
+    package = module.removesuffix(".__init__") if getattr(pkg, "id", None) == "__name__" else getattr(pkg, "value", None)
+    folder = src.joinpath(*package.split(".")) if isinstance(package, str) else None
+    if folder is None or not folder.is_dir():
+        return set()
+    return {f"{package}.{f.stem}" for f in sorted(folder.glob("*.py"))
+            if f.stem != "__init__" and binds(f, call.args[3].value)}
 
 
 def _package(path: Path, src: Path) -> list[str]:

@@ -76,18 +76,18 @@ def _sync(device: torch.device) -> None:
 def _peak_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+    try:  # this process image's own peak (ru_maxrss keeps the forking parent's across fork + exec)
+        return next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:")) / 2**10
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``; else what :mod:`platform` knows)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return next(ln.partition(":")[2].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def load_average() -> float | None:
