@@ -21,11 +21,13 @@ full: $(STAMP)
 	$(BIN)/snakemake full
 
 # Rebuild every table and figure from stored results only (e.g. a results/ tree copied from a cluster):
-# only aggregation rules are allowed, so nothing is ever trained or evaluated.
+# only aggregation rules are allowed, so nothing is ever trained or evaluated. --forcerun, not --forceall:
+# in a workflow with a checkpoint (the tune study's) Snakemake keeps every rule in the DAG and --forceall
+# would then force training too; --forcerun forces only the allowed rules.
 REPORT_RULES := reports collect_run report_default_run report_study_main report_study_integration report_study_ablation report_study_sensitivity
 PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
-	$(BIN)/snakemake reports paper_tables --forceall --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
+	$(BIN)/snakemake reports paper_tables --forcerun $(REPORT_RULES) $(PAPER_RULES) --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
 
 # 2 workers, whole files per worker (--dist loadfile): the SLURM tests (one cluster, /etc/slurm, munge's socket)
 # stay on one worker, and a module-scoped fixture (a tiny pipeline run, an MLflow server) is built once.
