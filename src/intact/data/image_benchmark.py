@@ -46,7 +46,9 @@ class ImageBenchmark(Benchmark):
 
     def use_settings(self, cfg: ImageBenchmarkConfig) -> None:
         """Take the run's validation part (``val_fraction``, ``val_seed``): applied when data is read."""
-        self.val_fraction, self.val_seed = cfg.val_fraction, cfg.val_seed
+        # a type whose settings declare no validation part (a plugin's) keeps the defaults
+        self.val_fraction = getattr(cfg, "val_fraction", self.val_fraction)
+        self.val_seed = getattr(cfg, "val_seed", self.val_seed)
 
     def _val_split(self, task: int, part: str) -> StoredImages:
         """``train`` (the train list minus the validation part) or ``val`` (that part, unaugmented): rows
