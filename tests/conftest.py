@@ -15,7 +15,7 @@ import pytest
 
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 from intact.testing import REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
-from intact.testing import train_and_evaluate as train_on_tiny  # noqa: F401
+from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
 
 
 def fenced(doc: Path, lang: str, first_line: str = "") -> str:

@@ -16,9 +16,9 @@ from intact.models.backbone import FrozenViT, create_vit
 from intact.models.c_prompt import AdaptiveEma, CPromptPool, greedy_slots, qkv_prefix
 from intact.models.shared_prompt import split_prompt
 from intact.restore import load_method
-from intact.train import Preempted, train_task
+from intact.train import Preempted
 
-from conftest import train_on_tiny
+from conftest import train_on_tiny, train_one
 
 METHODS = ["c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact"]
 TASKS = 3
@@ -181,11 +181,6 @@ def test_ka_prompt_copies_the_greedy_slots_into_the_new_slice(tiny_bench):
 
 # ---- end to end on the tiny benchmark --------------------------------------------------------------
 
-def _train(bench, run, out, task, prev=None, **kw):
-    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                      prev_dir=prev, threads=1, progress=False, **kw)
-
-
 @pytest.fixture(scope="module")
 def runs(tiny_bench, tmp_path_factory):
     root = tmp_path_factory.mktemp("c_prompt")
@@ -235,8 +230,8 @@ def test_resume_mid_task_is_bit_identical(runs, tiny_bench, tmp_path, method):
     z = runs[method]
     out = tmp_path / "cut"
     with pytest.raises(Preempted):
-        _train(tiny_bench, z["run"], out / "task1", 1, z["folder"] / "task0", max_steps=2)
-    record = _train(tiny_bench, z["run"], out / "task1", 1, z["folder"] / "task0")
+        train_one(tiny_bench, z["run"], out / "task1", 1, z["folder"] / "task0", max_steps=2)
+    record = train_one(tiny_bench, z["run"], out / "task1", 1, z["folder"] / "task0")
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
     a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(out / "task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -248,7 +243,7 @@ def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
     assert "computed" in read_json(z["folder"] / "task1/train.json")["feature_cache"]["teacher"]
     live = resolve_run(tiny_bench["config"], "digits", "c_prompt+intact@optim.feature_cache=false", 0)
     for t in range(2):
-        _train(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
+        train_one(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
     assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
     a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -287,16 +282,16 @@ def test_ka_prompt_previous_model_trunk_cache_is_exact(runs, tiny_bench, tmp_pat
     a = load_tensors(z["folder"] / "task1/state.safetensors")
     live = resolve_run(tiny_bench["config"], "digits", "ka_prompt+intact@optim.feature_cache=false", 0)
     for t in range(2):
-        _train(tiny_bench, live, tmp_path / f"live/task{t}", t, tmp_path / f"live/task{t - 1}" if t else None)
+        train_one(tiny_bench, live, tmp_path / f"live/task{t}", t, tmp_path / f"live/task{t - 1}" if t else None)
     b = load_tensors(tmp_path / "live/task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     # the cache is read: the step begins one pass (the prompted one) with it, two without (+ the previous model)
     per_step = _tokens_per_step(monkeypatch)
-    _train(tiny_bench, z["run"], tmp_path / "again/task1", 1, z["folder"] / "task0")
+    train_one(tiny_bench, z["run"], tmp_path / "again/task1", 1, z["folder"] / "task0")
     assert per_step and set(per_step) == {1}
     monkeypatch.setattr(intact.cache, "MAX_SEQUENCE_CACHE_BYTES", 0)  # over the budget: the live path
     per_step.clear()
-    record = _train(tiny_bench, z["run"], tmp_path / "budget/task1", 1, z["folder"] / "task0")
+    record = train_one(tiny_bench, z["run"], tmp_path / "budget/task1", 1, z["folder"] / "task0")
     assert record["feature_cache"]["old_trunk"].startswith("not cached") and set(per_step) == {2}
     for d in ("again", "budget"):
         c = load_tensors(tmp_path / d / "task1/state.safetensors")

@@ -16,9 +16,9 @@ from intact.models.backbone import FrozenViT, create_vit
 from intact.models.cprompt import ccl_loss, key_logits
 from intact.models.esn import ClassAttentionBlock, choose_temperature, free_energy, prompted_tokens, vote
 from intact.restore import load_method
-from intact.train import Preempted, train_task
+from intact.train import Preempted
 
-from conftest import snakemake, tiny_config, train_on_tiny, write_config
+from conftest import snakemake, tiny_config, train_on_tiny, train_one, write_config
 
 TASKS = 3
 
@@ -114,11 +114,6 @@ def test_keys_of_earlier_domains_are_detached_and_cosines_are_scale_free():
 
 # ---- on the tiny benchmark ------------------------------------------------------------------------------
 
-def _train(bench, run, out, task, prev=None, **kw):
-    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                      prev_dir=prev, threads=1, progress=False, **kw)
-
-
 @pytest.fixture(scope="module")
 def runs(tiny_bench, tmp_path_factory):
     root = tmp_path_factory.mktemp("esn_cprompt")
@@ -188,14 +183,14 @@ def test_a_killed_task_resumes_and_the_rerun_gives_the_same_R_bit_for_bit(runs, 
     work = tmp_path / method
     shutil.copytree(z["folder"] / "task0", work / "task0")
     with pytest.raises(Preempted):
-        _train(tiny_bench, z["run"], work / "task1", 1, work / "task0", max_steps=2)
+        train_one(tiny_bench, z["run"], work / "task1", 1, work / "task0", max_steps=2)
     assert (work / "task1/checkpoint.pt").exists() and not (work / "task1/state.safetensors").exists()
     from intact.evaluate import evaluate_task
 
     R = torch.zeros(TASKS, TASKS)
     R[:, 0] = z["R"][:, 0]
     for t in (1, 2):
-        record = _train(tiny_bench, z["run"], work / f"task{t}", t, work / f"task{t - 1}")
+        record = train_one(tiny_bench, z["run"], work / f"task{t}", t, work / f"task{t - 1}")
         assert record["resumed_from"] == ({"epoch": 0, "step": 2} if t == 1 else None)
         a, b = load_tensors(z["folder"] / f"task{t}/state.safetensors"), load_tensors(work / f"task{t}/state.safetensors")
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -230,7 +225,7 @@ def test_cprompt_with_its_query_cache_equals_the_live_run_bit_for_bit(runs, tiny
     assert read_json(z["folder"] / "task1/train.json")["feature_cache"]["query"] == "computed at the start of the task"
     live = resolve_run(tiny_bench["config"], "digits", "cprompt@optim.feature_cache=false", 0)
     for t in range(2):
-        _train(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
+        train_one(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
     assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
     a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -13,9 +13,8 @@ from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.models.dualgpm import DualGPM, down_projection, threshold
 from intact.models.lora import KVLoRA, lora_forward
-from intact.train import train_task
 
-from conftest import train_on_tiny
+from conftest import train_on_tiny, train_one
 
 TASKS = 3
 
@@ -108,11 +107,6 @@ def test_lora_forward_equals_the_backbone_with_merged_key_and_value_weights():
 
 # ---- end to end on the tiny benchmark ---------------------------------------------------------------
 
-def _train(bench, run, out, task, prev=None, **kw):
-    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                      prev_dir=prev, threads=1, progress=False, **kw)
-
-
 @pytest.mark.parametrize("method", ["inflora", "inflora+intact"])
 def test_inflora_trains_three_tasks_and_keeps_later_updates_out_of_earlier_subspaces(tiny_bench, tmp_path, method):
     run = resolve_run(tiny_bench["config"], "digits", method, 0)
@@ -137,11 +131,11 @@ def test_inflora_trains_three_tasks_and_keeps_later_updates_out_of_earlier_subsp
 def test_inflora_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
     run = resolve_run(tiny_bench["config"], "digits", "inflora+intact", 0)
     for out in ("full", "cut"):
-        _train(tiny_bench, run, tmp_path / out / "task0", 0)
-    _train(tiny_bench, run, tmp_path / "full/task1", 1, tmp_path / "full/task0")
+        train_one(tiny_bench, run, tmp_path / out / "task0", 0)
+    train_one(tiny_bench, run, tmp_path / "full/task1", 1, tmp_path / "full/task0")
     with pytest.raises(SystemExit):
-        _train(tiny_bench, run, tmp_path / "cut/task1", 1, tmp_path / "cut/task0", max_steps=2)
-    record = _train(tiny_bench, run, tmp_path / "cut/task1", 1, tmp_path / "cut/task0")
+        train_one(tiny_bench, run, tmp_path / "cut/task1", 1, tmp_path / "cut/task0", max_steps=2)
+    record = train_one(tiny_bench, run, tmp_path / "cut/task1", 1, tmp_path / "cut/task0")
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
     a, b = load_tensors(tmp_path / "full/task1/state.safetensors"), load_tensors(tmp_path / "cut/task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -19,9 +19,8 @@ from intact.models.l2p import L2PPool, matching_loss, top_k_keys
 from intact.models.shared_prompt import SharedPrompt, split_prompt
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
 from intact.regularizers.lwf import distillation_loss
-from intact.train import train_task
 
-from conftest import train_on_tiny
+from conftest import train_on_tiny, train_one
 
 METHODS = ["l2p", "l2p+intact", "dualprompt", "dualprompt+intact", "finetune", "ewc", "lwf", "joint"]
 TASKS = 3
@@ -199,11 +198,6 @@ def _run(bench, method: str):
     return resolve_run(bench["config"], "digits", method, 0)
 
 
-def _train(bench, run, out, task, prev=None, **kw):
-    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                      prev_dir=prev, threads=1, progress=False, **kw)
-
-
 @pytest.fixture(scope="module")
 def zoo(tiny_bench, tmp_path_factory):
     """Every method trained and evaluated on the 3 tiny tasks (1 epoch each); R per method."""
@@ -300,8 +294,8 @@ def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, 
     assert len(finetune.training_data(bench, 2)) == len(parts[2])      # the default: the task's own data
     # task 1 from another method's state, or from no folder at all: bit-identical to the zoo's joint task 1
     run = zoo["joint"]["run"]
-    _train(tiny_bench, run, tmp_path / "other", 1, prev=zoo["finetune"]["folder"] / "task0")
-    _train(tiny_bench, run, tmp_path / "none", 1, prev=None)
+    train_one(tiny_bench, run, tmp_path / "other", 1, prev=zoo["finetune"]["folder"] / "task0")
+    train_one(tiny_bench, run, tmp_path / "none", 1, prev=None)
     ref = load_tensors(zoo["joint"]["folder"] / "task1/state.safetensors")
     for variant in ("other", "none"):
         state = load_tensors(tmp_path / variant / "state.safetensors")

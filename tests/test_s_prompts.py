@@ -12,9 +12,8 @@ from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.models.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
 from intact.restore import load_method
-from intact.train import train_task
 
-from conftest import train_on_tiny
+from conftest import train_on_tiny, train_one
 
 TASKS = 3
 
@@ -75,11 +74,6 @@ def test_s_prompts_plus_intact_is_refused_with_the_reason(tiny_bench):
 
 # ---- end to end on the tiny benchmark ---------------------------------------------------------------
 
-def _train(bench, run, out, task, prev=None, **kw):
-    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                      prev_dir=prev, threads=1, progress=False, **kw)
-
-
 def test_s_prompts_trains_three_domains_and_picks_them_at_test(tiny_bench, tmp_path):
     run = resolve_run(tiny_bench["config"], "digits", "s_prompts", 0)
     R = train_on_tiny(tiny_bench, run, tmp_path, TASKS)
@@ -110,10 +104,10 @@ def test_s_prompts_trains_three_domains_and_picks_them_at_test(tiny_bench, tmp_p
 
 def test_s_prompts_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
     run = resolve_run(tiny_bench["config"], "digits", "s_prompts", 0)
-    _train(tiny_bench, run, tmp_path / "full", 0)
+    train_one(tiny_bench, run, tmp_path / "full", 0)
     with pytest.raises(SystemExit):
-        _train(tiny_bench, run, tmp_path / "cut", 0, max_steps=2)
-    record = _train(tiny_bench, run, tmp_path / "cut", 0)
+        train_one(tiny_bench, run, tmp_path / "cut", 0, max_steps=2)
+    record = train_one(tiny_bench, run, tmp_path / "cut", 0)
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
     a, b = load_tensors(tmp_path / "full/state.safetensors"), load_tensors(tmp_path / "cut/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -96,6 +96,15 @@ def tiny_run(bench: Mapping[str, Any], method: str, seed: int = 0, **sections: M
     return resolve_run(cfg, "digits", method, seed)
 
 
+def train_one(bench: Mapping[str, Any], run: Any, out: Path, task: int, prev: Path | None = None, **kw: Any) -> dict:
+    """Train task ``task`` of ``run`` on the tiny benchmark into ``out`` (from the state in ``prev``), on one
+    thread and without progress bars; ``kw`` goes to :func:`intact.train.train_task`. Its train record."""
+    from intact.train import train_task
+
+    return train_task(run, task, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
+                      prev_dir=prev, threads=1, progress=False, **kw)
+
+
 def train_and_evaluate(bench: Mapping[str, Any], run: Any, folder: Path, tasks: int) -> Any:
     """Train ``run`` on tasks ``0..tasks-1`` of the tiny benchmark (``folder/task<t>``, each task from the previous
     one's state, as the jobs would) and evaluate after each on every task: R[i, t], the accuracy (%) on task i
@@ -103,13 +112,11 @@ def train_and_evaluate(bench: Mapping[str, Any], run: Any, folder: Path, tasks: 
     import torch
 
     from intact.evaluate import evaluate_task
-    from intact.train import train_task
 
     R = torch.zeros(run.benchmark.num_tasks, tasks)
     for t in range(tasks):
         out = folder / f"task{t}"
-        train_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"], out_dir=out,
-                   prev_dir=folder / f"task{t - 1}" if t else None, threads=1, progress=False)
+        train_one(bench, run, out, t, folder / f"task{t - 1}" if t else None)
         rec = evaluate_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"],
                             state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
         R[:, t] = torch.tensor(rec["accuracy"])
