@@ -73,7 +73,14 @@ def parent(tmp_path_factory):
     assert p is not None and os.environ[warm.ENV_SOCKET] == p.path
     yield p
     p.stop()
-    assert os.environ.get(warm.ENV_SOCKET) != p.path and not os.path.exists(p.folder)
+    assert os.environ.get(warm.ENV_SOCKET) != p.path and _socket_gone(p.path)
+
+
+def _socket_gone(path: str) -> bool:
+    """No file left for a path; an abstract name (``@name``) no longer in the kernel's list of Unix sockets."""
+    if path.startswith("@"):
+        return not any(line.rstrip().endswith(" " + path) for line in Path("/proc/net/unix").read_text().splitlines())
+    return not os.path.exists(os.path.dirname(path))
 
 
 def _job(folder: Path, what: str, *, warm_socket: str | None, env: dict | None = None, **kw) -> subprocess.Popen:
@@ -214,7 +221,7 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     job.send_signal(signal.SIGTERM)
     assert job.wait(60) == -signal.SIGTERM
     p.stop()
-    assert process_gone(p.pid) and process_gone(job_pid) and not os.path.exists(p.folder)
+    assert process_gone(p.pid) and process_gone(job_pid) and _socket_gone(p.path)
 
     starter = subprocess.Popen([sys.executable, "-c", "import sys, time; from intact import warm; "
                                 "p = warm.start(['json']); print(p.pid, flush=True); time.sleep(60)"],
@@ -227,18 +234,21 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
 
 def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
     """SIGKILL of the workflow's whole process group (its parent, the clients; test_workflow's random kills):
-    the job processes - in process groups of their own - end too, although their parent died with them."""
+    the job processes - in process groups of their own - end too, although their parent died with them, and
+    the socket goes with them (no file is left in the temporary folder)."""
     folder = tmp_path / "job"
     folder.mkdir()
     (folder / "job.py").write_text(JOB)
     starter = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys, time; from intact import warm; "
-         "p = warm.start(['json']); print(p.pid, flush=True); "
+         "p = warm.start(['json']); print(p.pid, p.path, flush=True); "
          "subprocess.Popen([sys.executable, 'job.py', 'sleep']); time.sleep(60)"],
         cwd=folder, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    parent_pid = int(starter.stdout.readline())
+    parent_pid, path = starter.stdout.readline().split()
+    parent_pid = int(parent_pid)
+    assert not _socket_gone(path)  # the check below can see a socket
     _wait_for(folder / "pid")
     job_pid = int((folder / "pid").read_text())
     os.killpg(starter.pid, signal.SIGKILL)
     starter.wait()
-    assert process_gone(parent_pid) and process_gone(job_pid)
+    assert process_gone(parent_pid) and process_gone(job_pid) and _socket_gone(path)

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 
-#: the warm parent's socket, set by the workflow for its jobs
+#: the warm parent's socket, set by the workflow for its jobs: a file path, or ``@name`` for a name in Linux's
+#: abstract socket namespace (no file: nothing is left behind, even when everything is killed by SIGKILL)
 ENV_SOCKET = "INTACT_WARM_SOCKET"
 #: ``INTACT_WARM=0`` (or false/no/off): no warm parent; every job runs cold
 ENV_SWITCH = "INTACT_WARM"
@@ -51,7 +54,9 @@ def hand_off() -> None:
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        sock.connect(path)
+        sock.connect(address(path))
+        if peer_uid(sock) != os.getuid():  # an abstract name has no file permissions: check who answers
+            raise OSError("another user's socket")
         request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
                    "env": dict(os.environ), "umask": _umask(), "python": python_id()}
         socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
@@ -67,6 +72,17 @@ def hand_off() -> None:
               file=sys.stderr, flush=True)
         return
     _exit_as(sock)
+
+
+def address(path: str) -> str:
+    """The address to bind or connect to for :data:`ENV_SOCKET`'s value (``@name``: the abstract namespace)."""
+    return "\0" + path[1:] if path.startswith("@") else path
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
 
 
 def _umask() -> int:
@@ -109,9 +125,10 @@ def _exit_as(sock: socket.socket) -> None:
 # ---- the workflow's side: start and stop the warm parent ---------------------------------------------------
 
 class WarmParent:
-    """A running warm parent; :meth:`stop` ends it (it also ends by itself when its starter exits)."""
+    """A running warm parent; :meth:`stop` ends it (it also ends by itself when its starter exits). ``folder``
+    holds its socket file, or is None where the socket has an abstract name (Linux)."""
 
-    def __init__(self, proc: subprocess.Popen, folder: str, path: str) -> None:
+    def __init__(self, proc: subprocess.Popen, folder: str | None, path: str) -> None:
         self.proc, self.folder, self.path = proc, folder, path
 
     @property
@@ -131,9 +148,9 @@ class WarmParent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        for name in os.listdir(self.folder) if os.path.isdir(self.folder) else []:
-            os.unlink(os.path.join(self.folder, name))
-        if os.path.isdir(self.folder):
+        if self.folder and os.path.isdir(self.folder):
+            for name in os.listdir(self.folder):
+                os.unlink(os.path.join(self.folder, name))
             os.rmdir(self.folder)
 
 
@@ -143,8 +160,11 @@ def start(modules: list[str]) -> WarmParent | None:
     Returns as soon as the parent listens; it imports the modules while the first jobs connect."""
     if not enabled():
         return None
-    folder = tempfile.mkdtemp(prefix="intact-warm-")  # mode 0700: only this user reaches the socket
-    path = os.path.join(folder, "socket")
+    if sys.platform == "linux":  # an abstract name: unguessable, and gone with the last process holding it
+        folder, path = None, f"@intact-warm-{os.getpid()}-{secrets.token_hex(8)}"
+    else:
+        folder = tempfile.mkdtemp(prefix="intact-warm-")  # mode 0700: only this user reaches the socket
+        path = os.path.join(folder, "socket")
     code = "import sys; from intact.warm_server import serve; serve(sys.argv[1], sys.argv[2:])"
     # stdin stays a pipe from this process: its end-of-file (a stop, or this process gone) ends the parent
     proc = subprocess.Popen([sys.executable, "-c", code, path, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE)

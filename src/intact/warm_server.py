@@ -18,12 +18,11 @@ import runpy
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
 import traceback
 
-from intact.warm import mark_served, python_id
+from intact.warm import address, mark_served, peer_uid, python_id
 
 _MAX_REQUEST = 1 << 20  # a request holds the client's environment: a few KB
 #: a file the warm parent appends "start <pid> <script>" and "exit <pid> <wait status>" to, per job (tests)
@@ -49,7 +48,7 @@ class Server:
         if sys.path and sys.path[0] == "":
             sys.path.pop(0)  # `python -c` puts the working directory first; a job's Python does not
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(path)
+        self.listener.bind(address(path))
         self.listener.listen(128)
         self.wake_r, self.wake_w = socket.socketpair()
         for s in (self.wake_r, self.wake_w):
@@ -167,12 +166,6 @@ class Server:
             traceback.print_exc()
         finally:
             os._exit(code)
-
-
-def peer_uid(conn: socket.socket) -> int:
-    """The user id of the process at the other end of a Unix socket."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
 
 
 def _watch_client(conn: socket.socket) -> None:
