@@ -21,6 +21,9 @@ from intact.registry import binds
 PACKAGE = "intact"
 #: the directory that holds the ``intact`` package (src/)
 SRC = Path(__file__).resolve().parent.parent
+#: modules that decide how a job's process starts, not what it computes (a warm job's outputs are a cold
+#: job's, bit for bit: tests/test_warm_workflow.py), so editing them rebuilds nothing
+HOW_JOBS_START = frozenset({"intact.warm", "intact.warm_server"})
 #: a lazy registry entry, "module:attribute" (intact.registry.load_target)
 _LAZY = re.compile(r"intact(\.\w+)*:\w+")
 
@@ -77,7 +80,7 @@ def _closure(scripts: tuple[Path, ...], src: Path) -> frozenset[Path]:
     seen: set[str] = set()
     while todo:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name in HOW_JOBS_START:
             continue
         seen.add(name)
         parts = name.split(".")
