@@ -55,6 +55,18 @@ def test_spread_ratios_and_busy():
     assert busy(1.5, 2) and not busy(0.9, 2) and not busy(None, 2)
 
 
+def test_ratios_follow_the_methods_measured():
+    """Any method, not only CODA-P: its +intact row over it per cache setting, and cached over uncached; a
+    method without its +intact row (s_prompts refuses it) gets only its cache ratio."""
+    times = {("ka_prompt", False): 4.0, ("ka_prompt", True): 2.0, ("ka_prompt+intact", False): 6.0,
+             ("ka_prompt+intact", True): 3.0, ("s_prompts", False): 2.0, ("s_prompts", True): 1.0}
+    rows = [{"method": m, "cache": c, "step_s": t, "step_times_s": [t]} for (m, c), t in times.items()]
+    assert {k: v["median"] for k, v in ratios(rows, paired=True).items()} == {
+        "ka_prompt+intact / ka_prompt step (cached)": 1.5, "ka_prompt+intact / ka_prompt step (uncached)": 1.5,
+        "ka_prompt cached / uncached step": 0.5, "ka_prompt+intact cached / uncached step": 0.5,
+        "s_prompts cached / uncached step": 0.5}
+
+
 def test_paper_scale_check_runs_at_toy_size(tmp_path):
     """tools/paper_scale_check.py (the GPU check's real-steps part) end to end on a tiny ViT at 32 px."""
     import subprocess

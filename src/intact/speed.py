@@ -50,6 +50,7 @@ from intact.methods import create_method
 from intact.models.backbone import FrozenViT, create_vit
 from intact.train import build_optimizer
 
+#: the rows timed when --methods is not given
 METHODS = ("coda_p", "coda_p+intact")
 
 
@@ -290,25 +291,28 @@ def paired_rows(cfg: dict, benchmark: str, specs: list[tuple[str, bool]], *, rep
             row.close()
 
 
-#: the step-time ratios the table reports: (label, numerator row, denominator row)
-RATIOS = (("coda_p+intact / coda_p step (cached)", (METHODS[1], True), (METHODS[0], True)),
-          ("coda_p+intact / coda_p step (uncached)", (METHODS[1], False), (METHODS[0], False)),
-          ("coda_p cached / uncached step", (METHODS[0], True), (METHODS[0], False)),
-          ("coda_p+intact cached / uncached step", (METHODS[1], True), (METHODS[1], False)))
+def ratio_pairs(rows: list[dict]) -> list[tuple[str, tuple, tuple]]:
+    """The step-time ratios the table reports for the rows measured: (label, numerator row, denominator row):
+    ``m+intact / m`` per cache setting, then cached / uncached per method, for every method given."""
+    have = {(r["method"], r["cache"]) for r in rows}
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    pairs = [(f"{m} / {m.removesuffix('+intact')} step ({'cached' if c else 'uncached'})", (m, c), (m.removesuffix("+intact"), c))
+             for m in methods if m.endswith("+intact") for c in (True, False)]
+    pairs += [(f"{m} cached / uncached step", (m, True), (m, False)) for m in methods]
+    return [(label, num, den) for label, num, den in pairs if num in have and den in have]
 
 
 def ratios(rows: list[dict], paired: bool) -> dict[str, dict[str, float]]:
-    """Each ratio of :data:`RATIOS` whose rows were measured: of the medians, or (``paired``) the median, min
-    and max of the per-step ratios (step i of one row over step i of the other, taken moments apart)."""
+    """Each ratio of :func:`ratio_pairs`: of the medians, or (``paired``) the median, min and max of the
+    per-step ratios (step i of one row over step i of the other, taken moments apart)."""
     by = {(r["method"], r["cache"]): r for r in rows}
     out = {}
-    for label, num, den in RATIOS:
-        if num in by and den in by:
-            if paired:
-                per_step = [a / b for a, b in zip(by[num]["step_times_s"], by[den]["step_times_s"])]
-                out[label] = {"median": statistics.median(per_step), "min": min(per_step), "max": max(per_step)}
-            else:
-                out[label] = {"median": by[num]["step_s"] / by[den]["step_s"]}
+    for label, num, den in ratio_pairs(rows):
+        if paired:
+            per_step = [a / b for a, b in zip(by[num]["step_times_s"], by[den]["step_times_s"])]
+            out[label] = {"median": statistics.median(per_step), "min": min(per_step), "max": max(per_step)}
+        else:
+            out[label] = {"median": by[num]["step_s"] / by[den]["step_s"]}
     return out
 
 
@@ -384,7 +388,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", type=Path, default=None,
                    help="config files layered in order (default: config.yaml, configs/paper/imagenet_r.yaml)")
     p.add_argument("--benchmark", default=None, help="whose method settings (default: the config's first run benchmark)")
-    p.add_argument("--methods", nargs="+", default=["coda_p", "coda_p+intact"])
+    p.add_argument("--methods", nargs="+", default=list(METHODS))
     p.add_argument("--pairs", action="store_true",
                    help="build all rows, then time them in turn step by step: ratios that hold under changing load")
     p.add_argument("--json", type=Path, default=None, help="write {'results': [...], 'machine': ..., 'ratios': ...} here")
