@@ -53,6 +53,8 @@ def test_spread_ratios_and_busy():
     assert ratios(rows, paired=False) == {"coda_p cached / uncached step": {"median": 0.25}}
     assert ratios(rows, paired=True) == {"coda_p cached / uncached step": {"median": 0.25, "min": 0.125, "max": 0.5}}
     assert busy(1.5, 2) and not busy(0.9, 2) and not busy(None, 2)
+    # a row stepping on 2 threads makes a load of ~2 by itself on a quiet 2-core machine: not busy
+    assert not busy(2.4, 2, own=2) and busy(3.5, 2, own=2)
 
 
 def test_ratios_follow_the_methods_measured():

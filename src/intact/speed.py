@@ -13,7 +13,8 @@ min, max), peak memory of the row alone (each row runs in a child process of its
 CUDA: its peak allocation; CPU: its peak resident set, torch and backbone included), total and trainable
 parameters, the caches' build seconds (once per task; not in a step), and the 1-minute load average before and
 after the row. The CPU model and core count are recorded; a warning says when the machine is busy (load
-average above half its cores), since then a row's time is the load's as much as the code's.
+average above half its cores, not counting the threads of the row that steps), since then a row's time is
+the load's as much as the code's.
 
 ``--pairs`` builds every row first, then times them step by step in turn (row 1 step 1, row 2 step 1,
 ..., row 1 step 2, ...): a change of load hits all rows alike, and the ratios (medians of the per-step
@@ -99,9 +100,10 @@ def load_average() -> float | None:
         return None
 
 
-def busy(load: float | None, cores: int) -> bool:
-    """Whether other work holds the CPU: load average above half the cores."""
-    return load is not None and load > 0.5 * cores
+def busy(load: float | None, cores: int, own: int = 0) -> bool:
+    """Whether other work holds the CPU: the load average, less the ``own`` threads the measurement itself
+    keeps running, above half the cores."""
+    return load is not None and load - own > 0.5 * cores
 
 
 def spread(times: list[float]) -> dict[str, float]:
@@ -356,8 +358,10 @@ def run_speed(args: argparse.Namespace) -> int:
     rows = (paired_rows(cfg, benchmark, specs, **kw) if args.pairs
             else [r for spec in specs for r in paired_rows(cfg, benchmark, [spec], **kw)])
     machine["load_after"] = load_average()
-    machine["busy"] = any(busy(v, cores) for v in [machine["load_before"], machine["load_after"]]
-                          + [r[k] for r in rows for k in ("load_before", "load_after")])
+    # while rows run, one of them steps at a time on torch_threads threads: that load is the measurement's own
+    machine["busy"] = busy(machine["load_before"], cores) or any(
+        busy(v, cores, own=machine["torch_threads"])
+        for v in [machine["load_after"]] + [r[k] for r in rows for k in ("load_before", "load_after")])
     print(f"intact speed: {args.model}, batch {args.batch}, {device}"
           f"{' bf16' if device.type == 'cuda' and args.amp == 'on' else ' fp32'}, task 1, median (min, max) of "
           f"{args.repeats} steps{', rows alternated step by step' if args.pairs else ''}, method settings: {benchmark} "
@@ -365,8 +369,8 @@ def run_speed(args: argparse.Namespace) -> int:
           f"{machine['torch_threads']} torch threads")
     print(format_table(rows, args.pairs))
     if machine["busy"]:
-        print(f"warning: the machine was busy during the measurement (load average above {0.5 * cores:.1f}): "
-              "absolute times are not the code's alone", file=sys.stderr)
+        print(f"warning: the machine was busy during the measurement (load average above {0.5 * cores:.1f} besides the "
+              "measurement's own threads): absolute times are not the code's alone", file=sys.stderr)
     if args.json:
         write_json(args.json, {"model": args.model, "batch": args.batch, "device": str(device),
                                "amp": device.type == "cuda" and args.amp == "on", "repeats": args.repeats,
