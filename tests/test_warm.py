@@ -39,7 +39,8 @@ if what == "report":
             return None
     # a warm job holds one socket more than a cold one: its connection to its client
     fds = sorted(int(f) for f in os.listdir("/proc/self/fd") if not (target(f) or "").startswith("socket:"))
-    print(json.dumps({"cwd": os.getcwd(), "env": {k: v for k, v in os.environ.items() if k.startswith("T_")},
+    status = dict(line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":\t" in line)
+    print(json.dumps({"sigblk": status["SigBlk"].strip(), "sigign": status["SigIgn"].strip(), "cwd": os.getcwd(), "env": {k: v for k, v in os.environ.items() if k.startswith("T_")},
         "leak": getattr(intact.methods, "LEAK", None), "registered": "leaked" in METHODS,
         "torch_seed": torch.initial_seed(), "threads": torch.get_num_threads(),
         "random_differs": random.random() != 0.8444218515250481, "umask": os.umask(0o22), "fds": fds,
@@ -83,7 +84,20 @@ def _socket_gone(path: str) -> bool:
     return not os.path.exists(os.path.dirname(path))
 
 
+def _plain_signals() -> None:
+    """A job's signal state as a shell gives it (nothing blocked or ignored), whatever this test process
+    inherited or another test left: the jobs' own signal handling is under test, not the test runner's."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in warm.catchable():
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+
+
 def _job(folder: Path, what: str, *, warm_socket: str | None, env: dict | None = None, **kw) -> subprocess.Popen:
+    kw.setdefault("preexec_fn", _plain_signals)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "job.py").write_text(JOB)
     full = {k: v for k, v in os.environ.items() if k != warm.ENV_SOCKET}
@@ -94,8 +108,8 @@ def _job(folder: Path, what: str, *, warm_socket: str | None, env: dict | None =
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def _run(folder, what, warm_socket, stdin="", env=None):
-    proc = _job(folder, what, warm_socket=warm_socket, env=env)
+def _run(folder, what, warm_socket, stdin="", env=None, **kw):
+    proc = _job(folder, what, warm_socket=warm_socket, env=env, **kw)
     out, err = proc.communicate(stdin, timeout=120)
     return proc.returncode, out, err
 
@@ -127,6 +141,34 @@ def test_a_warm_job_sees_what_a_cold_job_sees_and_nothing_of_the_job_before(pare
     assert len(set(seeds)) == 4 and 123 not in seeds
     trace_pids = int((tmp_path / "w/pid").read_text()), int((tmp_path / "c/pid").read_text())
     assert trace_pids[0] != parent.pid
+
+
+def _nohup_like() -> None:
+    """A job started with SIGHUP ignored (nohup) and SIGUSR2 blocked."""
+    _plain_signals()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+
+
+def test_a_warm_job_inherits_the_signal_state_its_cold_self_would(parent, tmp_path):
+    """Blocked and ignored signals pass through exec to a cold job; a warm job gets its client's, not the
+    warm parent's (which ignores SIGINT, and may have inherited anything from whoever started it)."""
+    reports = []
+    for preexec in (_plain_signals, _nohup_like):
+        code, out, err = _run(tmp_path / "w", "report", parent.path, preexec_fn=preexec)
+        assert code == 0 and "no warm parent" not in err, err
+        code, cold_out, err = _run(tmp_path / "c", "report", None, preexec_fn=preexec)
+        assert code == 0, err
+        hot, cold = json.loads(out.splitlines()[0]), json.loads(cold_out.splitlines()[0])
+        assert (hot["sigblk"], hot["sigign"]) == (cold["sigblk"], cold["sigign"])
+        reports.append(hot)
+    plain, nohup = (int(r["sigblk"], 16) for r in reports), (int(r["sigign"], 16) for r in reports)
+    blocked_plain, blocked_nohup = plain
+    ignored_plain, ignored_nohup = nohup
+    bit = lambda sig: 1 << (sig - 1)
+    assert blocked_plain & bit(signal.SIGUSR2) == 0 and blocked_nohup & bit(signal.SIGUSR2)
+    assert ignored_plain & bit(signal.SIGHUP) == 0 and ignored_nohup & bit(signal.SIGHUP)
+    assert ignored_plain & bit(signal.SIGINT) == 0  # the parent ignores SIGINT; its job does not
 
 
 def test_exit_status_output_and_traceback_are_the_cold_jobs(parent, tmp_path):

@@ -58,7 +58,7 @@ def hand_off() -> None:
         if peer_uid(sock) != os.getuid():  # an abstract name has no file permissions: check who answers
             raise OSError("another user's socket")
         request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                   "env": dict(os.environ), "umask": _umask(), "python": python_id()}
+                   "env": dict(os.environ), "umask": _umask(), "python": python_id(), **signal_state()}
         socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
         _relay_signals_to(sock)
         ack = sock.recv(64).decode()
@@ -83,6 +83,18 @@ def peer_uid(conn: socket.socket) -> int:
     """The user id of the process at the other end of a Unix socket."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return struct.unpack("3i", creds)[1]
+
+
+def signal_state() -> dict[str, list[int]]:
+    """What a process inherits of signals across exec and a cold job would start with: the signals blocked
+    (its mask) and those ignored (``SIG_IGN``, e.g. by ``nohup``). Read before hand_off installs its relays."""
+    return {"blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            "ignored": sorted(int(s) for s in catchable() if signal.getsignal(s) == signal.SIG_IGN)}
+
+
+def catchable() -> set[int]:
+    """The signals a process can handle or ignore (all but SIGKILL and SIGSTOP)."""
+    return {int(s) for s in signal.valid_signals()} - {signal.SIGKILL, signal.SIGSTOP}
 
 
 def _umask() -> int:

@@ -22,7 +22,7 @@ import sys
 import threading
 import traceback
 
-from intact.warm import address, mark_served, peer_uid, python_id
+from intact.warm import address, catchable, mark_served, peer_uid, python_id
 
 _MAX_REQUEST = 1 << 20  # a request holds the client's environment: a few KB
 #: a file the warm parent appends "start <pid> <script>" and "exit <pid> <wait status>" to, per job (tests)
@@ -193,7 +193,18 @@ def _become_job(conn: socket.socket, fds: list[int], request: dict) -> int:
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # the client's inherited signal state, not the parent's: a cold job started where SIGINT is ignored or
+    # blocked would not see a Ctrl-C either, and one started normally must see it whatever the parent inherited
+    for sig in catchable() - {signal.SIGINT}:
+        try:
+            if sig in request["ignored"]:
+                signal.signal(sig, signal.SIG_IGN)
+            elif signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # a signal the C library reserves for itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN if signal.SIGINT in request["ignored"] else signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     for fd in set(fds) - {0, 1, 2}:
