@@ -123,6 +123,11 @@ def test_ctrl_c_ends_the_run_its_jobs_and_the_parent(prepared, tmp_path):
     """SIGINT to the workflow's process group (a terminal's Ctrl-C) while a training job runs: the job is
     interrupted, Snakemake stops, and neither the warm parent nor any job process is left."""
     work, trace = _copy(prepared, tmp_path / "w"), tmp_path / "trace"
+    # tasks of 40 epochs (~15 s each): the SIGINT below must land while the first task trains (a warm 1-epoch
+    # task can end within the second this test waits, and the run then raced the signal)
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
+    cfg["optim"]["epochs"] = 40
+    write_config(work, cfg)
     proc = _start(work, trace, f"{RUN}/R.csv")
     try:
         _wait_for_training(work, trace)
@@ -132,7 +137,7 @@ def test_ctrl_c_ends_the_run_its_jobs_and_the_parent(prepared, tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0
+    assert proc.returncode != 0, err[-4000:]
     assert any(what == "exit" and os.WIFSIGNALED(int(rest)) or what == "exit" and rest != "0"
                for what, _, rest in _trace(trace))
     _no_process_left(_parent_pid(err), trace)
@@ -160,7 +165,7 @@ def test_sigterm_checkpoints_a_warm_job_and_the_rerun_resumes_bit_identically(pr
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0
+    assert proc.returncode != 0, err[-4000:]
     log = work / "results/logs/train_task/digits/coda_p+intact/seed0/task0.log"
     assert "checkpoint saved" in log.read_text() + out + err
     assert checkpoint.exists() and not (work / RUN / "task0/train.json").exists()
