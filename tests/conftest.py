@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import re
 import subprocess
 import sys
@@ -34,6 +35,19 @@ def install_page_package(root: Path, doc: Path, module: str) -> dict[str, str]:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
                     "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
     return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
+def plain_signals() -> None:
+    """``preexec_fn`` for a process a test signals: start it with nothing blocked or ignored, as a shell starts
+    a command. What the test runner's process inherited, or what C code in it set (a SIG_IGN that Python's
+    ``signal.getsignal`` does not show), survives exec; a suite run once ignored SIGINT that way in every
+    process it started, and the Ctrl-C tests then tested the runner, not the code."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # a signal the C library reserves for itself
 
 
 def process_gone(pid: int, timeout: float = 10) -> bool:

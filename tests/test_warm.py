@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import process_gone
+from conftest import plain_signals, process_gone
 from intact import warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
@@ -84,20 +84,8 @@ def _socket_gone(path: str) -> bool:
     return not os.path.exists(os.path.dirname(path))
 
 
-def _plain_signals() -> None:
-    """A job's signal state as a shell gives it (nothing blocked or ignored), whatever this test process
-    inherited or another test left: the jobs' own signal handling is under test, not the test runner's."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    for sig in warm.catchable():
-        try:
-            if signal.getsignal(sig) == signal.SIG_IGN:
-                signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-
-
 def _job(folder: Path, what: str, *, warm_socket: str | None, env: dict | None = None, **kw) -> subprocess.Popen:
-    kw.setdefault("preexec_fn", _plain_signals)
+    kw.setdefault("preexec_fn", plain_signals)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "job.py").write_text(JOB)
     full = {k: v for k, v in os.environ.items() if k != warm.ENV_SOCKET}
@@ -145,7 +133,7 @@ def test_a_warm_job_sees_what_a_cold_job_sees_and_nothing_of_the_job_before(pare
 
 def _nohup_like() -> None:
     """A job started with SIGHUP ignored (nohup) and SIGUSR2 blocked."""
-    _plain_signals()
+    plain_signals()
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
 
@@ -154,7 +142,7 @@ def test_a_warm_job_inherits_the_signal_state_its_cold_self_would(parent, tmp_pa
     """Blocked and ignored signals pass through exec to a cold job; a warm job gets its client's, not the
     warm parent's (which ignores SIGINT, and may have inherited anything from whoever started it)."""
     reports = []
-    for preexec in (_plain_signals, _nohup_like):
+    for preexec in (plain_signals, _nohup_like):
         code, out, err = _run(tmp_path / "w", "report", parent.path, preexec_fn=preexec)
         assert code == 0 and "no warm parent" not in err, err
         code, cold_out, err = _run(tmp_path / "c", "report", None, preexec_fn=preexec)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, process_gone, snakemake, tiny_config, write_config
+from conftest import REPO, plain_signals, process_gone, snakemake, tiny_config, write_config
 
 RUN = "results/runs/digits/coda_p+intact/seed0"
 #: the measurements in train.json (also per epoch) and eval.json - wall times, rates, peak memory: everything
@@ -106,7 +106,7 @@ def _start(work: Path, trace: Path, *args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", *args]
     # a session of its own: its process group is what a terminal's Ctrl-C reaches
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "INTACT_WARM_TRACE": str(trace)})
+                            env={**os.environ, "INTACT_WARM_TRACE": str(trace)}, preexec_fn=plain_signals)
 
 
 def _wait_for_training(work: Path, trace: Path, timeout: float = 600) -> int:
