@@ -17,6 +17,7 @@ import pytest
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 from intact.testing import REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
+from intact.warm import catchable
 
 
 def fenced(doc: Path, lang: str, first_line: str = "") -> str:
@@ -43,7 +44,7 @@ def plain_signals() -> None:
     ``signal.getsignal`` does not show), survives exec; a suite run once ignored SIGINT that way in every
     process it started, and the Ctrl-C tests then tested the runner, not the code."""
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    for sig in set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}:
+    for sig in catchable():
         try:
             signal.signal(sig, signal.SIG_DFL)
         except (OSError, ValueError):

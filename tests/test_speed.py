@@ -8,7 +8,8 @@ import statistics
 
 from conftest import REPO
 from intact.cli import main
-from intact.speed import busy, ratios, spread
+from intact.speed import busy, spread
+from intact.speed_report import ratios
 
 TINY = ["--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10", "--config", str(REPO / "config.yaml")]
 
