@@ -102,3 +102,33 @@ def test_cli_layers_several_files_as_snakemake_does(tmp_path, capsys):
     assert "methods.c_prompt.expert_last' = 20: block 20 does not exist" in capsys.readouterr().err
     assert main(["validate", str(base), str(tmp_path / "nope.yaml")]) == 2
     assert "nope.yaml' does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sections", [
+    {"optim": {"lr": -1.0}},
+    {"optim": {"lr_hed": 0.1}},
+    {"intact": {"lambda_feat": "big"}},
+    {"head": {"bias": 3}},
+])
+def test_a_run_s_sections_are_refused_as_the_whole_config_would_refuse_them(sections):
+    """A run's merged sections are validated on their own (schema.check_sections): the same message as
+    validating a whole config that holds them; a bad section is refused every time (only valid ones are
+    remembered), and valid ones pass."""
+    from intact.schema import check_schema, check_sections
+
+    whole = copy.deepcopy(tiny_config())
+    for name, values in sections.items():
+        whole[name].update(values)
+    with pytest.raises(ConfigError) as full:
+        check_schema(whole, where="w")
+    for _ in range(2):
+        with pytest.raises(ConfigError) as part:
+            check_sections({name: whole[name] for name in sections}, where="w")
+        assert str(part.value) == str(full.value)
+    check_sections({name: tiny_config()[name] for name in sections}, where="w")
+
+
+def test_a_bad_override_in_a_method_name_is_refused_with_the_run_named():
+    cfg = tiny_config()
+    with pytest.raises(ConfigError, match=r"method 'coda_p@optim.lr=-1' on benchmark 'digits'.*optim.lr"):
+        resolve_run(cfg, "digits", "coda_p@optim.lr=-1", 0)

@@ -24,7 +24,7 @@ from intact.methods import METHODS
 from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
 from intact.protocols import SECTIONS, declared, named_backbones, run_backbone, run_layers
-from intact.schema import ConfigError, check_schema
+from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
     INTACT_PRESETS, LATER_KEYS, BackboneConfig, BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig,
     RunConfig, benchmark_dataclass, build_dataclass,
@@ -167,9 +167,8 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
         for part in reversed(rest.split(".") if rest else []):
             nested = {part: nested}
         _merge_sections(sections, {top: nested})
-    probe = {k: v for k, v in cfg.items()}
-    probe.update(sections)
-    check_schema(probe, where=f"method {method!r} on benchmark {benchmark!r}")
+    # the rest of the config was validated once (validate_config); only the run's merged sections are new
+    check_sections(sections, where=f"method {method!r} on benchmark {benchmark!r}")
     return name, sections, run_backbone(cfg, benchmark, layers)
 
 

@@ -16,13 +16,17 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
-
-import torch
-from safetensors import safe_open
-from safetensors.torch import save
+from typing import TYPE_CHECKING, Any, Iterator
 
 from intact.hashing import json_default as _json_default
+
+
+if TYPE_CHECKING:
+    import torch
+
+# torch and safetensors are imported inside the tensor functions, not here: the workflow's own process (every
+# `snakemake` call, dry runs included) and the reports read JSON through this module, and importing torch
+# would cost each of them over a second (docs/speed.md).
 
 
 class ArtifactError(RuntimeError):
@@ -86,6 +90,8 @@ def save_tensors(
     path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
 ) -> None:
     """Save a flat dict of tensors with safetensors, atomically."""
+    from safetensors.torch import save
+
     flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     data = save(flat, metadata=metadata)  # serialised in memory: a full disk then surfaces as Python's OSError
     with atomic_path(path) as tmp:
@@ -95,6 +101,8 @@ def save_tensors(
 def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
     """Load a safetensors file; ``expect``: metadata it must carry where it records the key (a state of
     another method, task or config is refused, never loaded)."""
+    from safetensors import safe_open
+
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
@@ -114,6 +122,8 @@ def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:
 
     Loaded back with ``weights_only=True`` so nothing executable is ever unpickled.
     """
+    import torch
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)  # in memory first: torch's own writer reports a full disk as an opaque RuntimeError
     with atomic_path(path) as tmp:
@@ -121,6 +131,9 @@ def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint`; a damaged or foreign file raises ArtifactError."""
+    import torch
+
     try:
         ck = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
