@@ -12,7 +12,8 @@ min_version("8.0")
 # job runs in a conda env or on a cluster node), so the code that runs is the code you see.
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
-os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")])))
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _SRC:  # once: a run inside a job keeps its jobs' path
+    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")])))
 
 
 configfile: "config.yaml"

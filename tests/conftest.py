@@ -17,6 +17,7 @@ import pytest
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 from intact.testing import REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
+from intact import warm
 from intact.warm import catchable
 
 
@@ -92,6 +93,46 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
             done.write_text(json.dumps({"manifest": str(built["manifest"])}))
     return {"config": tiny_config(), "manifest": Path(json.loads(done.read_text())["manifest"]),
             "weights": shared / "backbone.safetensors", "root": shared}
+
+
+#: the files whose workflows start their own warm parent, as a user's run does: the SLURM cluster's jobs run cold
+#: (and its daemons must not inherit a socket), and the warm tests test the parent's own start and end
+OWN_WARM_PARENT = ("test_slurm.py", "test_warm.py", "test_warm_workflow.py")
+
+
+def start_warm_parent_for_runs(export: bool = True) -> warm.WarmParent | None:
+    """A warm parent as a run of the checkout's Snakefile starts one: the job scripts' modules preloaded, and
+    the PYTHONPATH the Snakefile gives its jobs (the checkout's src/ first), which a parent must share."""
+    scripts = [str(p) for p in (REPO / "workflow/scripts").glob("*.py")]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+        return warm.start(warm.preload_modules(scripts), export=export)
+
+
+@pytest.fixture(scope="session")
+def kept_warm_parent() -> warm.WarmParent | None:
+    """One warm parent per test process, kept for the whole session (intact.warm.start_or_adopt): the many
+    small workflow runs of the suite adopt it instead of each importing torch, timm and intact anew. A job it
+    cannot serve as a fresh Python would run (another PYTHONPATH, code edited since) runs cold or in the
+    run's own parent, as for any user. Its socket is exported per module (below), not to the whole process."""
+    parent = start_warm_parent_for_runs(export=False)
+    yield parent
+    if parent is not None:
+        parent.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _adopt_the_kept_warm_parent(request: pytest.FixtureRequest):
+    """The test module's workflow runs (and their module fixtures' runs) see the kept parent's socket, except
+    in :data:`OWN_WARM_PARENT`."""
+    if request.path.name in OWN_WARM_PARENT or not warm.enabled():
+        yield
+        return
+    parent = request.getfixturevalue("kept_warm_parent")
+    with pytest.MonkeyPatch.context() as mp:
+        if parent is not None:
+            mp.setenv(warm.ENV_SOCKET, parent.path)
+        yield
 
 
 #: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:

@@ -26,7 +26,8 @@ import json, os, signal, sys, time
 from pathlib import Path
 
 what = sys.argv[1]
-Path("pid").write_text(str(os.getpid()))
+Path("pid.tmp").write_text(str(os.getpid()))
+os.rename("pid.tmp", "pid")  # whole when it appears: the tests wait for the file, then read it
 if what == "report":
     import random
     import torch
@@ -53,6 +54,9 @@ elif what == "pollute":
     intact.methods.LEAK = 1
     intact.methods.METHODS._found["leaked"] = intact.methods.METHODS["coda_p"]  # the registry's own table
     os.environ["T_LEAK"] = "1"; os.chdir("/"); os.umask(0o77); open("/proc/self/stat")
+elif what == "value":
+    import warm_probe_mod
+    print("value", warm_probe_mod.VALUE)
 elif what == "exit3":
     sys.exit(3)
 elif what == "crash":
@@ -282,3 +286,56 @@ def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
     os.killpg(starter.pid, signal.SIGKILL)
     starter.wait()
     assert process_gone(parent_pid) and process_gone(job_pid) and _socket_gone(path)
+
+
+def test_a_job_under_another_import_path_or_after_a_code_change_runs_cold(tmp_path, monkeypatch):
+    """A parent serves only jobs that would import what it imported: a job under another PYTHONPATH (a
+    plugin's folder), or one that starts after a module the parent imported was edited, runs cold and sees
+    the code as it is now; probe() says why. With the file as it was, the parent serves again."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    mod = plugin / "warm_probe_mod.py"
+    mod.write_text("VALUE = 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(plugin))
+    p = warm.start(["warm_probe_mod"], export=False)
+    try:
+        assert warm.probe(p.path) == ""
+        code, out, err = _run(tmp_path / "a", "value", p.path)
+        assert (code, out.split("\n")[0]) == (0, "value 1") and "no warm parent" not in err
+        other = {"PYTHONPATH": os.pathsep.join([str(plugin), str(tmp_path)])}
+        code, out, err = _run(tmp_path / "b", "value", p.path, env=other)
+        assert (code, out.split("\n")[0]) == (0, "value 1") and "another Python or import path" in err
+        saved = mod.stat()
+        mod.write_text("VALUE = 2\n")
+        os.utime(mod, ns=(saved.st_atime_ns, saved.st_mtime_ns + 10**9))  # a later edit, whatever the clock's grain
+        assert "code changed since the warm parent started" in warm.probe(p.path) and str(mod) in warm.probe(p.path)
+        code, out, err = _run(tmp_path / "c", "value", p.path)
+        assert (code, out.split("\n")[0]) == (0, "value 2") and "code changed" in err
+        mod.write_text("VALUE = 1\n")
+        os.utime(mod, ns=(saved.st_atime_ns, saved.st_mtime_ns))
+        assert warm.probe(p.path) == ""
+        code, out, err = _run(tmp_path / "d", "value", p.path)
+        assert (code, out.split("\n")[0]) == (0, "value 1") and "no warm parent" not in err
+    finally:
+        p.stop()
+    assert warm.probe(p.path).startswith("unavailable")
+
+
+def test_a_run_adopts_a_serving_parent_the_environment_names_and_starts_its_own_otherwise(parent, monkeypatch):
+    """start_or_adopt (the workflow's onstart): a socket in the environment whose parent serves this Python is
+    used and left running (nothing to stop); a dead one is dropped and a parent of the run's own started.
+    A parent started inside another's reach gives the outer socket back when it stops."""
+    monkeypatch.setenv(warm.ENV_SOCKET, parent.path)
+    kept, line = warm.start_or_adopt(["json"])
+    assert kept is None and "kept" in line and parent.path in line and os.environ[warm.ENV_SOCKET] == parent.path
+    inner = warm.start(["json"])
+    assert os.environ[warm.ENV_SOCKET] == inner.path
+    inner.stop()
+    assert os.environ[warm.ENV_SOCKET] == parent.path and parent.proc.poll() is None
+    monkeypatch.setenv(warm.ENV_SOCKET, "@intact-warm-served-by-nobody")
+    own, line = warm.start_or_adopt(["json"])
+    try:
+        assert own is not None and os.environ[warm.ENV_SOCKET] == own.path and f"pid {own.pid}" in line
+    finally:
+        own.stop()
+    assert warm.ENV_SOCKET not in os.environ and process_gone(own.pid)

@@ -30,6 +30,8 @@ import tempfile
 ENV_SOCKET = "INTACT_WARM_SOCKET"
 #: ``INTACT_WARM=0`` (or false/no/off): no warm parent; every job runs cold
 ENV_SWITCH = "INTACT_WARM"
+#: the environment variables that decide what ``import`` finds: a job runs warm only where they are the parent's
+IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH")
 #: the signals a client passes on to its job (SIGKILL and SIGSTOP cannot be caught: see the module docstring)
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 #: what the warm parent imports besides the package modules the job scripts import: the modules of
@@ -140,8 +142,9 @@ class WarmParent:
     """A running warm parent; :meth:`stop` ends it (it also ends by itself when its starter exits). ``folder``
     holds its socket file, or is None where the socket has an abstract name (Linux)."""
 
-    def __init__(self, proc: subprocess.Popen, folder: str | None, path: str) -> None:
+    def __init__(self, proc: subprocess.Popen, folder: str | None, path: str, before: str | None = None) -> None:
         self.proc, self.folder, self.path = proc, folder, path
+        self.before = before  # the ENV_SOCKET this process had before: stop() gives it back
 
     @property
     def pid(self) -> int:
@@ -152,7 +155,10 @@ class WarmParent:
         once no job runs (the workflow's onsuccess / onerror): a parent still importing after ``timeout``
         seconds, or one that does not end, is killed."""
         if os.environ.get(ENV_SOCKET) == self.path:
-            del os.environ[ENV_SOCKET]
+            if self.before is None:
+                del os.environ[ENV_SOCKET]
+            else:
+                os.environ[ENV_SOCKET] = self.before
         if self.proc.stdin and not self.proc.stdin.closed:
             self.proc.stdin.close()
         try:
@@ -166,10 +172,10 @@ class WarmParent:
             os.rmdir(self.folder)
 
 
-def start(modules: list[str]) -> WarmParent | None:
-    """Start a warm parent that preloads ``modules`` and export its socket to the jobs this process starts
-    (``INTACT_WARM_SOCKET``). Returns None (jobs run cold) when the switch is off or the parent fails to start.
-    Returns as soon as the parent listens; it imports the modules while the first jobs connect."""
+def start(modules: list[str], export: bool = True) -> WarmParent | None:
+    """Start a warm parent that preloads ``modules`` and, with ``export``, export its socket to the jobs this
+    process starts (``INTACT_WARM_SOCKET``). Returns None (jobs run cold) when the switch is off or the parent
+    fails to start. Returns as soon as the parent listens; it imports the modules while the first jobs connect."""
     if not enabled():
         return None
     if sys.platform == "linux":  # an abstract name: unguessable, and gone with the last process holding it
@@ -186,8 +192,44 @@ def start(modules: list[str]) -> WarmParent | None:
         parent.stop()
         return None
     proc.stdout.close()
-    os.environ[ENV_SOCKET] = path
-    return WarmParent(proc, folder, path)
+    before = os.environ.get(ENV_SOCKET)
+    if export:
+        os.environ[ENV_SOCKET] = path
+    return WarmParent(proc, folder, path, before)
+
+
+def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
+    """The warm parent for a run's jobs and a line saying which. Where the environment already names one that
+    serves this Python (:func:`probe`: one a caller keeps across runs, e.g. a test session's, or the outer run's
+    for a workflow started inside a job), the run adopts it: ``(None, line)``, nothing to stop. Otherwise it
+    starts its own (:func:`start`); ``(None, "")`` where none serves, and jobs run cold."""
+    kept, note = os.environ.get(ENV_SOCKET), ""
+    if kept and enabled():
+        why = probe(kept)
+        if not why:
+            return None, f"intact: jobs start from the warm parent the environment names ({kept}; kept, not stopped by this run)"
+        del os.environ[ENV_SOCKET]
+        note = f" (the one {ENV_SOCKET} names does not serve this run: {why})"
+    parent = start(modules)
+    if parent is None:
+        return None, note and f"intact: no warm parent{note}; jobs run cold"
+    return parent, f"intact: jobs start from a warm parent (pid {parent.pid}; INTACT_WARM=0: cold){note}"
+
+
+def probe(path: str) -> str:
+    """Whether the warm parent at ``path`` would serve a job of this process: "" if so, else why not (gone,
+    another user's, another Python or import path, code changed since it started)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.settimeout(10)
+            sock.connect(address(path))
+            if peer_uid(sock) != os.getuid():
+                return "another user's socket"
+            sock.send(json.dumps({"probe": True, "python": python_id()}).encode())
+            answer = sock.recv(4096).decode()
+    except OSError as err:
+        return f"unavailable ({err})"
+    return "" if answer == "ok" else (answer or "it closed the connection")
 
 
 # ---- the warm parent ---------------------------------------------------------------------------------------
@@ -202,8 +244,9 @@ def preload_modules(scripts: list[str]) -> list[str]:
 
 
 def python_id() -> list[str]:
-    """The interpreter and environment a job's Python runs in: a job runs warm only in the same ones."""
-    return [sys.executable, sys.prefix]
+    """The interpreter, environment and import settings (:data:`IMPORT_ENV`) a job's Python runs with: a job
+    runs warm only where they are the parent's (a plugin on another PYTHONPATH runs cold, or in its own parent)."""
+    return [sys.executable, sys.prefix, *(os.environ.get(name, "") for name in IMPORT_ENV)]
 
 
 def mark_served() -> None:

@@ -17,8 +17,10 @@ import os
 import runpy
 import selectors
 import signal
+import site
 import socket
 import sys
+import sysconfig
 import threading
 import traceback
 
@@ -57,6 +59,7 @@ class Server:
         for sig in (signal.SIGCHLD, signal.SIGTERM):  # both only wake the loop (see _wake)
             signal.signal(sig, lambda signum, frame: None)
         self.jobs: dict[int, socket.socket] = {}  # child pid -> its client's connection
+        self.code: dict[str, tuple[int, int]] = {}  # what code_state() saw once the imports were done
         self.stopping = False
         self.sel = selectors.DefaultSelector()
 
@@ -65,6 +68,7 @@ class Server:
         os.dup2(2, 1)  # the starter reads one line only; anything later goes to stderr
         for name in modules:
             importlib.import_module(name)
+        self.code = code_state()
         self.sel.register(self.listener, selectors.EVENT_READ, self._accept)
         self.sel.register(self.wake_r, selectors.EVENT_READ, self._wake)
         self.sel.register(0, selectors.EVENT_READ, self._stdin)
@@ -95,6 +99,7 @@ class Server:
     def _accept(self, listener: socket.socket) -> None:
         conn, _ = listener.accept()
         fds: list[int] = []
+        request: dict = {}
         try:
             if peer_uid(conn) != os.getuid():
                 raise OSError("another user")
@@ -102,13 +107,14 @@ class Server:
             msg, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
             conn.settimeout(None)
             request = json.loads(msg)
-            if len(fds) != 3 or request["python"] != python_id():
-                raise OSError("another Python")  # a conda env's or a container's: that job runs cold
+            why = self._refusal(request) or ("" if len(fds) == 3 or request.get("probe") else "no standard streams passed")
         except (OSError, ValueError, KeyError) as err:
+            why = str(err) or type(err).__name__
+        if why or request.get("probe"):  # a refusal (the job runs cold), or intact.warm.probe's answer
             for fd in fds:
                 os.close(fd)
             try:
-                conn.send(f"refused: {err}".encode())
+                conn.send((f"refused: {why}" if why else "ok").encode())
             except OSError:
                 pass
             conn.close()
@@ -130,6 +136,14 @@ class Server:
             conn.send(f"pid {pid}".encode())
         except OSError:
             pass  # the client is gone: the child sees its end-of-file and ends
+
+    def _refusal(self, request: dict) -> str:
+        """Why this parent must not run the request's job (it then runs cold), or ""."""
+        if request["python"] != python_id():
+            return "another Python or import path"  # a conda env's, a container's, a plugin's PYTHONPATH
+        changed = changed_code(self.code)
+        # what this process imported is no longer what a fresh Python would import (an edit, an install)
+        return f"code changed since the warm parent started: {changed}" if changed else ""
 
     def _trace(self, line: str) -> None:
         if os.environ.get(ENV_TRACE):
@@ -166,6 +180,36 @@ class Server:
             traceback.print_exc()
         finally:
             os._exit(code)
+
+
+def code_state() -> dict[str, tuple[int, int]]:
+    """(mtime, size) of what this process imported that can change under it: every module file outside the
+    standard library and the site-packages folders (the package's own sources, a plugin on PYTHONPATH), and
+    each site-packages folder itself (an install or removal changes it)."""
+    std = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib"))
+    sites = [os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(p)]
+    state = {}
+    for path in [*(getattr(m, "__file__", None) for m in list(sys.modules.values())), *sites]:
+        real = os.path.realpath(path) if isinstance(path, str) else ""
+        if real and (real in sites or not real.startswith(std + tuple(s + os.sep for s in sites))):
+            try:
+                st = os.stat(real)
+            except OSError:
+                continue
+            state[real] = (st.st_mtime_ns, st.st_size)
+    return state
+
+
+def changed_code(state: dict[str, tuple[int, int]]) -> str:
+    """The first file of :func:`code_state` that changed or is gone since, or ""."""
+    for path, seen in state.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return path
+        if (st.st_mtime_ns, st.st_size) != seen:
+            return path
+    return ""
 
 
 def _watch_client(conn: socket.socket) -> None:

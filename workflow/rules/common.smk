@@ -17,7 +17,7 @@ from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.sources import source_files
 from intact.tracking import tracking_config
-from intact.warm import preload_modules, start as start_warm_parent
+from intact.warm import ENV_SOCKET as WARM_SOCKET, preload_modules, start_or_adopt
 
 try:
     # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
@@ -41,13 +41,17 @@ onstart:
     if MISSING:
         raise WorkflowError("config: " + "; ".join(MISSING))
     # Jobs on this machine start from a warm parent that has imported what the job scripts import, so no
-    # job pays for importing torch (intact.warm, docs/design.md; INTACT_WARM=0 turns it off). A cluster
-    # executor's jobs, and --touch, run cold, each in its own process.
+    # job pays for importing torch (intact.warm, docs/design.md; INTACT_WARM=0 turns it off): one the
+    # environment names (kept across runs), else one this run starts and stops. A cluster executor's jobs,
+    # and --touch, run cold, each in its own process: they are not handed a socket, even one inherited.
     if workflow.local_exec and not workflow.touch:
         scripts = glob.glob(f"{workflow.basedir}/workflow/scripts/*.py")
-        WARM_PARENT.append(start_warm_parent(preload_modules(scripts)))
-        if WARM_PARENT[0] is not None:
-            print(f"intact: jobs start from a warm parent (pid {WARM_PARENT[0].pid}; INTACT_WARM=0: cold)", file=sys.stderr)
+        parent, line = start_or_adopt(preload_modules(scripts))
+        WARM_PARENT.append(parent)
+        if line:
+            print(line, file=sys.stderr)
+    else:
+        os.environ.pop(WARM_SOCKET, None)
 
 
 def stop_warm_parent():
