@@ -29,11 +29,13 @@ PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
 	$(BIN)/snakemake reports paper_tables --forcerun $(REPORT_RULES) $(PAPER_RULES) --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
 
-# 2 workers, whole files per worker (--dist loadfile): the SLURM tests (one cluster, /etc/slurm, munge's socket)
+# 3 workers on the 2-core reference machine: the SLURM end-to-end test waits on its cluster for most of its
+# ~150 s, and a third worker uses that idle core (docs/speed.md: 353 s against 399 s with 2, same code).
+# Whole files per worker (--dist loadfile): the SLURM tests (one cluster, /etc/slurm, munge's socket)
 # stay on one worker, and a module-scoped fixture (a tiny pipeline run, an MLflow server) is built once.
 # (Not --dist loadgroup: with pytest 9 xdist 3.8's xdist_group marks no longer group anything.) The slowest
 # files go first (tests/conftest.py: SLOW_FIRST). PYTEST_WORKERS=0 runs in one process.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

@@ -136,7 +136,7 @@ def _adopt_the_kept_warm_parent(request: pytest.FixtureRequest):
 
 
 #: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:
-#: ``make test`` runs ``pytest -n 2 --dist loadfile --no-loadscope-reorder``, which hands whole files to the two
+#: ``make test`` runs ``pytest -n 3 --dist loadfile --no-loadscope-reorder``, which hands whole files to the
 #: workers in collection order, so the long files start at once instead of last
 SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_workflow.py", "test_tracking.py", "test_warm_workflow.py")
 
