@@ -100,22 +100,13 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
 OWN_WARM_PARENT = ("test_slurm.py", "test_warm.py", "test_warm_workflow.py")
 
 
-def start_warm_parent_for_runs(export: bool = True) -> warm.WarmParent | None:
-    """A warm parent as a run of the checkout's Snakefile starts one: the job scripts' modules preloaded, and
-    the PYTHONPATH the Snakefile gives its jobs (the checkout's src/ first), which a parent must share."""
-    scripts = [str(p) for p in (REPO / "workflow/scripts").glob("*.py")]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
-        return warm.start(warm.preload_modules(scripts), export=export)
-
-
 @pytest.fixture(scope="session")
 def kept_warm_parent() -> warm.WarmParent | None:
     """One warm parent per test process, kept for the whole session (intact.warm.start_or_adopt): the many
     small workflow runs of the suite adopt it instead of each importing torch, timm and intact anew. A job it
     cannot serve as a fresh Python would run (another PYTHONPATH, code edited since) runs cold or in the
     run's own parent, as for any user. Its socket is exported per module (below), not to the whole process."""
-    parent = start_warm_parent_for_runs(export=False)
+    parent = warm.start_for_checkout(REPO, export=False)
     yield parent
     if parent is not None:
         parent.stop()

@@ -45,7 +45,7 @@ if what == "report":
         "leak": getattr(intact.methods, "LEAK", None), "registered": "leaked" in METHODS,
         "torch_seed": torch.initial_seed(), "threads": torch.get_num_threads(),
         "random_differs": random.random() != 0.8444218515250481, "umask": os.umask(0o22), "fds": fds,
-        "argv": sys.argv[1:], "stdin": sys.stdin.read(), "main": __name__}))
+        "argv": sys.argv[1:], "stdin": sys.stdin.read(), "main": __name__, "executable": sys.executable}))
 elif what == "pollute":
     import random
     import torch
@@ -233,7 +233,7 @@ def test_without_a_warm_parent_a_job_runs_cold(tmp_path, monkeypatch):
         folder.mkdir()
         (folder / "job.py").write_text(JOB)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        # the same interpreter under another name (sys.executable differs): refused, runs cold
+        # the venv's interpreter started outside the venv (its base binary: another sys.prefix): refused, runs cold
         link = tmp_path / "python-alias"
         link.symlink_to(os.path.realpath(sys.executable))
         proc = subprocess.run([str(link), "job.py", "exit3"], cwd=folder, env=env, capture_output=True, text=True)

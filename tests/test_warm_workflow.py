@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, plain_signals, process_gone, snakemake, start_warm_parent_for_runs, tiny_config, write_config
+from conftest import REPO, plain_signals, process_gone, snakemake, tiny_config, write_config
 
 RUN = "results/runs/digits/coda_p+intact/seed0"
 #: the measurements in train.json (also per epoch) and eval.json - wall times, rates, peak memory: everything
@@ -190,20 +190,26 @@ def _client_of(script: str) -> int:
     raise AssertionError(f"no client runs {script}")
 
 
-def test_a_run_adopts_the_warm_parent_the_environment_names_and_leaves_it_running(prepared, tmp_path, monkeypatch):
-    """A warm parent kept across runs (its socket in INTACT_WARM_SOCKET, as the test suite keeps one): the
-    run's jobs are forked from it, the run starts no parent of its own, and the kept one still runs after."""
+def test_a_run_adopts_the_warm_parent_intact_warm_keeps_and_leaves_it_running(prepared, tmp_path):
+    """`intact warm` keeps a warm parent across runs: a run started with the line it prints forks its jobs
+    from that parent, starts none of its own and leaves it running; Ctrl-C then ends it, leaving no process."""
     work = _copy(prepared, tmp_path / "w")
     trace = tmp_path / "trace"
-    monkeypatch.setenv("INTACT_WARM_TRACE", str(trace))
-    kept = start_warm_parent_for_runs()
+    keeper = subprocess.Popen([str(Path(sys.executable).with_name("intact")), "warm"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "INTACT_WARM_TRACE": str(trace)},
+                              preexec_fn=plain_signals)
     try:
-        proc = snakemake(work, f"{RUN}/task0/train.json")
-        assert "kept, not stopped by this run" in proc.stderr, proc.stderr[:3000]
+        name, _, path = keeper.stdout.readline().strip().removeprefix("export ").partition("=")
+        assert name == "INTACT_WARM_SOCKET" and path.startswith("@intact-warm-")
+        parent = int(re.search(r"pid (\d+)", keeper.stderr.readline())[1])
+        proc = snakemake(work, f"{RUN}/task0/train.json", env={name: path})
+        assert "kept, not stopped by this run" in proc.stderr, proc.stderr[-3000:]
         assert "warm parent (pid" not in proc.stderr
         started = [rest for what, _, rest in _trace(trace) if what == "start"]
         assert [s.rsplit(".", 2)[-2] for s in started] == ["query_cache", "train_task"]
-        assert kept.proc.poll() is None
+        assert keeper.poll() is None and not process_gone(parent, timeout=0)
     finally:
-        kept.stop()
-    _no_process_left(kept.pid, trace)
+        keeper.send_signal(signal.SIGINT)
+        keeper.wait(60)
+    assert keeper.returncode == 0
+    _no_process_left(parent, trace)

@@ -4,6 +4,7 @@
     intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies, with
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
+    intact warm [--checkout DIR]       # keep a warm parent for many local runs: prints `export INTACT_WARM_SOCKET=...`
 
 Several files are layered in order, as Snakemake layers them: ``intact validate config.yaml overlay.yaml``
 checks what ``snakemake --configfile overlay.yaml`` runs (the Snakefile's ``configfile`` is config.yaml).
@@ -27,7 +28,12 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_)
         p.add_argument("config", nargs="*", default=["config.yaml"], help="config files, layered in order")
     sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (intact speed --help)", add_help=False)
+    sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)", add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["warm"]:
+        from intact.warm import keep
+
+        return keep(argv[1:])
     if argv[:1] == ["speed"]:
         from intact.speed import main as speed  # imports torch: only for this command (its own options)
 

@@ -15,6 +15,7 @@ Python, a parent that is gone) the job runs cold in its own process, as before. 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import secrets
@@ -60,7 +61,7 @@ def hand_off() -> None:
         if peer_uid(sock) != os.getuid():  # an abstract name has no file permissions: check who answers
             raise OSError("another user's socket")
         request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                   "env": dict(os.environ), "umask": _umask(), "python": python_id(), **signal_state()}
+                   "env": dict(os.environ), "umask": _umask(), "python": python_id(), "executable": sys.executable, **signal_state()}
         socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
         _relay_signals_to(sock)
         ack = sock.recv(64).decode()
@@ -232,6 +233,50 @@ def probe(path: str) -> str:
     return "" if answer == "ok" else (answer or "it closed the connection")
 
 
+def start_for_checkout(root: str | os.PathLike, export: bool = True) -> WarmParent | None:
+    """A warm parent for the local runs of the checkout at ``root``, as its Snakefile's own run would start
+    one: its job scripts' modules preloaded, under the PYTHONPATH the Snakefile gives its jobs (``root/src``
+    first), which a parent must share to serve them. Kept by its caller across runs (``intact warm``)."""
+    scripts = glob.glob(os.path.join(root, "workflow", "scripts", "*.py"))
+    src = os.path.join(os.path.abspath(root), "src")
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, before]))
+    try:
+        return start(preload_modules(scripts), export=export)
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def keep(argv: list[str]) -> int:
+    """``intact warm``: start a warm parent for this checkout's local runs, print the line that hands it to
+    them, and keep it until Ctrl-C (or SIGTERM). Runs from a shell where that line was pasted adopt it."""
+    import argparse
+
+    from intact.sources import SRC
+
+    parser = argparse.ArgumentParser(prog="intact warm", description=keep.__doc__)
+    parser.add_argument("--checkout", default=str(SRC.parent), help="the repository whose Snakefile runs (default: %(default)s)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
+    parent = start_for_checkout(args.checkout, export=False)
+    if parent is None:
+        print("intact warm: no warm parent (INTACT_WARM is off, or it failed to start)", file=sys.stderr)
+        return 1
+    print(f"export {ENV_SOCKET}={parent.path}", flush=True)
+    print(f"intact warm: pid {parent.pid}; runs started where {ENV_SOCKET} is set so adopt it; Ctrl-C stops it",
+          file=sys.stderr, flush=True)
+    try:
+        parent.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        parent.stop()
+    return 0
+
+
 # ---- the warm parent ---------------------------------------------------------------------------------------
 
 def preload_modules(scripts: list[str]) -> list[str]:
@@ -246,7 +291,8 @@ def preload_modules(scripts: list[str]) -> list[str]:
 def python_id() -> list[str]:
     """The interpreter, environment and import settings (:data:`IMPORT_ENV`) a job's Python runs with: a job
     runs warm only where they are the parent's (a plugin on another PYTHONPATH runs cold, or in its own parent)."""
-    return [sys.executable, sys.prefix, *(os.environ.get(name, "") for name in IMPORT_ENV)]
+    # the binary, not its name: a venv's python and python3 (the console scripts' shebang) are one interpreter
+    return [os.path.realpath(sys.executable), sys.prefix, *(os.environ.get(name, "") for name in IMPORT_ENV)]
 
 
 def mark_served() -> None:

@@ -258,6 +258,7 @@ def _become_job(conn: socket.socket, fds: list[int], request: dict) -> int:
     os.environ.update(request["env"])
     os.umask(request["umask"])
     sys.argv = list(request["argv"])
+    sys.executable = request["executable"]  # the name the job's Python was started by (python, python3)
     sys.path.insert(0, os.path.dirname(request["script"]))
     _fresh_stdio()
     _fresh_state()
