@@ -1,8 +1,9 @@
 """Warm local execution: a job's Python starts with torch, timm and ``intact`` already imported.
 
 Snakemake still decides, starts and waits for every job; only the start of the job's Python changes. The
-workflow (``onstart`` in workflow/rules/common.smk) starts one *warm parent* per local run: a process that
-imports the modules the job scripts import, once, and then forks a fresh child per job. A rule's ``script:``
+workflow (``onstart`` in workflow/rules/common.smk) starts one *warm parent* per local run, or adopts one its
+environment names (``intact warm`` keeps one across runs): a process that imports the modules the job scripts
+import, once, and then forks a fresh child per job. It serves only jobs that would import the same code. A rule's ``script:``
 adapter calls :func:`hand_off` first: when a warm parent serves the run (its socket in ``INTACT_WARM_SOCKET``),
 the adapter's process becomes a client that passes its script, argv, working directory, environment, umask
 and file descriptors 0-2 to the parent, which forks a child that runs the same script as ``python <script>``
@@ -203,7 +204,8 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
     """The warm parent for a run's jobs and a line saying which. Where the environment already names one that
     serves this Python (:func:`probe`: one a caller keeps across runs, e.g. a test session's, or the outer run's
     for a workflow started inside a job), the run adopts it: ``(None, line)``, nothing to stop. Otherwise it
-    starts its own (:func:`start`); ``(None, "")`` where none serves, and jobs run cold."""
+    starts its own (:func:`start`), and the line says why the named one did not serve; None where none starts
+    (jobs run cold)."""
     kept, note = os.environ.get(ENV_SOCKET), ""
     if kept and enabled():
         why = probe(kept)
