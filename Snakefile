@@ -12,8 +12,9 @@ min_version("8.0")
 # job runs in a conda env or on a cluster node), so the code that runs is the code you see.
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _SRC:  # once: a run inside a job keeps its jobs' path
-    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")])))
+from intact.warm import jobs_pythonpath  # noqa: E402  (from _SRC, just put first)
+
+os.environ.update(PYTHONPATH=jobs_pythonpath(_SRC, os.environ.get("PYTHONPATH")))
 
 
 configfile: "config.yaml"

@@ -339,3 +339,12 @@ def test_a_run_adopts_a_serving_parent_the_environment_names_and_starts_its_own_
     finally:
         own.stop()
     assert warm.ENV_SOCKET not in os.environ and process_gone(own.pid)
+
+
+def test_the_jobs_pythonpath_has_the_sources_first_once():
+    """What the Snakefile gives its jobs and a kept parent must share (jobs_pythonpath): a run inside a job,
+    whose PYTHONPATH already starts with the sources, keeps it as it is."""
+    sep = os.pathsep
+    assert warm.jobs_pythonpath("/s", None) == warm.jobs_pythonpath("/s", "") == "/s"
+    assert warm.jobs_pythonpath("/s", f"/p{sep}/s") == f"/s{sep}/p{sep}/s"
+    assert warm.jobs_pythonpath("/s", f"/s{sep}/p") == f"/s{sep}/p"

@@ -174,10 +174,11 @@ class WarmParent:
             os.rmdir(self.folder)
 
 
-def start(modules: list[str], export: bool = True) -> WarmParent | None:
+def start(modules: list[str], export: bool = True, env: dict[str, str] | None = None) -> WarmParent | None:
     """Start a warm parent that preloads ``modules`` and, with ``export``, export its socket to the jobs this
-    process starts (``INTACT_WARM_SOCKET``). Returns None (jobs run cold) when the switch is off or the parent
-    fails to start. Returns as soon as the parent listens; it imports the modules while the first jobs connect."""
+    process starts (``INTACT_WARM_SOCKET``); ``env``: the parent's environment, if not this process's. Returns
+    None (jobs run cold) when the switch is off or the parent fails to start. Returns as soon as the parent
+    listens; it imports the modules while the first jobs connect."""
     if not enabled():
         return None
     if sys.platform == "linux":  # an abstract name: unguessable, and gone with the last process holding it
@@ -187,7 +188,8 @@ def start(modules: list[str], export: bool = True) -> WarmParent | None:
         path = os.path.join(folder, "socket")
     code = "import sys; from intact.warm_server import serve; serve(sys.argv[1], sys.argv[2:])"
     # stdin stays a pipe from this process: its end-of-file (a stop, or this process gone) ends the parent
-    proc = subprocess.Popen([sys.executable, "-c", code, path, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", code, path, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=env)
     if proc.stdout.readline().strip() != b"listening":
         proc.wait()
         parent = WarmParent(proc, folder, path)
@@ -237,19 +239,21 @@ def probe(path: str) -> str:
 
 def start_for_checkout(root: str | os.PathLike, export: bool = True) -> WarmParent | None:
     """A warm parent for the local runs of the checkout at ``root``, as its Snakefile's own run would start
-    one: its job scripts' modules preloaded, under the PYTHONPATH the Snakefile gives its jobs (``root/src``
-    first), which a parent must share to serve them. Kept by its caller across runs (``intact warm``)."""
+    one: its job scripts' modules preloaded, under the PYTHONPATH the Snakefile gives its jobs
+    (:func:`jobs_pythonpath`), which a parent must share to serve them. Kept by its caller across runs
+    (``intact warm``)."""
     scripts = glob.glob(os.path.join(root, "workflow", "scripts", "*.py"))
     src = os.path.join(os.path.abspath(root), "src")
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, before]))
-    try:
-        return start(preload_modules(scripts), export=export)
-    finally:
-        if before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = before
+    env = {**os.environ, "PYTHONPATH": jobs_pythonpath(src, os.environ.get("PYTHONPATH"))}
+    return start(preload_modules(scripts), export=export, env=env)
+
+
+def jobs_pythonpath(src: str, current: str | None) -> str:
+    """The PYTHONPATH a Snakefile whose package sources are in ``src`` gives its jobs: ``src`` first, added
+    once (a run inside a job, whose PYTHONPATH already starts with it, keeps its jobs' path)."""
+    if current and current.split(os.pathsep)[0] == src:
+        return current
+    return os.pathsep.join(filter(None, [src, current]))
 
 
 def keep(argv: list[str]) -> int:

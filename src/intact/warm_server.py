@@ -188,10 +188,11 @@ def code_state() -> dict[str, tuple[int, int]]:
     each site-packages folder itself (an install or removal changes it)."""
     std = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib"))
     sites = [os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(p)]
+    installed = std + tuple(s + os.sep for s in sites)  # files that change only with an install (a site folder's mtime)
     state = {}
     for path in [*(getattr(m, "__file__", None) for m in list(sys.modules.values())), *sites]:
         real = os.path.realpath(path) if isinstance(path, str) else ""
-        if real and (real in sites or not real.startswith(std + tuple(s + os.sep for s in sites))):
+        if real and (real in sites or not real.startswith(installed)):
             try:
                 st = os.stat(real)
             except OSError:
