@@ -12,7 +12,7 @@ from torch.func import functional_call
 
 from intact.config import resolve_run
 from intact.io import load_tensors, read_json
-from intact.methods.shared.base import Batch
+from intact.methods.shared.base import Batch, frozen_prefixes
 from intact.methods import create_method
 from intact.models.dualprompt import DualPromptPool
 from intact.models.l2p import L2PPool, matching_loss, top_k_keys
@@ -146,6 +146,46 @@ def test_shared_prompt_is_the_same_for_every_input_and_initialised_once():
     torch.testing.assert_close(prefix[0][1], drawn[2:].expand(3, -1, -1))
     k, v = split_prompt(torch.arange(2 * 4 * 1.0).view(1, 2, 4, 1))    # 2 prompts of length 4, D = 1
     assert k.flatten().tolist() == [0, 1, 4, 5] and v.flatten().tolist() == [2, 3, 6, 7]
+
+
+# ---- frozen submodules ---------------------------------------------------------------------------
+
+def _frozen_prefixes_by_brute_force(module: nn.Module) -> tuple[str, ...]:
+    out: list[str] = []
+    for name, m in module.named_modules():
+        params = list(m.parameters())
+        if name and params and not any(p.requires_grad for p in params) and not name.startswith(tuple(out)):
+            out.append(name + ".")
+    return tuple(out)
+
+
+def _random_tree(rng, depth: int) -> nn.Module:
+    m = nn.Module()
+    for i in range(int(rng.integers(0, 4)) if depth else 0):
+        setattr(m, f"c{i}", _random_tree(rng, depth - 1))
+    if rng.random() < 0.5:
+        m.w = nn.Parameter(torch.zeros(1), requires_grad=bool(rng.random() < 0.4))
+    if rng.random() < 0.2:
+        m.register_buffer("b", torch.zeros(1))
+    return m
+
+
+def test_frozen_prefixes_equal_brute_force_on_random_trees_with_shared_modules():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    kinds = set()
+    for _ in range(300):
+        tree = _random_tree(rng, 4)
+        mods = [m for _, m in tree.named_modules()]
+        if len(mods) > 2 and rng.random() < 0.3:       # one submodule also reachable under a second name
+            host, shared = mods[int(rng.integers(0, len(mods)))], mods[int(rng.integers(1, len(mods)))]
+            if shared is not host and host not in {m for _, m in shared.named_modules()}:
+                host.add_module("again", shared)
+        expected = _frozen_prefixes_by_brute_force(tree)
+        assert frozen_prefixes(tree) == expected
+        kinds.add(len(expected) > 0)
+    assert kinds == {True, False}                       # both cases drawn
 
 
 # ---- EWC / LwF penalties ----------------------------------------------------------------------------

@@ -59,11 +59,24 @@ class Penalty:
 
 
 def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
-    """``name.`` of every maximal submodule that has parameters, none of them trainable."""
+    """``name.`` of every maximal submodule that has parameters, none of them trainable (a submodule shared
+    under two names counts under the first, as in ``named_modules``)."""
+    status: dict[int, tuple[bool, bool]] = {}
+
+    def has_and_trains(m: nn.Module) -> tuple[bool, bool]:
+        # bottom up, each module once: asking every module for all its parameters is quadratic in the depth,
+        # and was most of the time of loading a method's state (a ViT has hundreds of modules)
+        if id(m) not in status:
+            flags = [p.requires_grad for p in m.parameters(recurse=False)]
+            below = [has_and_trains(c) for c in m.children()]
+            status[id(m)] = (bool(flags) or any(h for h, _ in below), any(flags) or any(t for _, t in below))
+        return status[id(m)]
+
+    has_and_trains(module)
     out: list[str] = []
     for name, m in module.named_modules():
-        params = list(m.parameters())
-        if name and params and not any(p.requires_grad for p in params) and not name.startswith(tuple(out)):
+        has, trains = status[id(m)]
+        if name and has and not trains and not name.startswith(tuple(out)):
             out.append(name + ".")
     return tuple(out)
 
@@ -228,7 +241,8 @@ class ContinualMethod(nn.Module, ABC):
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.startswith(frozen_prefixes(self))]
+        frozen = frozen_prefixes(self)
+        missing = [k for k in missing if not k.startswith(frozen)]
         if missing or unexpected:
             raise ValueError(f"state does not fit {type(self).__name__}: missing {missing}, unexpected {unexpected}")
 
