@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
-from intact.testing import REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
+from intact.testing import ENV_CACHE, REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
 from intact import warm
 from intact.warm import catchable
@@ -76,8 +76,20 @@ def assert_config_error(mutate, fragments) -> None:
         assert fragment in str(err.value), str(err.value)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kit_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The test kit's tiny benchmark cache (intact.testing.ENV_CACHE) in this run's temporary folder, shared
+    by the workers and the processes they start (a plugin test run as its author would), not the user's:
+    the suite builds what it tests, and its timings do not depend on an earlier run."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kit_cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_CACHE, str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
-def tiny_bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def tiny_bench(tmp_path_factory: pytest.TempPathFactory, _kit_cache: Path) -> dict:
     """A prepared 3-domain digits benchmark and a pretrained backbone (~85% clean accuracy; read-only for the
     tests). Built once per session - under pytest-xdist once for all workers: the first builds it under a file
     lock in the run's shared temporary folder, the others wait and read it."""
@@ -124,6 +136,18 @@ def _adopt_the_kept_warm_parent(request: pytest.FixtureRequest):
         if parent is not None:
             mp.setenv(warm.ENV_SOCKET, parent.path)
         yield
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, one torch thread in each test process: ``make test``'s 3 workers on 2 cores with
+    torch's default of a thread per core run 6 compute threads, whose OpenMP spin-waits take cores from the
+    other workers (3 concurrent test_methods.py runs: 67.8 -> 63.9 s wall); tiny models gain nothing from 2.
+    Only this process: what it starts (jobs, warm parents) keeps a fresh process's threads, which
+    tests/test_warm.py compares warm and cold."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        import torch
+
+        torch.set_num_threads(1)
 
 
 #: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:

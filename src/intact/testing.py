@@ -17,9 +17,13 @@ holds the Snakefile (``pip install -e``), as running the workflow does.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -70,21 +74,81 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 90
     return proc
 
 
+#: set to a folder to keep tiny benchmarks there, to "off" to build every time (default: ~/.cache/intact)
+ENV_CACHE = "INTACT_TEST_CACHE"
+
+
 def tiny_bench(root: Path, cfg: Mapping[str, Any] | None = None) -> dict:
     """Prepare the tiny config's digits benchmark under ``root`` and pretrain its backbone (~85% clean accuracy;
-    ~10 s on 2 cores): ``{"config", "manifest", "weights", "root"}``, what the other helpers take."""
-    from intact.config import backbone_config, benchmark_config, validate_config
-    from intact.data import benchmark_class
-    from intact.pretrain import pretrain_backbone
+    ~10 s on 2 cores): ``{"config", "manifest", "weights", "root"}``, what the other helpers take.
+
+    What it builds is kept in a cache (:data:`ENV_CACHE`) under :func:`tiny_bench_key`, and copied from there
+    the next time: the same files, bit for bit, without the 10 s."""
+    from intact.config import validate_config
 
     cfg = copy.deepcopy(dict(cfg or tiny_config()))
     validate_config(cfg)
+    cache = _cache_folder()
+    kept = cache / tiny_bench_key(cfg) if cache else None
+    if kept is not None and (kept / "complete").is_file():
+        shutil.copytree(kept, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("complete"))
+    else:
+        _build_tiny_bench(cfg, root)
+        if kept is not None:
+            _keep(root, kept)
+    return {"config": cfg, "manifest": root / "data" / "manifest.json", "weights": root / "backbone.safetensors",
+            "root": root}
+
+
+def tiny_bench_key(cfg: Mapping[str, Any]) -> str:
+    """A name for everything that decides the tiny benchmark's files: the benchmark's and its backbone's
+    config sections, the package versions, the numerics of this machine (:mod:`intact.fingerprint`) and the
+    source of every ``intact`` module that preparing and pretraining import."""
+    from intact import data, pretrain
+    from intact.fingerprint import fingerprint
+    from intact.provenance import package_versions
+    from intact.sources import source_files
+
+    bench = cfg["benchmarks"]["digits"]
+    code = hashlib.sha256()
+    for path in sorted({*source_files(data.__file__, pretrain.__file__), *(str(Path(m.__file__).resolve()) for m in (data, pretrain))}):
+        code.update(path.encode() + b"\0" + Path(path).read_bytes())
+    facts = {"benchmark": bench, "backbone": cfg["backbones"][bench["backbone"]], "packages": package_versions(),
+             "python": sys.version, "numerics": fingerprint(), "code": code.hexdigest()}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _build_tiny_bench(cfg: Mapping[str, Any], root: Path) -> None:
+    from intact.config import backbone_config, benchmark_config
+    from intact.data import benchmark_class
+    from intact.pretrain import pretrain_backbone
+
     bench_cfg = benchmark_config(cfg, "digits")
     manifest = benchmark_class(bench_cfg.type).prepare(bench_cfg, root / "data")
-    weights = root / "backbone.safetensors"
-    pretrain_backbone(backbone_config(cfg, bench_cfg.backbone), manifest, weights, root / "backbone.json",
-                      threads=1, progress=False)
-    return {"config": cfg, "manifest": manifest, "weights": weights, "root": root}
+    pretrain_backbone(backbone_config(cfg, bench_cfg.backbone), manifest, root / "backbone.safetensors",
+                      root / "backbone.json", threads=1, progress=False)
+
+
+def _cache_folder() -> Path | None:
+    value = os.environ.get(ENV_CACHE, "")
+    if value.lower() == "off":
+        return None
+    return Path(value) if value else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "intact" / "tiny_bench"
+
+
+def _keep(root: Path, kept: Path) -> None:
+    """Copy ``root`` to ``kept`` whole or not at all: into a temporary folder, then renamed (a concurrent
+    build of the same key wins the rename; both hold the same files)."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=kept.parent, prefix=f".{kept.name}."))
+    try:
+        shutil.copytree(root, tmp, dirs_exist_ok=True)
+        (tmp / "complete").write_text("")
+        os.rename(tmp, kept)
+    except OSError:
+        pass  # kept by another process meanwhile, or the cache is not writable: this build is still whole
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def tiny_run(bench: Mapping[str, Any], method: str, seed: int = 0, **sections: Mapping[str, Any]) -> Any:
