@@ -63,7 +63,9 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
 
 def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"), env=NO_ENV)
+    proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"),
+                     env={**NO_ENV, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert {"torch", "timm"} <= imported(proc.stderr)  # every run checked against its ViT-B, built on torch's meta device
     counts = job_counts(proc.stdout)
     # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21) under the
     # intact protocol, and the four the official protocol sets a budget for under it too (issue 21), 3 seeds;
@@ -79,6 +81,20 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
                          ("backbones.vit_b16_augreg_in1k_imagenet_norm.weights", "INTACT_VIT_B16_AUGREG_IN1K")):
         line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
         assert f"environment variable ${var} is not set" in line
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules a process run with PYTHONPROFILEIMPORTTIME=1 imported."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_cluster_jobs_parse_leaves_the_run_checks_to_its_workflow(tmp_path):
+    """A job's own process (--mode remote, as a SLURM job step runs) parses the Snakefile again; it does not
+    check every run against its backbone again, which on a paper config imports torch and timm (~4 s a job)."""
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    proc = snakemake(tmp_path, "-n", "--quiet", "rules", "--mode", "remote", "--configfile", str(PAPER / "imagenet_r.yaml"),
+                     env={**NO_ENV, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert "snakemake.workflow" in imported(proc.stderr) and not {"torch", "timm"} & imported(proc.stderr)
 
 
 def test_paper_config_lints_clean_before_the_data_exists(tmp_path):

@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from intact.checks import check_runs
+from intact.checks import check_runs as _check_runs
 from intact.data import BENCHMARK_TYPES
 from intact.data.declare import BenchmarkSettings
 from intact.data.image_config import expand_path, missing_path
@@ -55,8 +55,10 @@ def load_config(*paths: str | Path, check_files: bool = True) -> dict[str, Any]:
     return cfg
 
 
-def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
-    """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem."""
+def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs: bool = True) -> None:
+    """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem.
+    ``check_runs=False`` skips resolving every declared run against its benchmark and backbone (a cluster
+    job's process, whose workflow checked the same config before submitting it)."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
     _check_benchmark_types(cfg)
@@ -85,7 +87,8 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True) -> None:
         if missing:
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     # resolve every declared run and check what can be checked without training
-    check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
+    if check_runs:
+        _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
 def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:

@@ -22,7 +22,10 @@ from intact.warm import ENV_SOCKET as WARM_SOCKET, preload_modules, start_or_ado
 try:
     # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
     apply_extends(config, workflow.config_settings.configfiles, workflow.config_settings.config)
-    validate_config(config, check_files=False)
+    # a job's own process (a cluster job, Snakemake's --mode remote/subprocess) parses this file again: its
+    # workflow checked the same config before submitting it, and checking every run against its backbone
+    # builds each external ViT (on the meta device, importing torch and timm: ~3 s a job on a paper config)
+    validate_config(config, check_files=False, check_runs=workflow.is_main_process)
     TRACKING = tracking_config(config)
     # weights and raw data: a dry run lists the grid before they are in place (and says what is
     # missing); a real run stops before its first job, naming them (onstart below). A prepared
