@@ -30,6 +30,8 @@ def prepared(tmp_path_factory):
     work = tmp_path_factory.mktemp("warm_prepared")
     cfg = tiny_config(methods=["coda_p+intact"])
     cfg["tracking"]["enabled"] = False
+    # these tests compare tensors bit for bit and follow processes, not accuracy: a short pretraining will do
+    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 3
     write_config(work, cfg)
     snakemake(work, "results/data/digits/manifest.json", "results/backbones/vit_digits.safetensors")
     return work
