@@ -11,7 +11,7 @@ import yaml
 
 import image_trees as trees
 from conftest import REPO, snakemake, tiny_config, write_config
-from test_workflow import job_counts
+from test_workflow import imported, job_counts
 
 PAPER = REPO / "configs" / "paper"
 NO_ENV = {k: "" for k in ("INTACT_VIT_B16", "INTACT_VIT_B16_AUGREG2", "INTACT_VIT_B16_AUGREG_IN1K", "IMAGENET_R_ROOT",
@@ -81,11 +81,6 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
                          ("backbones.vit_b16_augreg_in1k_imagenet_norm.weights", "INTACT_VIT_B16_AUGREG_IN1K")):
         line = next(ln for ln in proc.stderr.splitlines() if f"MISSING (a real run would stop here): key '{missing}'" in ln)
         assert f"environment variable ${var} is not set" in line
-
-
-def imported(stderr: str) -> set[str]:
-    """The modules a process run with PYTHONPROFILEIMPORTTIME=1 imported."""
-    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
 
 def test_a_cluster_jobs_parse_leaves_the_run_checks_to_its_workflow(tmp_path):

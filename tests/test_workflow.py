@@ -14,15 +14,19 @@ def job_counts(output: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M) if m[1] != "total"}
 
 
+def imported(stderr: str) -> set[str]:
+    """The modules a process run with PYTHONPROFILEIMPORTTIME=1 imported (its stderr lists them)."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def test_default_dag_dry_run(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     # PYTHONPROFILEIMPORTTIME: the process lists every module it imports (stderr)
     proc = snakemake(tmp_path, "-n", "--quiet", "rules", env={"PYTHONPROFILEIMPORTTIME": "1"})
     out = proc.stdout
-    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     # planning a run never needs torch (intact.io imports it only where a tensor is read or written): every
     # snakemake call, dry runs and each SLURM job's own Snakefile parse included, would pay > 1 s for it
-    assert "snakemake.workflow" in imported and not {"torch", "timm"} & imported
+    assert "snakemake.workflow" in imported(proc.stderr) and not {"torch", "timm"} & imported(proc.stderr)
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     runs = len(cfg["run"]["methods"]) * len(cfg["run"]["seeds"])
     tasks = len(cfg["benchmarks"]["digits"]["domains"])

@@ -4,12 +4,12 @@ benchmark cache on it)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import re
 from pathlib import Path
+
+from intact.hashing import stable_hash
 
 #: CPU flags that decide which kernels MKL / oneDNN / ATen pick (the model name alone is vague in VMs)
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
@@ -71,4 +71,4 @@ def fingerprint() -> dict[str, str]:
 
 def fingerprint_id(fp: dict[str, str]) -> str:
     """A short name of a fingerprint for messages."""
-    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:10]
+    return stable_hash(fp, length=10)

@@ -17,8 +17,6 @@ holds the Snakefile (``pip install -e``), as running the workflow does.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -106,16 +104,15 @@ def tiny_bench_key(cfg: Mapping[str, Any]) -> str:
     source of every ``intact`` module that preparing and pretraining import."""
     from intact import data, pretrain
     from intact.fingerprint import fingerprint
+    from intact.hashing import sha256_file, stable_hash
     from intact.provenance import package_versions
     from intact.sources import source_files
 
     bench = cfg["benchmarks"]["digits"]
-    code = hashlib.sha256()
-    for path in sorted({*source_files(data.__file__, pretrain.__file__), *(str(Path(m.__file__).resolve()) for m in (data, pretrain))}):
-        code.update(path.encode() + b"\0" + Path(path).read_bytes())
-    facts = {"benchmark": bench, "backbone": cfg["backbones"][bench["backbone"]], "packages": package_versions(),
-             "python": sys.version, "numerics": fingerprint(), "code": code.hexdigest()}
-    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    modules = (str(Path(m.__file__).resolve()) for m in (data, pretrain))
+    code = {path: sha256_file(path) for path in sorted({*source_files(data.__file__, pretrain.__file__), *modules})}
+    return stable_hash({"benchmark": bench, "backbone": cfg["backbones"][bench["backbone"]], "packages": package_versions(),
+                        "python": sys.version, "numerics": fingerprint(), "code": code}, length=20)
 
 
 def _build_tiny_bench(cfg: Mapping[str, Any], root: Path) -> None:
