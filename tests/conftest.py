@@ -17,7 +17,7 @@ import pytest
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 from intact.testing import ENV_CACHE, REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
-from intact import warm
+from intact import warm, warm_snakemake
 from intact.warm import catchable
 
 
@@ -124,17 +124,30 @@ def kept_warm_parent() -> warm.WarmParent | None:
         parent.stop()
 
 
+@pytest.fixture(scope="session")
+def kept_snakemake_parent() -> warm.WarmParent | None:
+    """One warm parent per test process that has imported Snakemake and the Snakefile's modules, kept for the
+    session: the workflow runs of :func:`intact.testing.snakemake` start from it (``python -m
+    intact.warm_snakemake``) instead of each importing Snakemake anew (~0.9 s of a tiny dry run's ~1.7 s)."""
+    parent = warm_snakemake.start(REPO)
+    yield parent
+    if parent is not None:
+        parent.stop()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _adopt_the_kept_warm_parent(request: pytest.FixtureRequest):
-    """The test module's workflow runs (and their module fixtures' runs) see the kept parent's socket, except
-    in :data:`OWN_WARM_PARENT`."""
+    """The test module's workflow runs (and their module fixtures' runs) see the kept parents' sockets, except
+    in :data:`OWN_WARM_PARENT`, whose Snakemake runs start as a user's do."""
     if request.path.name in OWN_WARM_PARENT or not warm.enabled():
         yield
         return
-    parent = request.getfixturevalue("kept_warm_parent")
+    kept = {warm.ENV_SOCKET: request.getfixturevalue("kept_warm_parent"),
+            warm_snakemake.ENV_SOCKET: request.getfixturevalue("kept_snakemake_parent")}
     with pytest.MonkeyPatch.context() as mp:
-        if parent is not None:
-            mp.setenv(warm.ENV_SOCKET, parent.path)
+        for name, parent in kept.items():
+            if parent is not None:
+                mp.setenv(name, parent.path)
         yield
 
 
@@ -150,14 +163,19 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
-#: the files whose end-to-end runs take longest (Snakemake pipelines, the SLURM cluster, an MLflow server), first:
-#: ``make test`` runs ``pytest -n 3 --dist loadfile --no-loadscope-reorder``, which hands whole files to the
-#: workers in collection order, so the long files start at once instead of last
-SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_workflow.py", "test_tracking.py", "test_warm_workflow.py")
+#: the files that take longest, longest first (Snakemake pipelines, the SLURM cluster, an MLflow server, then
+#: in-process training; seconds in a whole-suite run, docs/speed.md): ``make test`` runs ``pytest -n 3 --dist
+#: loadfile --no-loadscope-reorder``, which hands whole files to the workers in collection order, so the long
+#: files start first and the short ones fill the gaps at the end (longest-first scheduling: a long file handed
+#: out last would run alone while the other workers' cores idle)
+SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_warm_workflow.py", "test_paper_workflow.py", "test_tracking.py",
+              "test_esn_cprompt.py", "test_adding_a_method.py", "test_tune.py", "test_methods.py", "test_warm.py",
+              "test_plugins.py", "test_certificate_rounding.py", "test_training.py", "test_network_methods.py",
+              "test_c_prompt.py", "test_regression.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Collection order: :data:`SLOW_FIRST`, then every other file as collected (a stable sort: the order of
+    """Collection order: :data:`SLOW_FIRST` in its order, then every other file as collected (a stable sort: the order of
     the tests within a file is kept)."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))

@@ -1,5 +1,6 @@
 """The embedded digits benchmark: deterministic, disjoint splits, a validation part."""
 
+import pytest
 import torch
 
 from conftest import tiny_config
@@ -52,3 +53,40 @@ def test_schema_lists_exactly_the_registered_domains():
 
     enum = schema()["$defs"]["bench_digits"]["properties"]["domains"]["items"]["enum"]
     assert sorted(enum) == sorted(DOMAINS)
+
+
+class _Items(torch.utils.data.Dataset):
+    """The same rows as a TensorDataset, but not one: the loader takes its DataLoader path."""
+
+    def __init__(self, data: torch.utils.data.TensorDataset):
+        self.data = data
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_tensor_batches_are_dataloaders_bit_for_bit(tiny_bench, drop_last):
+    """The digits batches gathered by index (intact.data.loader._rows) are DataLoader's collated items bit
+    for bit - values, dtype, shape, a fresh tensor each - for training (from a later batch on too) and
+    evaluation."""
+    from intact.data.loader import eval_batches, train_batches
+
+    bench = open_benchmark(tiny_bench["manifest"])
+    for data in (bench.train_set(1), bench.eval_set(2)):
+        assert isinstance(data, torch.utils.data.TensorDataset)
+        for first in (0, 2):
+            fast = list(train_batches(data, seed=3, task=1, epoch=1, batch_size=64, first=first, drop_last=drop_last, keys=True))
+            slow = list(train_batches(_Items(data), seed=3, task=1, epoch=1, batch_size=64, first=first, drop_last=drop_last, keys=True))
+            assert len(fast) == len(slow) > 1
+            for a, b in zip(fast, slow):
+                for u, v in zip(a, b):
+                    assert u.dtype == v.dtype and u.shape == v.shape and torch.equal(u, v)
+        fast, slow = list(eval_batches(data, 100)), list(eval_batches(_Items(data), 100))
+        assert len(fast) == len(slow) > 1
+        for (x, y), (u, v) in zip(fast, slow):
+            assert x.dtype == u.dtype and torch.equal(x, u) and y.dtype == v.dtype and torch.equal(y, v)
+            assert x.data_ptr() != data.tensors[0].data_ptr()  # a copy: a caller may change it in place

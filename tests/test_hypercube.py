@@ -48,3 +48,16 @@ def test_save_and_load_roundtrip(tmp_path):
     back = load_hypercubes(tmp_path / "h.safetensors")
     assert set(back) == {"fc0", "fc1"}
     torch.testing.assert_close(back["fc1"].lower, -torch.ones(2))
+
+
+@pytest.mark.parametrize("method", ["linear", "index"])
+def test_a_box_from_one_sort_is_its_two_percentiles_and_saves(tmp_path, method):
+    """from_activations sorts once for both bounds: each is the percentile alone, bit for bit; neither keeps
+    the sorted activations alive (a box is kept for every later task); saved and loaded unchanged."""
+    x = torch.randn(257, 6, generator=torch.Generator().manual_seed(3))
+    cube = Hypercube.from_activations(x, 5.0, method)
+    assert torch.equal(cube.lower, percentile(x, 5.0, method)) and torch.equal(cube.upper, percentile(x, 95.0, method))
+    assert all(b.untyped_storage().nbytes() == b.numel() * b.element_size() for b in (cube.lower, cube.upper))
+    save_hypercubes(tmp_path / "h.safetensors", {"fc": cube})
+    back = load_hypercubes(tmp_path / "h.safetensors")["fc"]
+    assert torch.equal(back.lower, cube.lower) and torch.equal(back.upper, cube.upper)

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, tiny_config
 from intact.paths import RUN_DIR, run_dir
 from intact.plan import PAPER_FIGURES, PAPER_TABLES, Plan, each_run, merge_runs
-from intact.sources import HOW_JOBS_START, imported_modules, module_file, source_files
+from intact.sources import HOW_JOBS_START, _closure as PARSE, imported_modules, module_file, source_files
 
 
 def _study_config() -> dict:
@@ -114,6 +114,49 @@ def test_code_inputs_hold_every_module_the_script_loads(script):
     assert all(f.startswith(str(REPO / "src/intact")) for f in files)
     # the script calls intact.warm.hand_off(), but how its process starts changes no output: not an input
     assert str(module_file("intact.warm")) in loaded and not files & how_jobs_start
+
+
+def _new_process(monkeypatch: pytest.MonkeyPatch, parse: bool) -> None:
+    """What a new ``snakemake`` process has: no closure in memory; with ``parse`` False, none may be computed."""
+    import intact.sources
+
+    PARSE.cache_clear()
+    intact.sources._scan.cache_clear()
+    monkeypatch.setattr(intact.sources, "_closure", PARSE if parse else lambda *a: pytest.fail("parsed again"))
+
+
+def test_code_inputs_are_kept_between_processes_until_a_file_changes(tmp_path, monkeypatch):
+    """A later process reads a script's list from the cache without parsing anything; a file added to the
+    package, a module edited (a new import) or the script edited makes the next one parse again, and it then
+    sees the change. A cache that cannot be written changes nothing but the time."""
+    import intact.sources
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src, pkg, script = tmp_path / "src", tmp_path / "src/intact", tmp_path / "script.py"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("X = 1\n")
+    script.write_text("import intact.a\n")
+    listed = lambda: {str(Path(f).relative_to(pkg)) for f in source_files(script, src=src)}  # noqa: E731
+    assert listed() == {"__init__.py", "a.py"}
+    assert intact.sources.cache_file(src).is_file()
+    _new_process(monkeypatch, parse=False)
+    assert listed() == {"__init__.py", "a.py"}
+    for edit, expected in [
+        (lambda: (pkg / "b.py").write_text("Y = 2\n"), {"__init__.py", "a.py"}),           # a file added
+        (lambda: (pkg / "a.py").write_text("from intact import b\n"), {"__init__.py", "a.py", "b.py"}),
+        (lambda: script.write_text("import intact\n"), {"__init__.py"}),                    # the script edited
+    ]:
+        edit()
+        _new_process(monkeypatch, parse=True)
+        assert listed() == expected
+        _new_process(monkeypatch, parse=False)
+        assert listed() == expected
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # no folder can be made under it
+    _new_process(monkeypatch, parse=True)
+    assert listed() == {"__init__.py"}
+    assert not intact.sources.cache_file(src).exists()
 
 
 def test_code_inputs_follow_new_imports_of_every_kind(tmp_path):

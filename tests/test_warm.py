@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -348,3 +349,40 @@ def test_the_jobs_pythonpath_has_the_sources_first_once():
     assert warm.jobs_pythonpath("/s", None) == warm.jobs_pythonpath("/s", "") == "/s"
     assert warm.jobs_pythonpath("/s", f"/p{sep}/s") == f"/s{sep}/p{sep}/s"
     assert warm.jobs_pythonpath("/s", f"/s{sep}/p") == f"/s{sep}/p"
+
+
+def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_and_status(tmp_path, monkeypatch):
+    """intact.testing.snakemake, where intact.warm_snakemake.ENV_SOCKET names a parent (the suite's), runs
+    Snakemake in a child of it: the same output and exit status as ``python -m snakemake``, a failing run
+    included. A call that sets a PYTHON* variable (its Python must start as that says) runs cold."""
+    from intact import warm_snakemake
+    from intact.testing import REPO, snakemake, tiny_config, write_config
+    from intact.warm_server import ENV_TRACE
+
+    write_config(tmp_path / "ok", tiny_config())
+    bad = tiny_config()
+    bad["optim"]["lr_hed"] = 1.0
+    write_config(tmp_path / "bad", bad)
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(ENV_TRACE, str(trace))  # read by the parent it starts
+    parent = warm_snakemake.start(REPO)
+    assert parent is not None
+    try:
+        monkeypatch.setenv(warm_snakemake.ENV_SOCKET, parent.path)
+        warm_runs = [snakemake(tmp_path / "ok", "-n", "--quiet", "rules"), snakemake(tmp_path / "bad", "-n", check=False)]
+        profiled = snakemake(tmp_path / "ok", "-n", "--quiet", "rules", env={"PYTHONPROFILEIMPORTTIME": "1"})
+        monkeypatch.delenv(warm_snakemake.ENV_SOCKET)
+        cold_runs = [snakemake(tmp_path / "ok", "-n", "--quiet", "rules"), snakemake(tmp_path / "bad", "-n", check=False)]
+    finally:
+        parent.stop()
+    lines = trace.read_text().splitlines()
+    assert [line.split()[0] for line in lines].count("start") == 2, lines
+    assert all(line.endswith("warm_snakemake/__main__.py") for line in lines if line.startswith("start"))
+    assert sorted(int(line.split()[2]) != 0 for line in lines if line.startswith("exit")) == [False, True]
+    # Snakemake's header names the date, a random workflow id and the command (python -m intact.warm_snakemake)
+    same = lambda out: [line for line in out.splitlines() if not re.match(r"  (Date|Workflow ID|Command): ", line)]  # noqa: E731
+    for hot, cold in zip(warm_runs, cold_runs):
+        assert hot.returncode == cold.returncode and same(hot.stdout) == same(cold.stdout)
+    assert warm_runs[1].returncode != 0 and "optim.lr_hed" in warm_runs[1].stdout + warm_runs[1].stderr
+    assert "optim.lr_hed" in cold_runs[1].stdout + cold_runs[1].stderr
+    assert "import time:" in profiled.stderr and "snakemake.workflow" in profiled.stderr

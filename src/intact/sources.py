@@ -12,10 +12,14 @@ is picked up by the next ``snakemake`` call: there is nothing to keep in step.
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from intact.hashing import stable_hash
 from intact.registry import binds
 
 PACKAGE = "intact"
@@ -44,8 +48,63 @@ def imported_modules(path: Path, src: Path = SRC) -> set[str]:
 
 
 def source_files(*scripts: str | Path, src: Path = SRC) -> list[str]:
-    """Every package file the scripts depend on (see the module docstring), sorted, as strings."""
-    return sorted(str(p) for p in _closure(tuple(Path(s).resolve() for s in scripts), src.resolve()))
+    """Every package file the scripts depend on (see the module docstring), sorted, as strings. Kept on disk
+    between processes (:func:`cache_file`), keyed by every file of the package and the scripts (name, size,
+    mtime): reading ~100 modules' syntax trees is ~0.25 s of every ``snakemake`` call that plans a report."""
+    scripts_, src = tuple(Path(s).resolve() for s in scripts), src.resolve()
+    state, key = _tree_state(src / PACKAGE), json.dumps([[str(s), _stat(s)] for s in scripts_])
+    path = cache_file(src)
+    try:
+        kept = json.loads(path.read_text())
+        if kept["state"] == state and key in kept["closures"]:
+            return kept["closures"][key]
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = {}
+    files = sorted(str(p) for p in _closure(scripts_, src))
+    closures = kept.get("closures", {}) if kept.get("state") == state else {}
+    _write(path, {"state": state, "closures": {**closures, key: files}})
+    return files
+
+
+def cache_file(src: Path = SRC) -> Path:
+    """Where :func:`source_files` keeps its results for the package under ``src``: the user's cache folder
+    (``$XDG_CACHE_HOME``, else ``~/.cache``), ``intact/sources/<digest of src>.json``."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "intact" / "sources" / f"{stable_hash(str(src.resolve()), 16)}.json"
+
+
+def _tree_state(package: Path) -> str:
+    """A digest of the name, size and mtime of every file under ``package``: what the closures are read from
+    (module files and their folders' listings; the scripts' own are in each closure's key)."""
+    state = []
+    for root, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        state += [[os.path.join(root, f), _stat(os.path.join(root, f))] for f in sorted(files)]
+    return stable_hash(state, 32)
+
+
+def _stat(path: str | Path) -> list[int] | None:
+    """(size, mtime in ns) of a file, or None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _write(path: Path, data: dict) -> None:
+    """Write ``data`` whole (a temporary file, then renamed: concurrent workflow calls read one or the other);
+    a cache that cannot be written (a read-only home) is skipped."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 @lru_cache(maxsize=None)

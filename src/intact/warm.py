@@ -50,10 +50,11 @@ def enabled(environ: dict | None = None) -> bool:
 
 # ---- the client: the job's own process (its script calls hand_off first) ----------------------------------
 
-def hand_off() -> None:
-    """Run this job script in a fresh child of the warm parent and exit as it exits; return (and let the
-    script run here, cold) where no warm parent serves this job, or in the child itself."""
-    path = os.environ.get(ENV_SOCKET)
+def hand_off(path: str | None = None) -> None:
+    """Run this job script in a fresh child of the warm parent at ``path`` (default: :data:`ENV_SOCKET`'s) and
+    exit as it exits; return (and let the script run here, cold) where no warm parent serves this job, or in
+    the child itself."""
+    path = path or os.environ.get(ENV_SOCKET)
     if _SERVED or not path or not enabled():
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -8,7 +8,8 @@ drawn up front from a CPU generator seeded by (seed, task, epoch) - the :class:`
 resumed epoch sees the same batches, and a later feature cache can key images by (task, index, flip)
 (``train_batches(..., keys=True)``; ImageNet-C's random crop would add the plan's crop offsets to the key).
 
-Any other dataset (the embedded digits benchmark) keeps the plain ``DataLoader`` path unchanged.
+Any other dataset (the embedded digits benchmark) gets ``DataLoader``'s batches: a ``TensorDataset``'s are
+gathered with one index per tensor (the same bits), any other dataset's come from ``DataLoader`` itself.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, TensorDataset
 
 from intact.data.stored import StoredImages, center_offset
 from intact.seeding import task_generator
@@ -147,10 +148,10 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
     n = len(data)
     stop = steps_per_epoch(n, batch_size, drop_last) * batch_size if drop_last else n
     parts = _parts(data)
-    if parts is None:  # the DataLoader path (digits): unchanged batches
+    if parts is None:  # not stored images (digits): DataLoader's batches, bit for bit
         order = epoch_order(seed, task, epoch, n)[:stop]
-        loader = DataLoader(Subset(data, order[first * batch_size:].tolist()), batch_size=batch_size, shuffle=False)
-        for k, (x, y) in enumerate(loader, first):
+        rows = (order[k:k + batch_size] for k in range(first * batch_size, len(order), batch_size))
+        for k, (x, y) in enumerate(_rows(data, rows, batch_size, order[first * batch_size:].tolist()), first):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             index = order[k * batch_size:(k + 1) * batch_size]
             yield (x, y, index, torch.zeros(len(index), dtype=torch.bool)) if keys else (x, y)
@@ -167,13 +168,26 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
         yield (x, y, plan.order[sl], flip) if keys else (x, y)
 
 
+def _rows(data: Dataset, rows: Iterator[torch.Tensor], batch_size: int, order: list[int]) -> Iterator[Batch]:
+    """Batches of a dataset that holds no stored images, ``rows`` being each batch's indices (``order``, all of
+    them in sequence). A TensorDataset of (images, labels) is gathered with one index per tensor: what
+    DataLoader's collation of its items gives, bit for bit (a fresh tensor each), without a Python call per
+    image (those calls were ~4 % of the in-process method tests' time under cProfile). Any other dataset goes
+    through DataLoader as before."""
+    if isinstance(data, TensorDataset) and len(data.tensors) == 2:
+        x, y = data.tensors
+        return ((x[r], y[r]) for r in rows)
+    return iter(DataLoader(Subset(data, order), batch_size=batch_size, shuffle=False))
+
+
 def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "cpu") -> Iterator[Batch]:
     """Batches of ``data`` in order, no augmentation (evaluation, the hypercube pass, EWC's Fisher)."""
     parts = _parts(data)
+    n = len(data)
     if parts is None:
-        for x, y in DataLoader(data, batch_size=batch_size, shuffle=False):
+        rows = (torch.arange(s, min(s + batch_size, n)) for s in range(0, n, batch_size))
+        for x, y in _rows(data, rows, batch_size, list(range(n))):
             yield x.to(device), y.to(device)
         return
-    n = len(data)
     for groups in _prefetched(range(0, n, batch_size), lambda s: _gather(parts, np.arange(s, min(s + batch_size, n)))):
         yield _assemble(groups, None, None, None, device)

@@ -18,12 +18,21 @@ def percentile(x: torch.Tensor, q: float, method: str = "linear") -> torch.Tenso
     value at ``floor(q/100 * N)`` (the reference code). Sort-based, so it has no size limit
     (``torch.quantile`` refuses large inputs) and is differentiable with respect to ``x``.
     """
-    n = x.shape[0]
-    if n == 0:
+    return _of_sorted(_sorted(x), q, method)
+
+
+def _sorted(x: torch.Tensor) -> torch.Tensor:
+    """``x`` sorted along its first dimension (what every percentile of it is read from)."""
+    if x.shape[0] == 0:
         raise ValueError("percentile of an empty set")
-    s = x.sort(dim=0).values
+    return x.sort(dim=0).values
+
+
+def _of_sorted(s: torch.Tensor, q: float, method: str) -> torch.Tensor:
+    """The ``q``-th percentile of each column of the sorted ``s`` (see :func:`percentile`)."""
+    n = s.shape[0]
     if method == "index":
-        return s[min(int(q / 100.0 * n), n - 1)]
+        return s[min(int(q / 100.0 * n), n - 1)].clone()  # not a view: it would keep all of ``s`` alive
     if method != "linear":
         raise ValueError(f"percentile method {method!r}: expected 'linear' or 'index'")
     pos = (q / 100.0) * (n - 1)
@@ -46,8 +55,8 @@ class Hypercube:
 
         ``acts`` is ``(N, ...)``: a conv input ``(N, C, H, W)`` gets one interval per (channel, position).
         """
-        acts = acts.detach().float()
-        return cls(percentile(acts, alpha, method), percentile(acts, 100.0 - alpha, method))
+        s = _sorted(acts.detach().float())  # once for both bounds: the sort is most of the cost
+        return cls(_of_sorted(s, alpha, method), _of_sorted(s, 100.0 - alpha, method))
 
     def union(self, other: "Hypercube | None") -> "Hypercube":
         """The smallest box containing both (the cumulative update rule)."""
