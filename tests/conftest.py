@@ -78,14 +78,17 @@ def assert_config_error(mutate, fragments) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _kit_cache(tmp_path_factory: pytest.TempPathFactory):
-    """The test kit's tiny benchmark cache (intact.testing.ENV_CACHE) in this run's temporary folder, shared
-    by the workers and the processes they start (a plugin test run as its author would), not the user's:
-    the suite builds what it tests, and its timings do not depend on an earlier run."""
+    """The test kit's tiny benchmark cache (intact.testing.ENV_CACHE) and the user cache folder
+    (``XDG_CACHE_HOME``: the workflow's code-input cache, intact.sources) in this run's temporary folder,
+    shared by the workers and the processes they start (a plugin test run as its author would), not the
+    user's: the suite builds what it tests, its timings do not depend on an earlier run, and it leaves
+    nothing in the user's home."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kit_cache"
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(ENV_CACHE, str(folder))
-        yield folder
+        mp.setenv(ENV_CACHE, str(shared / "kit_cache"))
+        mp.setenv("XDG_CACHE_HOME", str(shared / "user_cache"))
+        yield shared / "kit_cache"
 
 
 @pytest.fixture(scope="session")

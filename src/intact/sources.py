@@ -55,21 +55,26 @@ def source_files(*scripts: str | Path, src: Path = SRC) -> list[str]:
     state, key = _tree_state(src / PACKAGE), json.dumps([[str(s), _stat(s)] for s in scripts_])
     path = cache_file(src)
     try:
-        kept = json.loads(path.read_text())
+        kept = json.loads(path.read_text()) if path else {}
         if kept["state"] == state and key in kept["closures"]:
             return kept["closures"][key]
     except (OSError, ValueError, KeyError, TypeError):
         kept = {}
     files = sorted(str(p) for p in _closure(scripts_, src))
-    closures = kept.get("closures", {}) if kept.get("state") == state else {}
-    _write(path, {"state": state, "closures": {**closures, key: files}})
+    if path:
+        closures = kept.get("closures", {}) if kept.get("state") == state else {}
+        _write(path, {"state": state, "closures": {**closures, key: files}})
     return files
 
 
-def cache_file(src: Path = SRC) -> Path:
+def cache_file(src: Path = SRC) -> Path | None:
     """Where :func:`source_files` keeps its results for the package under ``src``: the user's cache folder
-    (``$XDG_CACHE_HOME``, else ``~/.cache``), ``intact/sources/<digest of src>.json``."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    (``$XDG_CACHE_HOME``, else ``~/.cache``), ``intact/sources/<digest of src>.json``; None where the user
+    has no home folder (nothing is kept)."""
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:
+        return None
     return base / "intact" / "sources" / f"{stable_hash(str(src.resolve()), 16)}.json"
 
 
