@@ -110,6 +110,38 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory, _kit_cache: Path) -> di
             "weights": shared / "backbone.safetensors", "root": shared}
 
 
+def _checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int):
+    """A lock on the checkout's files across the test processes (a file in the run's shared temporary folder)."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "checkout.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def checkout_edited(tmp_path_factory: pytest.TempPathFactory):
+    """For a test that edits the checkout's own files (and puts them back): no test that needs the checkout
+    unchanged runs meanwhile in another worker."""
+    import fcntl
+
+    yield from _checkout_lock(tmp_path_factory, fcntl.LOCK_EX)
+
+
+@pytest.fixture
+def checkout_unchanged(tmp_path_factory: pytest.TempPathFactory):
+    """For a test whose runs must all see one state of the checkout (a job records ``git_commit``, with
+    ``-dirty`` while a file is edited): it waits for an editing test in another worker, and holds it off."""
+    import fcntl
+
+    yield from _checkout_lock(tmp_path_factory, fcntl.LOCK_SH)
+
+
 #: the files whose workflows start their own warm parent, as a user's run does: the SLURM cluster's jobs run cold
 #: (and its daemons must not inherit a socket), and the warm tests test the parent's own start and end
 OWN_WARM_PARENT = ("test_slurm.py", "test_warm.py", "test_warm_workflow.py")

@@ -73,7 +73,8 @@ def _record(path: Path):
     return strip(json.loads(path.read_text()))
 
 
-def test_warm_and_cold_runs_are_bit_identical_and_the_parent_ends(prepared, tmp_path):
+def test_warm_and_cold_runs_are_bit_identical_and_the_parent_ends(prepared, tmp_path, checkout_unchanged):
+    # checkout_unchanged: train.json records the commit, "-dirty" while tests/test_workflow.py edits a file
     warm_dir, cold_dir = _copy(prepared, tmp_path / "warm"), _copy(prepared, tmp_path / "cold")
     trace = tmp_path / "trace"
     hot = snakemake(warm_dir, f"{RUN}/R.csv", env={"INTACT_WARM_TRACE": str(trace)})

@@ -117,7 +117,7 @@ def test_deleting_a_task_redoes_only_it_and_its_dependents(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, tmp_path):
+def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, tmp_path, checkout_edited):
     """Tables and figures list the aggregation code as input. A newer file with the same content (a fresh
     checkout) reruns nothing; an edited report module reruns the reports; an edited metrics module also the
     runs' metrics.json - and never training or evaluation."""
