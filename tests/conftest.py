@@ -3,6 +3,7 @@ backbone, a Snakemake runner, a train-and-evaluate helper)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -76,6 +77,13 @@ def assert_config_error(mutate, fragments) -> None:
         assert fragment in str(err.value), str(err.value)
 
 
+def shared_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run's temporary folder that every test process sees: under pytest-xdist the workers' common
+    parent, else the session's own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _kit_cache(tmp_path_factory: pytest.TempPathFactory):
     """The test kit's tiny benchmark cache (intact.testing.ENV_CACHE) and the user cache folder
@@ -83,8 +91,7 @@ def _kit_cache(tmp_path_factory: pytest.TempPathFactory):
     shared by the workers and the processes they start (a plugin test run as its author would), not the
     user's: the suite builds what it tests, its timings do not depend on an earlier run, and it leaves
     nothing in the user's home."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = shared_temp(tmp_path_factory)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(ENV_CACHE, str(shared / "kit_cache"))
         mp.setenv("XDG_CACHE_HOME", str(shared / "user_cache"))
@@ -100,7 +107,7 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory, _kit_cache: Path) -> di
         return _build_tiny_bench(tmp_path_factory.mktemp("tiny_bench"))
     from filelock import FileLock  # a torch dependency
 
-    shared = tmp_path_factory.getbasetemp().parent / "tiny_bench"
+    shared = shared_temp(tmp_path_factory) / "tiny_bench"
     with FileLock(str(shared) + ".lock"):
         done = shared / "paths.json"
         if not done.exists():
@@ -112,11 +119,7 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory, _kit_cache: Path) -> di
 
 def _checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int):
     """A lock on the checkout's files across the test processes (a file in the run's shared temporary folder)."""
-    import fcntl
-
-    base = tmp_path_factory.getbasetemp()
-    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "checkout.lock"
-    with open(path, "a") as f:
+    with open(shared_temp(tmp_path_factory) / "checkout.lock", "a") as f:
         fcntl.flock(f, mode)
         try:
             yield
@@ -128,8 +131,6 @@ def _checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int):
 def checkout_edited(tmp_path_factory: pytest.TempPathFactory):
     """For a test that edits the checkout's own files (and puts them back): no test that needs the checkout
     unchanged runs meanwhile in another worker."""
-    import fcntl
-
     yield from _checkout_lock(tmp_path_factory, fcntl.LOCK_EX)
 
 
@@ -137,8 +138,6 @@ def checkout_edited(tmp_path_factory: pytest.TempPathFactory):
 def checkout_unchanged(tmp_path_factory: pytest.TempPathFactory):
     """For a test whose runs must all see one state of the checkout (a job records ``git_commit``, with
     ``-dirty`` while a file is edited): it waits for an editing test in another worker, and holds it off."""
-    import fcntl
-
     yield from _checkout_lock(tmp_path_factory, fcntl.LOCK_SH)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 #: the folder every output goes under (relative to the working directory)
 RESULTS = "results"
@@ -22,3 +23,13 @@ def run_dir(benchmark: str, method: str, seed: int | str, root: str | os.PathLik
 def task_dir(benchmark: str, method: str, seed: int | str, task: int | str, root: str | os.PathLike = RESULTS) -> str:
     """The folder of task ``task`` of a run: its state, hypercube, train.json and eval.json."""
     return f"{run_dir(benchmark, method, seed, root)}/task{task}"
+
+
+def user_cache(name: str) -> Path | None:
+    """``intact/<name>`` in the user's cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``); None where the user
+    has no home folder (nothing is kept then)."""
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:
+        return None
+    return base / "intact" / name

@@ -15,11 +15,12 @@ import ast
 import json
 import os
 import re
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from intact.hashing import stable_hash
+from intact.io import write_json
+from intact.paths import user_cache
 from intact.registry import binds
 
 PACKAGE = "intact"
@@ -71,11 +72,8 @@ def cache_file(src: Path = SRC) -> Path | None:
     """Where :func:`source_files` keeps its results for the package under ``src``: the user's cache folder
     (``$XDG_CACHE_HOME``, else ``~/.cache``), ``intact/sources/<digest of src>.json``; None where the user
     has no home folder (nothing is kept)."""
-    try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    except RuntimeError:
-        return None
-    return base / "intact" / "sources" / f"{stable_hash(str(src.resolve()), 16)}.json"
+    folder = user_cache("sources")
+    return folder / f"{stable_hash(str(src.resolve()), 16)}.json" if folder else None
 
 
 def _tree_state(package: Path) -> str:
@@ -98,18 +96,12 @@ def _stat(path: str | Path) -> list[int] | None:
 
 
 def _write(path: Path, data: dict) -> None:
-    """Write ``data`` whole (a temporary file, then renamed: concurrent workflow calls read one or the other);
-    a cache that cannot be written (a read-only home) is skipped."""
-    tmp = None
+    """Write ``data`` whole (:func:`intact.io.write_json`: concurrent workflow calls read one version or the
+    other); a cache that cannot be written (a read-only home) is skipped."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        write_json(path, data)
     except OSError:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
+        pass
 
 
 @lru_cache(maxsize=None)

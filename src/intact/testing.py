@@ -29,6 +29,7 @@ import yaml
 
 from intact.layering import merge
 from intact.methods import METHODS
+from intact.paths import user_cache
 from intact.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
 
 #: the checkout this package was installed from (src layout: <checkout>/src/intact)
@@ -137,7 +138,7 @@ def _cache_folder() -> Path | None:
     value = os.environ.get(ENV_CACHE, "")
     if value.lower() == "off":
         return None
-    return Path(value) if value else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "intact" / "tiny_bench"
+    return Path(value) if value else user_cache("tiny_bench")
 
 
 def _keep(root: Path, kept: Path) -> None:

@@ -149,11 +149,9 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
     stop = steps_per_epoch(n, batch_size, drop_last) * batch_size if drop_last else n
     parts = _parts(data)
     if parts is None:  # not stored images (digits): DataLoader's batches, bit for bit
-        order = epoch_order(seed, task, epoch, n)[:stop]
-        rows = (order[k:k + batch_size] for k in range(first * batch_size, len(order), batch_size))
-        for k, (x, y) in enumerate(_rows(data, rows, batch_size, order[first * batch_size:].tolist()), first):
+        order = epoch_order(seed, task, epoch, n)[first * batch_size:stop]
+        for index, (x, y) in zip(order.split(batch_size), _rows(data, order, batch_size)):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            index = order[k * batch_size:(k + 1) * batch_size]
             yield (x, y, index, torch.zeros(len(index), dtype=torch.bool)) if keys else (x, y)
         return
     plan = EpochPlan.draw(seed, task, epoch, n)
@@ -168,16 +166,15 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
         yield (x, y, plan.order[sl], flip) if keys else (x, y)
 
 
-def _rows(data: Dataset, rows: Iterator[torch.Tensor], batch_size: int, order: list[int]) -> Iterator[Batch]:
-    """Batches of a dataset that holds no stored images, ``rows`` being each batch's indices (``order``, all of
-    them in sequence). A TensorDataset of (images, labels) is gathered with one index per tensor: what
-    DataLoader's collation of its items gives, bit for bit (a fresh tensor each), without a Python call per
-    image (those calls were ~4 % of the in-process method tests' time under cProfile). Any other dataset goes
-    through DataLoader as before."""
+def _rows(data: Dataset, order: torch.Tensor, batch_size: int) -> Iterator[Batch]:
+    """The rows ``order`` of a dataset that holds no stored images, ``batch_size`` at a time. A TensorDataset of
+    (images, labels) is gathered with one index per tensor: what DataLoader's collation of its items gives,
+    bit for bit (a fresh tensor each), without a Python call per image (those calls were ~4 % of the
+    in-process method tests' time under cProfile). Any other dataset goes through DataLoader as before."""
     if isinstance(data, TensorDataset) and len(data.tensors) == 2:
         x, y = data.tensors
-        return ((x[r], y[r]) for r in rows)
-    return iter(DataLoader(Subset(data, order), batch_size=batch_size, shuffle=False))
+        return ((x[r], y[r]) for r in order.split(batch_size))
+    return iter(DataLoader(Subset(data, order.tolist()), batch_size=batch_size, shuffle=False))
 
 
 def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "cpu") -> Iterator[Batch]:
@@ -185,8 +182,7 @@ def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "c
     parts = _parts(data)
     n = len(data)
     if parts is None:
-        rows = (torch.arange(s, min(s + batch_size, n)) for s in range(0, n, batch_size))
-        for x, y in _rows(data, rows, batch_size, list(range(n))):
+        for x, y in _rows(data, torch.arange(n), batch_size):
             yield x.to(device), y.to(device)
         return
     for groups in _prefetched(range(0, n, batch_size), lambda s: _gather(parts, np.arange(s, min(s + batch_size, n)))):
