@@ -31,14 +31,14 @@ for _study in STUDIES:
         name:
             f"study_{_study}"
         input:
-            PLAN.study_targets(_study),
+            when_requested(PLAN.study_targets, _study),
 
 
 rule full:
     """The default run, every declared study, and the paper's tables and figures over all of them."""
     input:
-        PLAN.full_targets(),
-        PLAN.tune_static_targets(),
+        when_requested(PLAN.full_targets),
+        when_requested(PLAN.tune_static_targets),
         tune_targets,
 
 

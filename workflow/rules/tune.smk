@@ -53,5 +53,5 @@ if TUNE:
 rule study_tune:
     """The tune study: searches on validation, choices, the chosen points and their baselines on test."""
     input:
-        PLAN.tune_static_targets(),
+        when_requested(PLAN.tune_static_targets),
         tune_targets,
