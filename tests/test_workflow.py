@@ -26,7 +26,8 @@ def test_default_dag_dry_run(tmp_path):
     out = proc.stdout
     # planning a run never needs torch (intact.io imports it only where a tensor is read or written): every
     # snakemake call, dry runs and each SLURM job's own Snakefile parse included, would pay > 1 s for it
-    assert "snakemake.workflow" in imported(proc.stderr) and not {"torch", "timm"} & imported(proc.stderr)
+    modules = imported(proc.stderr)
+    assert "snakemake.workflow" in modules and not {"torch", "timm"} & modules
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     runs = len(cfg["run"]["methods"]) * len(cfg["run"]["seeds"])
     tasks = len(cfg["benchmarks"]["digits"]["domains"])

@@ -55,23 +55,18 @@ def source_files(*scripts: str | Path, src: Path = SRC) -> list[str]:
     scripts_, src = tuple(Path(s).resolve() for s in scripts), src.resolve()
     state, key = _tree_state(src / PACKAGE), json.dumps([[str(s), _stat(s)] for s in scripts_])
     path = cache_file(src)
-    try:
-        kept = json.loads(path.read_text()) if path else {}
-        if kept["state"] == state and key in kept["closures"]:
-            return kept["closures"][key]
-    except (OSError, ValueError, KeyError, TypeError):
-        kept = {}
+    closures = _read(path, state) if path else {}
+    if key in closures:
+        return closures[key]
     files = sorted(str(p) for p in _closure(scripts_, src))
     if path:
-        closures = kept.get("closures", {}) if kept.get("state") == state else {}
         _write(path, {"state": state, "closures": {**closures, key: files}})
     return files
 
 
 def cache_file(src: Path = SRC) -> Path | None:
-    """Where :func:`source_files` keeps its results for the package under ``src``: the user's cache folder
-    (``$XDG_CACHE_HOME``, else ``~/.cache``), ``intact/sources/<digest of src>.json``; None where the user
-    has no home folder (nothing is kept)."""
+    """Where :func:`source_files` keeps its results for the package under ``src``: ``<digest of src>.json`` in
+    :func:`intact.paths.user_cache`'s ``sources`` folder; None where there is none (nothing is kept)."""
     folder = user_cache("sources")
     return folder / f"{stable_hash(str(src.resolve()), 16)}.json" if folder else None
 
@@ -93,6 +88,17 @@ def _stat(path: str | Path) -> list[int] | None:
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns]
+
+
+def _read(path: Path, state: str) -> dict[str, list[str]]:
+    """The closures kept at ``path`` if they were read from the package in ``state``; none where the file is
+    missing, unreadable, damaged or of another state."""
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    closures = kept.get("closures") if isinstance(kept, dict) and kept.get("state") == state else None
+    return closures if isinstance(closures, dict) else {}
 
 
 def _write(path: Path, data: dict) -> None:
