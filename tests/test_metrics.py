@@ -67,3 +67,45 @@ def test_forgetting_definitions_differ_only_where_they_say():
     assert M.forgetting_max(improving) == -10.0 and M.forgetting_mammoth(improving) == 0.0
     assert set(M.FORGETTING_DEFINITIONS) >= {"forgetting_max", "forgetting_mammoth", "forgetting_first_final"}
     assert "forgetting_mammoth" in M.summarize(improving)
+
+
+# ---- statistics over seeds: Student's t interval of a mean and of paired differences -----------------------
+
+#: two-sided 95 % critical values t_{0.975, df} as printed in any t table (3 decimals)
+T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228, 30: 2.042, 100: 1.984}
+
+
+def test_t_quantile_matches_the_printed_table():
+    for df, t in T_TABLE.items():
+        assert M.t_quantile(0.975, df) == pytest.approx(t, abs=5e-4), df
+        assert M.t_quantile(0.025, df) == pytest.approx(-t, abs=5e-4)
+    assert M.t_quantile(0.5, 7) == pytest.approx(0.0, abs=1e-12) and M.t_cdf(0.0, 3) == 0.5
+
+
+def test_paired_interval_by_hand():
+    """d = 3, 0.5, 4: mean 2.5, sd sqrt(((0.5)^2 + 2^2 + 1.5^2) / 2) = sqrt(3.25), half-width 4.303 sqrt(3.25 / 3)."""
+    p = M.Paired.of({0: 53.0, 1: 52.5, 2: 58.0, 3: 1.0}, {0: 50.0, 1: 52.0, 2: 54.0})
+    assert p.seeds == (0, 1, 2) and p.diffs == (3.0, 0.5, 4.0) and (p.better, p.worse) == (3, 0)
+    assert (p.stat.mean, p.stat.std, p.stat.n) == pytest.approx((2.5, 3.25 ** 0.5, 3))
+    lo, hi = p.interval()
+    half = 4.303 * (3.25 / 3) ** 0.5                     # = 4.4786...
+    assert (lo, hi) == pytest.approx((2.5 - half, 2.5 + half), abs=1e-3)
+    # one seed: no interval (t has no degrees of freedom); all differences equal: the point itself
+    assert M.Paired.of({0: 2.0}, {0: 1.0}).interval() is None
+    assert M.Paired.of({0: 3.0, 1: 4.0}, {0: 1.0, 1: 2.0}).interval() == (2.0, 2.0)
+    tie = M.Paired.of({0: 1.0, 1: 2.0}, {0: 1.0, 1: 3.0})
+    assert (tie.better, tie.worse) == (0, 1)              # a difference of exactly 0 is neither
+    assert M.Paired.of({0: 1.0}, {1: 1.0}) is None and M.Stat.of([]) is None
+
+
+def test_intervals_agree_with_scipy_where_it_is_installed():
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 3, 4, 9, 29, 200):
+        for q in (0.6, 0.9, 0.975, 0.995, 0.9995):
+            assert M.t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-10), (q, df)
+        for x in (-7.0, -1.5, 0.2, 3.0):
+            assert M.t_cdf(x, df) == pytest.approx(stats.t.cdf(x, df), abs=1e-12)
+    values = [61.2, 58.9, 64.0, 60.3, 59.7]
+    s = M.Stat.of(values)
+    want = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    assert s.interval() == pytest.approx(want, rel=1e-12)

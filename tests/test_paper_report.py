@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake
-from intact.report.paper import Paired, StoredResults, StoredRun, pairs, paper_numbers, without_intact
+from intact.metrics import Paired
+from intact.report.paper import StoredResults, StoredRun, pairs, paper_numbers, without_intact
 from intact.plan import PAPER_TABLES
 from intact.report.paper_tables import paper_tables
 from intact.report.render import to_latex, write_table
@@ -149,7 +150,7 @@ def test_pairing_names():
     assert set(got) == {("coda_p+intact", "coda_p"), ("coda_p+intact@preset=reference", "coda_p+intact"),
                         ("coda_p+intact@preset=reference", "coda_p")}
     p = Paired.of({0: 1.0, 1: 0.0, 2: 5.0}, {0: 0.0, 1: 1.0, 3: 9.0})
-    assert p.seeds == (0, 1) and p.wins == 1 and p.stat.mean == 0.0
+    assert p.seeds == (0, 1) and p.better == 1 and p.stat.mean == 0.0
 
 
 TEX_PACKAGES = ["texlive-latex-base", "texlive-latex-recommended"]   # pdflatex + booktabs: ~15 MB of .debs

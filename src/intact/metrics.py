@@ -8,6 +8,10 @@ domain-incremental learning they are meaningful, see :func:`fwt`).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
 import numpy as np
 
 
@@ -134,3 +138,115 @@ def summarize(R: np.ndarray, sizes: np.ndarray | None = None, num_classes: int |
     if num_classes:
         out["fwt_vs_chance"] = fwt(R, np.full(R.shape[0], 100.0 / num_classes))
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Over seeds: mean ± sample std, the 95 % interval of a mean, and paired differences (every table's statistics)
+
+#: the confidence level of every interval the reports show
+CONFIDENCE = 0.95
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), 0 <= x <= 1."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + x * x))
+    return 1.0 - tail if x >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on :func:`t_cdf`)."""
+    if not 0.0 < p < 1.0 or df <= 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo <= 1e-13 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class Stat:
+    """mean ± sample std (ddof=1; 0 for one value) over ``n`` values, and the Student's t interval of the mean."""
+
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Stat | None":
+        if not len(values):
+            return None
+        v = np.asarray(values, dtype=float)
+        return cls(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0, len(v))
+
+    def interval(self, level: float = CONFIDENCE) -> tuple[float, float] | None:
+        """mean ± t_{(1+level)/2, n-1} · std / sqrt(n); None for one value (t has no degrees of freedom).
+        A zero std gives the point [mean, mean]: every value was the same."""
+        if self.n < 2:
+            return None
+        half = t_quantile((1.0 + level) / 2.0, self.n - 1) * self.std / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed differences d_s = a(s) - b(s) over the seeds both runs have (sorted), their :class:`Stat`
+    (so the interval is Student's t on the paired differences) and on how many seeds a is better / worse
+    (a difference of exactly 0 counts as neither)."""
+
+    seeds: tuple[int, ...]
+    diffs: tuple[float, ...]
+    stat: Stat
+
+    @classmethod
+    def of(cls, a: Mapping[int, float], b: Mapping[int, float]) -> "Paired | None":
+        seeds = tuple(sorted(set(a) & set(b)))
+        if not seeds:
+            return None
+        diffs = tuple(float(a[s]) - float(b[s]) for s in seeds)
+        return cls(seeds, diffs, Stat.of(diffs))
+
+    @property
+    def better(self) -> int:
+        return sum(d > 0 for d in self.diffs)
+
+    @property
+    def worse(self) -> int:
+        return sum(d < 0 for d in self.diffs)
+
+    def interval(self, level: float = CONFIDENCE) -> tuple[float, float] | None:
+        return self.stat.interval(level)

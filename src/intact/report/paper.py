@@ -21,7 +21,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import numpy as np
 import yaml
 
 from intact.config import resolve_run
@@ -152,43 +151,6 @@ class StoredResults:
     def values(self, benchmark: str, method: str, key: str = "aa") -> dict[int, float]:
         """seed -> ``metrics.json[key]`` of the stored runs of (benchmark, method)."""
         return {r.seed: float(r.metrics[key]) for r in self.select(benchmark, method)}
-
-
-# --------------------------------------------------------------------------------------------------
-# Statistics shown in every table
-
-
-@dataclass(frozen=True)
-class Stat:
-    """mean ± sample std (ddof=1; 0 for one value) over ``n`` values."""
-
-    mean: float
-    std: float
-    n: int
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> "Stat | None":
-        if not len(values):
-            return None
-        v = np.asarray(values, dtype=float)
-        return cls(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0, len(v))
-
-
-@dataclass(frozen=True)
-class Paired:
-    """Per-seed differences ``a - b`` over the seeds both runs have: mean ± std and how often a > b."""
-
-    stat: Stat
-    wins: int
-    seeds: tuple[int, ...]
-
-    @classmethod
-    def of(cls, a: Mapping[int, float], b: Mapping[int, float]) -> "Paired | None":
-        seeds = tuple(sorted(set(a) & set(b)))
-        if not seeds:
-            return None
-        diff = [a[s] - b[s] for s in seeds]
-        return cls(Stat.of(diff), sum(d > 0 for d in diff), seeds)
 
 
 def without_intact(name: str) -> str | None:

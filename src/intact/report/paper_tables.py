@@ -14,8 +14,9 @@ import pandas as pd
 from intact.config import resolve_run
 from intact.naming import TERMS, parse_method_name
 from intact.protocols import changes
-from intact.report.paper import (AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, Paired, Stat, StoredResults,
-                                 benchmark_title, fmt, pairs, paper_numbers)
+from intact.metrics import Paired, Stat
+from intact.report.paper import (AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, StoredResults, benchmark_title, fmt, pairs,
+                                 paper_numbers)
 from intact.report.render import Column, Table, bold_best
 from intact.studies import ablation_variants, format_value, protocol_runs
 
@@ -43,7 +44,7 @@ def paper_pm(pair: Sequence[float] | None) -> str:
 
 
 def paired_cells(p: Paired | None) -> tuple[str, str]:
-    return ("—", "—") if p is None else (f"{p.stat.mean:+.2f} ± {p.stat.std:.2f}", f"{p.wins} of {len(p.seeds)}")
+    return ("—", "—") if p is None else (f"{p.stat.mean:+.2f} ± {p.stat.std:.2f}", f"{p.better} of {len(p.seeds)}")
 
 
 def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
@@ -181,7 +182,7 @@ def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredRe
             p = Paired.of(stored.values(b, a), stored.values(b, b_))
             cells[f"{b}_diff"], cells[f"{b}_wins"] = paired_cells(p)
             records.append({"a": a, "b": b_, "benchmark": b, "diff_mean": p.stat.mean if p else None,
-                            "diff_std": p.stat.std if p else None, "wins": p.wins if p else None,
+                            "diff_std": p.stat.std if p else None, "wins": p.better if p else None,
                             "seeds": len(p.seeds) if p else None})
         table.rows.append(cells)
     table.data = pd.DataFrame(records, columns=["a", "b", "benchmark", "diff_mean", "diff_std", "wins", "seeds"])
@@ -232,7 +233,7 @@ def ablation_table(stored: StoredResults, cfg: Mapping[str, Any]) -> Table:
                             "paper_delta": (paper["delta"].get(term) if term else None) if b == paper["benchmark"] else None,
                             "here_mean": s.mean if s else None, "here_std": s.std if s else None, "here_seeds": s.n if s else None,
                             "delta": delta, "paired_mean": -p.stat.mean if p else None, "paired_std": p.stat.std if p else None,
-                            "full_wins": p.wins if p else None, "paired_seeds": len(p.seeds) if p else None})
+                            "full_wins": p.better if p else None, "paired_seeds": len(p.seeds) if p else None})
         table.rows.append(cells)
         values.append(nums)
         if i == 0:
