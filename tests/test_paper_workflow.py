@@ -68,14 +68,15 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     assert {"torch", "timm"} <= imported(proc.stderr)  # every run checked against its ViT-B, built on torch's meta device
     counts = job_counts(proc.stdout)
     # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21) under the
-    # intact protocol, and the four the official protocol sets a budget for under it too (issue 21), 3 seeds;
+    # intact protocol, and the six the official protocol sets a budget for under it too (issues 21, 32), 3 seeds;
     # tune (base.yaml): 9 searches x 2 points x 2 selection seeds on validation, and the one baseline main has
     # not (finetune, 3 seeds); the chosen points' final runs follow the checkpoint
-    runs = 17 * 3 + 9 * 2 * 2 + 3
+    runs = 19 * 3 + 9 * 2 * 2 + 3
     assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * runs and counts["collect_run"] == runs
     assert counts["tune_select"] == 9
-    # a query cache per backbone the runs read it with: the authors' InTAct weights, in21k, S-Prompts' input
-    assert counts["query_cache"] == 3 and counts["describe_backbone"] == 3
+    # a query cache per backbone the runs read it with: the authors' InTAct weights, in21k, S-Prompts' and ESN's
+    # input, CPrompt's (the augreg in21k -> in1k weights, unnormalised)
+    assert counts["query_cache"] == 4 and counts["describe_backbone"] == 4
     for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
                          ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT"), ("backbones.vit_b16_in21k.weights", "INTACT_VIT_B16"),
                          ("backbones.vit_b16_augreg_in1k_imagenet_norm.weights", "INTACT_VIT_B16_AUGREG_IN1K")):

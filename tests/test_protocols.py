@@ -153,8 +153,12 @@ OFFICIAL = {
     "ka_prompt": ("vit_b16_in21k", 5, 128, "adamw", "constant", None),
     "inflora": ("vit_b16_in21k", 50, 128, "adam", "cosine_epoch", 5e-4),
     "s_prompts": ("vit_b16_augreg_in1k_imagenet_norm", 30, 128, "sgd", "cosine_annealing", 0.01),
+    "esn": ("vit_b16_augreg_in1k_imagenet_norm", 10, 128, "sgd", "cosine_annealing", 0.01),
+    "cprompt": ("vit_b16_augreg_in1k", 10, 16, "sgd", "cosine_annealing", 0.01),
 }
-DOMAINNET = {"ka_prompt": {"epochs": 10},   # lr: the LoRA's / the head's
+#: the scripts' weight decay (every task: ESN trainer.py:17,21, CPrompt exps/*.json; S-Prompts' after the first)
+WEIGHT_DECAY = {"inflora": 0.0, "s_prompts": 2e-4, "esn": 5e-4, "cprompt": 5e-4}
+DOMAINNET = {"ka_prompt": {"epochs": 10}, "cprompt": {"epochs": 15},   # lr: the LoRA's / the head's
              "inflora": {"epochs": 5, "optimizer": "sgd", "schedule": "multistep", "lr": "0.005/0.01"}}
 
 
@@ -174,6 +178,8 @@ def test_the_official_protocol_resolves_each_rows_authors_budget(name):
         got = training_summary(resolve_run(cfg, name, f"{method}@protocol=official", 0))
         assert {k: got[k] for k in want} == want | ({"schedule": "multistep[4]"} if want["schedule"] == "multistep" else {})
         assert resolve_run(cfg, name, f"{method}@protocol=official", 0).optim.drop_last is False
+        if method in WEIGHT_DECAY:
+            assert got["weight_decay"] == WEIGHT_DECAY[method]
     # the rows the official protocol sets nothing for are one run under both protocols
     for method in ("ewc", "lwf", "l2p", "dualprompt", "coda_p", "coda_p+intact"):
         assert method in main and f"{method}@protocol=official" not in main
@@ -197,6 +203,10 @@ def test_intact_runs_shows_what_each_run_trains_with(tmp_path, monkeypatch, caps
     for part in ("protocol=intact", "epochs=50", "batch=64", "optimizer=adamw", "schedule=cosine_epoch"):
         assert f"\t{part}" in lines[("imagenet_r", "c_prompt")]
     assert "\toptimizer=sgd" in lines[("imagenet_r", "s_prompts@protocol=official")]
+    for run, batch, epochs in (("esn", 128, 10), ("cprompt", 16, 10)):   # ESN, CPrompt: their scripts (issue 32)
+        sgd = ("protocol=official", "optimizer=sgd", "lr=0.01", "weight_decay=0.0005")
+        for part in (*sgd, f"batch={batch}", f"epochs={epochs}"):
+            assert f"\t{part}" in lines[("imagenet_r", f"{run}@protocol=official")]
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
