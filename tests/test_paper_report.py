@@ -272,14 +272,16 @@ def test_esn_and_cprompt_rows_are_runs_and_their_notes_say_how_they_are_adapted(
 
 
 def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbers(tmp_path):
-    """With studies.main.protocols [intact, official], each row gets its official run (the same run where the
-    protocol sets nothing for it) and official − paper (issue 21)."""
+    """With studies.main.protocols [intact, official], each row gets its run under the official protocol and
+    official − paper (issue 21); a row the protocol declares the same as the default one shows its default run
+    and the note says so with the source, a row with neither has no official cell (issue 32)."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 1}}}}}
-    cfg["studies"]["main"] = {"methods": ["coda_p", "c_prompt"], "protocols": ["intact", "official"]}
+    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 1}}},
+                                     "same_as_default": {"coda_p": "its authors' script, file.sh:3"}}}
+    cfg["studies"]["main"] = {"methods": ["coda_p", "c_prompt", "ewc"], "protocols": ["intact", "official"]}
     runs = [_run("imagenet_r", "c_prompt", s, a) for s, a in ((0, 60.0), (1, 61.0))]
     runs += [_run("imagenet_r", "c_prompt@protocol=official", s, a) for s, a in ((0, 63.0), (1, 65.0))]
-    runs += [_run("imagenet_r", "coda_p", s, 50.0 + s) for s in (0, 1)]
+    runs += [_run("imagenet_r", m, s, 50.0 + s) for s in (0, 1) for m in ("coda_p", "ewc")]
     tables = paper_tables(cfg, StoredResults(runs))
     _write(tables, tmp_path)
     main = pd.read_csv(tmp_path / "main.csv").set_index(["run", "benchmark"])
@@ -288,7 +290,36 @@ def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbe
     assert c["official_delta"] == pytest.approx(64.0 - 62.43) and c["delta"] == pytest.approx(60.5 - 62.43)
     coda = main.loc[("coda_p", "imagenet_r")]
     assert coda["official_run"] == "coda_p" and coda["official_mean"] == coda["here_mean"] == 50.5
+    ewc = main.loc[("ewc", "imagenet_r")]   # trained under the intact protocol only, and not declared the same
+    assert pd.isna(ewc["official_run"]) and pd.isna(ewc["official_mean"]) and ewc["here_mean"] == 50.5
     md = (tmp_path / "main.md").read_text()
     assert "official" in md and "+1.57" in md and "official − paper" in md
+    note = next(n for n in tables["main"].notes if n.startswith("here: the intact protocol"))
+    assert "`coda_p`: the official settings of coda_p are the intact protocol's (source: its authors' script, file.sh:3)" in note
+    assert "`ewc`: no official script declared, so no run under the official protocol" in note
     # a config without the official protocol keeps the table's columns as they were
     assert "official_mean" not in paper_tables(CONFIG, StoredResults(runs))["main"].data.columns
+
+
+@pytest.mark.parametrize("name", ["domainnet", "imagenet_r", "imagenet_c", "imagenet_mix"])
+def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(name):
+    """Issue 32 item 2, on every paper config: each main-table row's official cell comes from a run whose
+    protocol is official, or from its default run where the official protocol declares the method the same
+    (``same_as_default``, with a source); with the declaration removed, that row has no official run."""
+    from intact.layering import merge, read_layers
+    from intact.naming import parse_method_name
+    from intact.protocols import same_as_default
+
+    cfg = merge(yaml.safe_load((REPO / "config.yaml").read_text()), read_layers(REPO / "configs/paper" / f"{name}.yaml"))
+    same = same_as_default(cfg, "official")
+    assert set(same) == {"l2p", "dualprompt", "coda_p"} and all(same.values())
+    data = paper_tables(cfg, StoredResults())["main"].data
+    labelled = data.dropna(subset=["official_run"])
+    assert {"esn@protocol=official", "cprompt@protocol=official", "coda_p"} <= set(labelled["official_run"])
+    for run, official in zip(labelled["run"], labelled["official_run"]):
+        name_ = parse_method_name(official)
+        assert name_.protocol == "official" or (official == run and name_.base in same), (run, official)
+    assert set(data[data["official_run"].isna()]["run"].dropna()) == {"ewc", "lwf"}
+    cfg["protocols"]["official"]["same_as_default"].pop("l2p")
+    rows = paper_tables(cfg, StoredResults())["main"].data.set_index("run")
+    assert rows.loc["l2p", "official_run"].isna().all()

@@ -112,6 +112,24 @@ def test_protocol_names_are_checked(name, message):
         resolve_run(cfg, "digits", name, 0)
 
 
+@pytest.mark.parametrize("official, message", [
+    ({"same_as_default": {"nope": "x"}}, "same_as_default.nope': unknown method 'nope'"),
+    ({"same_as_default": {"c_prompt": "x"}, "per_method": {"c_prompt": {"optim": {"epochs": 2}}}},
+     "protocol 'official' sets settings of 'c_prompt' too"),
+    ({"same_as_default": {"c_prompt": "x"}, "optim": {"epochs": 2}}, "sets settings of 'c_prompt' too"),
+])
+def test_a_method_declared_the_same_as_the_default_protocol_is_checked(official, message):
+    """``same_as_default`` (issue 32) names a known method that the protocol sets nothing for."""
+    from intact.config import ConfigError, validate_config
+
+    cfg = tiny_config()
+    cfg["protocols"] = {"official": {"same_as_default": {"coda_p": "a source"}}}
+    validate_config(cfg, check_files=False)
+    cfg["protocols"] = {"official": official}
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg, check_files=False)
+
+
 def test_the_official_schedules_are_torchs_per_epoch_schedulers():
     from intact.train import lr_factor
 

@@ -23,7 +23,8 @@ from intact.layering import LayerError, merge, read_files
 from intact.methods import METHODS
 from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
-from intact.protocols import SECTIONS, declared, named_backbones, run_backbone, run_layers
+from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone, run_layers,
+                              same_as_default)
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
     INTACT_PRESETS, LATER_KEYS, BackboneConfig, BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig,
@@ -75,6 +76,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
             if protocol not in declared(cfg):
                 raise ConfigError(f"config: key 'benchmarks.{name}.overrides.protocols.{protocol}': protocol {protocol!r} "
                                   f"is not declared under 'protocols' (declared: {', '.join(declared(cfg))})")
+    _check_same_as_default(cfg)
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
             raise ConfigError(f"config: a per-method or protocol layer names backbone {name!r}, which is not defined "
@@ -113,6 +115,18 @@ def weights_path(cfg: Mapping[str, Any], name: str) -> str:
     """The weights file of backbone ``name`` (``~`` and ``$VARS`` expanded), or ``pretrain``."""
     w = cfg["backbones"][name]["weights"]
     return w if w == "pretrain" else expand_path(w)
+
+
+def _check_same_as_default(cfg: Mapping[str, Any]) -> None:
+    """A protocol's ``same_as_default`` names known methods, none of which it also sets settings for."""
+    for protocol in declared(cfg):
+        for base in same_as_default(cfg, protocol):
+            if base not in METHODS:
+                raise ConfigError(f"config: key 'protocols.{protocol}.same_as_default.{base}': unknown method {base!r} "
+                                  f"(methods: {', '.join(METHODS)})")
+    problems = contradictions(cfg)
+    if problems:
+        raise ConfigError(f"config: {problems[0]}")
 
 
 def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:

@@ -72,6 +72,23 @@ def changes(cfg: Mapping[str, Any], protocol: str, base: str) -> bool:
     return any(sets(layer) for layer in _protocol_layers(cfg, protocol))
 
 
+def same_as_default(cfg: Mapping[str, Any], protocol: str) -> dict[str, str]:
+    """The methods ``protocol`` declares equal to the default protocol (``same_as_default``: base name -> the
+    source that says so), where it and the benchmarks' refinements of it declare them."""
+    out: dict[str, str] = {}
+    for layer in _protocol_layers(cfg, protocol):
+        out.update(layer.get("same_as_default") or {})
+    return out
+
+
+def contradictions(cfg: Mapping[str, Any]) -> list[str]:
+    """Messages for every method a protocol declares the same as the default one while setting its settings."""
+    return [f"key 'protocols.{p}.same_as_default.{base}': protocol {p!r} sets settings of {base!r} too; a row is "
+            "either its own run under the protocol or the default protocol's run, not both"
+            for p in declared(cfg) if p != DEFAULT_PROTOCOL
+            for base in same_as_default(cfg, p) if changes(cfg, p, base)]
+
+
 def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
     """Every backbone a per-method or protocol layer names (the benchmarks' own are checked apart)."""
     layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values())]

@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from intact.config import resolve_run
-from intact.naming import TERMS, parse_method_name
-from intact.protocols import changes
+from intact.naming import TERMS, parse_method_name, with_protocol
+from intact.protocols import changes, same_as_default
 from intact.metrics import Paired, Stat
 from intact.report.paper import (AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, StoredResults, benchmark_title, fmt, pairs,
                                  paper_numbers)
 from intact.report.render import Column, Table, bold_best
-from intact.studies import ablation_variants, format_value, protocol_runs
+from intact.studies import ablation_variants, format_value
 
 #: the protocol whose runs the main table sets beside the paper's numbers (the paper copies KA-Prompt's)
 OFFICIAL = "official"
@@ -95,10 +95,12 @@ def _stat(stored: StoredResults, run: str | None, benchmark: str, columns: Seque
 
 
 def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str],
-                     stored: StoredResults, official: Mapping[str, str] | None = None) -> Table:
+                     stored: StoredResults, official: Mapping[str, str | None] | None = None,
+                     official_note: str = "") -> Table:
     """Main / integration shape: one row per method, per benchmark paper | here | Δ, then our benchmarks.
-    ``official`` (our run -> its run under the official protocol): per benchmark also that run and its Δ
-    to the paper, which ran it so (docs/protocols.md, "The two protocols")."""
+    ``official`` (our run -> its run under the official protocol, None: none): per benchmark also that run and
+    its Δ to the paper, which ran it so (docs/protocols.md, "The two protocols"); ``official_note`` says which
+    rows show their default run there, and why."""
     columns = [c for c in section["columns"] if c != "average"]
     extra = _extra_benchmarks(stored)
     cols = [Column("method", "Method", align="l")]
@@ -143,7 +145,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
     if official is not None:
-        table.notes.append(OFFICIAL_NOTE)
+        table.notes.append(OFFICIAL_NOTE + (f" {official_note}" if official_note else ""))
     # a paper row's note: how our run of it differs, or why it is reported only (ESN, CPrompt)
     table.notes += [row["note"] for _, _, row in rows if row and row.get("note")]
     runs = [r for _, r, _ in rows if r]
@@ -152,9 +154,9 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
 
 
 OFFICIAL_NOTE = ("here: the intact protocol (every row under the config's one budget); official: the row's run under "
-                 "the official protocol (its authors' epochs, batch size, optimiser, schedule and backbone, as "
-                 "KA-Prompt's Table 1 ran them; the same run as here where no official script differs), and Δ off. = "
-                 "official − paper. docs/protocols.md, \"The two protocols\".")
+                 "the official protocol (its authors' epochs, batch size, optimiser, schedule, backbone and "
+                 "augmentation, as KA-Prompt's Table 1 ran them), and Δ off. = official − paper; — where the row "
+                 "has no run under it. docs/protocols.md, \"The two protocols\".")
 
 
 def _official_cells(cells: dict[str, str], stored: StoredResults, run: str | None, b: str, columns: Sequence[str],
@@ -362,13 +364,36 @@ def main_methods(cfg: Mapping[str, Any]) -> list[str]:
     return list(main["methods"]) if main else list(cfg["run"]["methods"])
 
 
-def official_runs(cfg: Mapping[str, Any]) -> dict[str, str] | None:
-    """Each main-table run -> its run under the ``official`` protocol, where the main study declares it."""
+def official_runs(cfg: Mapping[str, Any]) -> dict[str, str | None] | None:
+    """Each main-table run -> its run under the ``official`` protocol, where the main study declares it: the
+    run trained under it, or the default protocol's run where the protocol declares the two the same
+    (``same_as_default``, with its source), else None (no official run: the cell says —)."""
     main = (cfg.get("studies") or {}).get("main")
     if not main or OFFICIAL not in main.get("protocols", ()):
         return None
-    return {m: protocol_runs([m], [OFFICIAL], lambda p, r: changes(cfg, p, parse_method_name(r).base))[0]
-            for m in main_methods(cfg)}
+    same = same_as_default(cfg, OFFICIAL)
+    out: dict[str, str | None] = {}
+    for m in main_methods(cfg):
+        base = parse_method_name(m).base
+        out[m] = with_protocol(m, OFFICIAL) if changes(cfg, OFFICIAL, base) else (m if base in same else None)
+    return out
+
+
+def official_note(cfg: Mapping[str, Any], runs: Mapping[str, str | None] | None) -> str:
+    """In words: which rows' official cells show their default run (declared the same, and the source), and
+    which have none."""
+    if runs is None:
+        return ""
+    same, shown = same_as_default(cfg, OFFICIAL), {}
+    for m, r in runs.items():
+        if r == m:
+            shown.setdefault(parse_method_name(m).base, []).append(f"`{m}`")
+    text = [f"{', '.join(rows)}: the official settings of {base} are the intact protocol's (source: {same[base]}), "
+            "so the official cell shows the intact run." for base, rows in shown.items()]
+    none = [f"`{m}`" for m, r in runs.items() if r is None]
+    if none:
+        text.append(f"{', '.join(none)}: no official script declared, so no run under the official protocol (—).")
+    return " ".join(text)
 
 
 def integration_methods(cfg: Mapping[str, Any]) -> list[str]:
@@ -379,10 +404,10 @@ def integration_methods(cfg: Mapping[str, Any]) -> list[str]:
 
 def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Table]:
     """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`)."""
-    numbers = paper_numbers()
+    numbers, official = paper_numbers(), official_runs(cfg)
     return {
         "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg),
-                                 stored, official_runs(cfg)),
+                                 stored, official, official_note(cfg, official)),
         "ablation": ablation_table(stored, cfg),
         "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"], integration_methods(cfg), stored),
         "hyperparameters": hyperparameter_table(cfg),
