@@ -8,19 +8,17 @@ from snakemake.utils import min_version
 
 min_version("8.0")
 
-# The `intact` package is imported from this checkout's src/, here and in every job (also when a
-# job runs in a conda env or on a cluster node), so the code that runs is the code you see.
+# The `intact` package is imported from this checkout's src/, here and in every job (runtime.smk gives
+# the jobs the same path), so the code that runs is the code you see.
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
-from intact.warm import jobs_pythonpath  # noqa: E402  (from _SRC, just put first)
-
-os.environ.update(PYTHONPATH=jobs_pythonpath(_SRC, os.environ.get("PYTHONPATH")))
 
 
 configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/runtime.smk"  # how jobs start: their PYTHONPATH, the warm parent (onstart/onsuccess/onerror)
 include: "workflow/rules/data.smk"
 include: "workflow/rules/images.smk"
 include: "workflow/rules/backbone.smk"

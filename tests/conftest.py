@@ -18,8 +18,8 @@ import pytest
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 from intact.testing import ENV_CACHE, REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
-from intact import warm, warm_snakemake
-from intact.warm import catchable
+from intact.runtime import warm, warm_snakemake
+from intact.runtime.warm import catchable
 
 
 def fenced(doc: Path, lang: str, first_line: str = "") -> str:
@@ -148,7 +148,7 @@ OWN_WARM_PARENT = ("test_slurm.py", "test_warm.py", "test_warm_workflow.py")
 
 @pytest.fixture(scope="session")
 def kept_warm_parent() -> warm.WarmParent | None:
-    """One warm parent per test process, kept for the whole session (intact.warm.start_or_adopt): the many
+    """One warm parent per test process, kept for the whole session (intact.runtime.warm.start_or_adopt): the many
     small workflow runs of the suite adopt it instead of each importing torch, timm and intact anew. A job it
     cannot serve as a fresh Python would run (another PYTHONPATH, code edited since) runs cold or in the
     run's own parent, as for any user. Its socket is exported per module (below), not to the whole process."""
@@ -162,7 +162,7 @@ def kept_warm_parent() -> warm.WarmParent | None:
 def kept_snakemake_parent() -> warm.WarmParent | None:
     """One warm parent per test process that has imported Snakemake and the Snakefile's modules, kept for the
     session: the workflow runs of :func:`intact.testing.snakemake` start from it (``python -m
-    intact.warm_snakemake``) instead of each importing Snakemake anew (~0.9 s of a tiny dry run's ~1.7 s)."""
+    intact.runtime.warm_snakemake``) instead of each importing Snakemake anew (~0.9 s of a tiny dry run's ~1.7 s)."""
     parent = warm_snakemake.start(REPO)
     yield parent
     if parent is not None:

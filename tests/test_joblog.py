@@ -1,4 +1,4 @@
-"""A job's log file (intact.joblog.log_to) holds what the job printed and, when it fails, its traceback."""
+"""A job's log file (intact.runtime.joblog.log_to) holds what the job printed and, when it fails, its traceback."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 
 
 def test_an_exception_leaving_the_job_is_written_to_its_log(tmp_path):

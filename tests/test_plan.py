@@ -112,8 +112,8 @@ def test_code_inputs_hold_every_module_the_script_loads(script):
     loaded = _loaded_modules(path)
     assert loaded - how_jobs_start <= files
     assert all(f.startswith(str(REPO / "src/intact")) for f in files)
-    # the script calls intact.warm.hand_off(), but how its process starts changes no output: not an input
-    assert str(module_file("intact.warm")) in loaded and not files & how_jobs_start
+    # the script calls intact.runtime.warm.hand_off(), but how its process starts changes no output: not an input
+    assert str(module_file("intact.runtime.warm")) in loaded and not files & how_jobs_start
 
 
 def _new_process(monkeypatch: pytest.MonkeyPatch, parse: bool) -> None:

@@ -1,4 +1,4 @@
-"""Warm local execution (intact.warm): a job forked from a warm parent runs as a fresh ``python <script>``
+"""Warm local execution (intact.runtime.warm): a job forked from a warm parent runs as a fresh ``python <script>``
 would - same output, exit status, signals, state - and a fault in one job touches neither the parent nor
 another job. These tests drive the parent with small scripts; tests/test_warm_workflow.py runs the pipeline."""
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from conftest import plain_signals, process_gone
-from intact import warm
+from intact.runtime import warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
 JOB = '''"""a test job"""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()
 import json, os, signal, sys, time
@@ -258,7 +258,7 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     p.stop()
     assert process_gone(p.pid) and process_gone(job_pid) and _socket_gone(p.path)
 
-    starter = subprocess.Popen([sys.executable, "-c", "import sys, time; from intact import warm; "
+    starter = subprocess.Popen([sys.executable, "-c", "import sys, time; from intact.runtime import warm; "
                                 "p = warm.start(['json']); print(p.pid, flush=True); time.sleep(60)"],
                                stdout=subprocess.PIPE, text=True)
     pid = int(starter.stdout.readline())
@@ -275,7 +275,7 @@ def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
     folder.mkdir()
     (folder / "job.py").write_text(JOB)
     starter = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys, time; from intact import warm; "
+        [sys.executable, "-c", "import subprocess, sys, time; from intact.runtime import warm; "
          "p = warm.start(['json']); print(p.pid, p.path, flush=True); "
          "subprocess.Popen([sys.executable, 'job.py', 'sleep']); time.sleep(60)"],
         cwd=folder, stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -297,13 +297,14 @@ def test_a_job_under_another_import_path_or_after_a_code_change_runs_cold(tmp_pa
     plugin.mkdir()
     mod = plugin / "warm_probe_mod.py"
     mod.write_text("VALUE = 1\n")
-    monkeypatch.setenv("PYTHONPATH", str(plugin))
+    # the plugin's folder first, then the package's sources as the test process has them (a worktree's)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])))
     p = warm.start(["warm_probe_mod"], export=False)
     try:
         assert warm.probe(p.path) == ""
         code, out, err = _run(tmp_path / "a", "value", p.path)
         assert (code, out.split("\n")[0]) == (0, "value 1") and "no warm parent" not in err
-        other = {"PYTHONPATH": os.pathsep.join([str(plugin), str(tmp_path)])}
+        other = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]])}
         code, out, err = _run(tmp_path / "b", "value", p.path, env=other)
         assert (code, out.split("\n")[0]) == (0, "value 1") and "another Python or import path" in err
         saved = mod.stat()
@@ -352,12 +353,12 @@ def test_the_jobs_pythonpath_has_the_sources_first_once():
 
 
 def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_and_status(tmp_path, monkeypatch):
-    """intact.testing.snakemake, where intact.warm_snakemake.ENV_SOCKET names a parent (the suite's), runs
+    """intact.testing.snakemake, where intact.runtime.warm_snakemake.ENV_SOCKET names a parent (the suite's), runs
     Snakemake in a child of it: the same output and exit status as ``python -m snakemake``, a failing run
     included. A call that sets a PYTHON* variable (its Python must start as that says) runs cold."""
-    from intact import warm_snakemake
+    from intact.runtime import warm_snakemake
     from intact.testing import REPO, snakemake, tiny_config, write_config
-    from intact.warm_server import ENV_TRACE
+    from intact.runtime.warm_server import ENV_TRACE
 
     write_config(tmp_path / "ok", tiny_config())
     bad = tiny_config()
@@ -379,10 +380,22 @@ def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_an
     assert [line.split()[0] for line in lines].count("start") == 2, lines
     assert all(line.endswith("warm_snakemake/__main__.py") for line in lines if line.startswith("start"))
     assert sorted(int(line.split()[2]) != 0 for line in lines if line.startswith("exit")) == [False, True]
-    # Snakemake's header names the date, a random workflow id and the command (python -m intact.warm_snakemake)
+    # Snakemake's header names the date, a random workflow id and the command (python -m intact.runtime.warm_snakemake)
     same = lambda out: [line for line in out.splitlines() if not re.match(r"  (Date|Workflow ID|Command): ", line)]  # noqa: E731
     for hot, cold in zip(warm_runs, cold_runs):
         assert hot.returncode == cold.returncode and same(hot.stdout) == same(cold.stdout)
     assert warm_runs[1].returncode != 0 and "optim.lr_hed" in warm_runs[1].stdout + warm_runs[1].stderr
     assert "optim.lr_hed" in cold_runs[1].stdout + cold_runs[1].stderr
     assert "import time:" in profiled.stderr and "snakemake.workflow" in profiled.stderr
+
+
+def test_no_science_module_imports_the_runtime():
+    """The process machinery is fenced (docs/design.md, section 8): only intact.cli, intact.testing and the
+    runtime package itself import intact.runtime (anywhere in a module, function-level imports included)."""
+    from intact.sources import SRC, imported_modules
+
+    allowed = {SRC / "intact" / "cli.py", SRC / "intact" / "testing.py"}
+    importers = [str(path.relative_to(SRC)) for path in sorted((SRC / "intact").rglob("*.py"))
+                 if path not in allowed and "runtime" not in path.relative_to(SRC / "intact").parts
+                 and any(m == "intact.runtime" or m.startswith("intact.runtime.") for m in imported_modules(path))]
+    assert not importers

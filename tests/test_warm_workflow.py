@@ -1,4 +1,4 @@
-"""The pipeline run warm and cold (intact.warm): the same job gives bit-identical outputs either way, and the
+"""The pipeline run warm and cold (intact.runtime.warm): the same job gives bit-identical outputs either way, and the
 warm parent starts and ends with the workflow - on success, on a failed job and on Ctrl-C - leaving no
 process behind. A SIGTERM to a warm training job checkpoints it as for a cold one, and the rerun resumes."""
 

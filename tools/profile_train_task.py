@@ -3,7 +3,7 @@
     python tools/profile_train_task.py                       # coda_p+intact, task 1, seed 0 of config.yaml
     python tools/profile_train_task.py --method coda_p --task 3 --json out.json
     python tools/profile_train_task.py --cprofile prof.out   # also a cProfile of the job's process
-    python tools/profile_train_task.py --warm --repeat 3     # the job started from a warm parent (intact.warm)
+    python tools/profile_train_task.py --warm --repeat 3     # the job started from a warm parent (intact.runtime.warm)
 
 The inputs of the job (the prepared benchmark, a backbone, the benchmark's query cache and tasks
 0..task-1) are built first in a scratch folder (``--workdir``; reused when it already holds them). The
@@ -11,9 +11,10 @@ backbone is a seeded random initialisation of the configured model, not a pretra
 does the same work either way. Then the job runs in a fresh Python process, as Snakemake starts it
 (``script:`` preamble imports included), and every phase is timed *exclusively* (a phase nested in
 another is not counted twice); "other" is what no phase covers. With ``--warm`` the job's process hands
-off to a warm parent, as the workflow's jobs do on a local run (intact.warm): its "interpreter start-up"
-then covers the client's start, its preamble imports and the fork, and the imports cost what is left. Wall-clock times depend on the load of
-the machine: run it on a quiet one, and give the command, date, commit and machine with any number.
+off to a warm parent, as the workflow's jobs do on a local run (intact.runtime.warm): its "interpreter
+start-up" then covers the client's start, its preamble imports and the fork, and the imports cost what is
+left. Wall-clock times depend on the load of the machine: run it on a quiet one, and give the command, date,
+commit and machine with any number.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def job(spec_path: str) -> None:
         pass
     preamble = time.perf_counter() - t
     try:  # older commits have no warm parent
-        from intact.warm import hand_off
+        from intact.runtime.warm import hand_off
     except ImportError:
         def hand_off():
             pass
@@ -128,7 +129,7 @@ def job(spec_path: str) -> None:
     phases.add("imports: snakemake script preamble", preamble)
     t = time.perf_counter()
     from intact.config import RunConfig
-    from intact.joblog import log_to  # noqa: F401  (the adapter's imports)
+    from intact.runtime.joblog import log_to  # noqa: F401  (the adapter's imports)
     from intact.train import train_task
     phases.add("imports: intact.train (torch, timm, ...)", time.perf_counter() - t)
     heavy = sorted(m for m in ("mlflow", "pandas", "matplotlib", "sklearn", "scipy", "snakemake.workflow")
@@ -199,7 +200,7 @@ def prepare(cfg: dict, method: str, seed: int, task: int, work: Path, threads: i
 
 def _warm_parent():
     """A warm parent preloading what the workflow's parent preloads (the job scripts' imports)."""
-    from intact.warm import preload_modules, start
+    from intact.runtime.warm import preload_modules, start
 
     parent = start(preload_modules(sorted(str(p) for p in (REPO / "workflow" / "scripts").glob("*.py"))))
     if parent is None:

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)", add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["warm"]:
-        from intact.warm import keep
+        from intact.runtime.warm import keep
 
         return keep(argv[1:])
     if argv[:1] == ["speed"]:

@@ -30,7 +30,7 @@ import yaml
 from intact.layering import merge
 from intact.methods import METHODS
 from intact.paths import user_cache
-from intact.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
+from intact.runtime.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
 
 #: the checkout this package was installed from (src layout: <checkout>/src/intact)
 REPO = Path(__file__).resolve().parents[2]
@@ -67,12 +67,12 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 90
               env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the checkout's Snakefile in ``workdir`` (which holds its own config.yaml) on 2 cores; AssertionError
     with the output's tail if it fails and ``check``. Where the environment names a warm parent that has
-    imported Snakemake (:data:`intact.warm_snakemake.ENV_SOCKET`: the project's test suite sets one), the
+    imported Snakemake (:data:`intact.runtime.warm_snakemake.ENV_SOCKET`: the project's test suite sets one), the
     command starts from it, unless ``env`` sets a ``PYTHON*`` variable (the command's Python must then start
     as that says: its import path, its import-time profile)."""
     extra = dict(env or {})
     warm = os.environ.get(WARM_SNAKEMAKE) and not any(k.startswith("PYTHON") for k in extra)
-    module = "intact.warm_snakemake" if warm else "snakemake"
+    module = "intact.runtime.warm_snakemake" if warm else "snakemake"
     cmd = [sys.executable, "-m", module, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **extra})
     if check and proc.returncode != 0:

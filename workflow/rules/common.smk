@@ -1,7 +1,6 @@
 # Helpers shared by the rules: config validation at start-up, run resolution, path builders.
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
 import dataclasses
-import glob
 import json
 import os
 import re
@@ -17,7 +16,6 @@ from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.sources import source_files
 from intact.tracking import tracking_config
-from intact.warm import ENV_SOCKET as WARM_SOCKET, preload_modules, start_or_adopt
 
 try:
     # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
@@ -28,7 +26,7 @@ try:
     validate_config(config, check_files=False, check_runs=workflow.is_main_process)
     TRACKING = tracking_config(config)
     # weights and raw data: a dry run lists the grid before they are in place (and says what is
-    # missing); a real run stops before its first job, naming them (onstart below). A prepared
+    # missing); a real run stops before its first job, naming them (onstart, runtime.smk). A prepared
     # benchmark no longer needs its raw images.
     MISSING = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
 except (ConfigError, LayerError) as err:
@@ -37,55 +35,13 @@ for _m in MISSING:
     print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
 
 
-onstart:
-    # Snakemake calls onstart only when jobs are about to run for real: never for -n, --lint, --dag,
-    # --summary or the listings, and not when there is nothing to do. (workflow.dryrun cannot say it while
-    # this file is parsed: Snakemake sets the executor, which it reads, only after parsing.)
-    if MISSING:
-        raise WorkflowError("config: " + "; ".join(MISSING))
-    # Jobs on this machine start from a warm parent that has imported what the job scripts import, so no
-    # job pays for importing torch (intact.warm, docs/design.md; INTACT_WARM=0 turns it off): one the
-    # environment names (kept across runs), else one this run starts and stops. A cluster executor's jobs,
-    # and --touch, run cold, each in its own process: they are not handed a socket, even one inherited.
-    if workflow.local_exec and not workflow.touch:
-        scripts = glob.glob(f"{workflow.basedir}/workflow/scripts/*.py")
-        parent, line = start_or_adopt(preload_modules(scripts))
-        WARM_PARENT.append(parent)
-        if line:
-            print(line, file=sys.stderr)
-    else:
-        os.environ.pop(WARM_SOCKET, None)
-
-
-def stop_warm_parent():
-    """End the warm parent (after the last job: Snakemake has waited for every job by now)."""
-    while WARM_PARENT:
-        parent = WARM_PARENT.pop()
-        if parent is not None:
-            parent.stop()
-
-
-onsuccess:
-    stop_warm_parent()
-
-
-onerror:
-    # also after Ctrl-C: Snakemake waits for the running jobs, then calls this (the parent also ends by
-    # itself if this process dies: its stdin is a pipe from here)
-    stop_warm_parent()
-
-
-#: the warm parent of this run, once started (onstart); a list, so the handlers can change it
-WARM_PARENT = []
-
-
 PLAN = Plan(config)
 STUDIES = PLAN.studies
 
 
 def weights_input(name):
     """The weights file of backbone ``name`` as a job input; none while it is missing, so that a dry run
-    lists the grid (the message above names the file; a real run stops in onstart)."""
+    lists the grid (the message above names the file; a real run stops in onstart, runtime.smk)."""
     path = weights_path(config, name)
     return [] if MISSING and not os.path.isfile(path) else path
 

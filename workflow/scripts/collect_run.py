@@ -1,10 +1,10 @@
 """Snakemake adapter: R.csv + metrics.json of one run."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.io import read_json
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.results import collect_run
 
 with log_to(snakemake.log[0], snakemake.rule):

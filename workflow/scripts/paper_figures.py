@@ -1,9 +1,9 @@
 """Snakemake adapter: the paper's figures and the per-task diagnostics of one benchmark (PNG + PDF)."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.plan import PAPER_FIGURES
 from intact.report.paper import StoredResults
 from intact.report.paper_figures import paper_figures

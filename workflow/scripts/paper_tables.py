@@ -1,9 +1,9 @@
 """Snakemake adapter: the paper's tables (CSV, Markdown, LaTeX) from the paper's numbers and stored runs."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.report.paper import StoredResults
 from intact.plan import PAPER_TABLES
 from intact.report.paper_tables import paper_tables

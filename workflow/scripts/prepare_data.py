@@ -1,11 +1,11 @@
 """Snakemake adapter: build a benchmark prepared in one process (manifest + data) and its preview picture."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.data import open_benchmark
 from intact.settings import benchmark_settings
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):
     cfg = benchmark_settings(snakemake.params.benchmark)

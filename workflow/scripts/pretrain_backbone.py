@@ -1,10 +1,10 @@
 """Snakemake adapter: pretrain a small backbone on a benchmark's clean split."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.config import BackboneConfig, build_dataclass
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.pretrain import pretrain_backbone
 
 with log_to(snakemake.log[0], snakemake.rule):

@@ -1,5 +1,5 @@
 """Snakemake adapter: the query cache of one (benchmark, backbone)."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from intact.cache import build_query_cache
 from intact.config import BackboneConfig, build_dataclass
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):
     build_query_cache(

@@ -1,9 +1,9 @@
 """Snakemake adapter: the default run's table (CSV + Markdown) and AA-evolution plot of a benchmark."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.report.plots import aa_evolution_plot
 from intact.report.tables import summarize_runs, to_markdown, write_table
 from intact.results import load_metrics

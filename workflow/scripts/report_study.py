@@ -1,9 +1,9 @@
 """Snakemake adapter: the tables and figures of one study (from stored metrics only)."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.report.studies import write_study_report
 from intact.results import load_metrics
 

@@ -1,6 +1,6 @@
 """Snakemake adapter: the tune study's tables (choices on validation, chosen vs baseline on test)."""
 from intact.io import read_json
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.report.tune import run_rows, write_tune_report
 
 with log_to(snakemake.log[0], snakemake.rule):

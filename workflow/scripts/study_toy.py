@@ -1,12 +1,12 @@
 """Snakemake adapter: the toy experiment (Fig. 2)."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 import torch
 
 from intact.experiments.toy import study_toy
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):
     torch.set_num_threads(snakemake.threads)

@@ -1,12 +1,12 @@
 """Snakemake adapter: train one task from the previous task's state, then evaluate it (eval.json)."""
-from intact.warm import hand_off
+from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from pathlib import Path
 
 from intact.config import RunConfig
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.train import train_task
 
 with log_to(snakemake.log[0], snakemake.rule):

@@ -1,6 +1,6 @@
 """Snakemake adapter: one search's choice from its validation-split metrics (checkpoint tune_select)."""
 from intact.io import write_json
-from intact.joblog import log_to
+from intact.runtime.joblog import log_to
 from intact.tune import choose
 
 with log_to(snakemake.log[0], snakemake.rule):

@@ -1,8 +1,8 @@
 """Snakemake's command line started from a warm parent that has imported Snakemake and the ``intact`` modules
-the Snakefile imports: ``python -m intact.warm_snakemake ARGS`` is ``python -m snakemake ARGS``.
+the Snakefile imports: ``python -m intact.runtime.warm_snakemake ARGS`` is ``python -m snakemake ARGS``.
 
 Where :data:`ENV_SOCKET` names such a parent (:func:`start`), the command runs in a fresh child of it (the
-same :func:`intact.warm.hand_off` that job scripts use: its own process group, the caller's argv, working
+same :func:`intact.runtime.warm.hand_off` that job scripts use: its own process group, the caller's argv, working
 directory, environment and standard streams; signals relayed, the same exit status); else it runs as
 ``python -m snakemake`` would. The test suite runs its ~60 small workflow runs this way
 (:func:`intact.testing.snakemake`): importing Snakemake with its executor plugins (the SLURM one imports
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from intact import warm
+from intact.runtime import warm
 
 #: the socket of the warm parent that preloads Snakemake (a test session's; set per test module)
 ENV_SOCKET = "INTACT_SNAKEMAKE_SOCKET"
@@ -35,6 +35,6 @@ def preload_modules(root: str | Path) -> list[str]:
 
 
 def start(root: str | Path) -> warm.WarmParent | None:
-    """A warm parent for ``python -m intact.warm_snakemake`` in the checkout at ``root`` (not exported: the
+    """A warm parent for ``python -m intact.runtime.warm_snakemake`` in the checkout at ``root`` (not exported: the
     caller hands its socket to the commands through :data:`ENV_SOCKET`); None where none starts."""
     return warm.start(preload_modules(root), export=False)

@@ -1,17 +1,18 @@
 """Warm local execution: a job's Python starts with torch, timm and ``intact`` already imported.
 
 Snakemake still decides, starts and waits for every job; only the start of the job's Python changes. The
-workflow (``onstart`` in workflow/rules/common.smk) starts one *warm parent* per local run, or adopts one its
+workflow (``onstart`` in workflow/rules/runtime.smk) starts one *warm parent* per local run, or adopts one its
 environment names (``intact warm`` keeps one across runs): a process that imports the modules the job scripts
-import, once, and then forks a fresh child per job. It serves only jobs that would import the same code. A rule's ``script:``
-adapter calls :func:`hand_off` first: when a warm parent serves the run (its socket in ``INTACT_WARM_SOCKET``),
-the adapter's process becomes a client that passes its script, argv, working directory, environment, umask
-and file descriptors 0-2 to the parent, which forks a child that runs the same script as ``python <script>``
-would. The client relays every catchable signal it receives to the child and exits exactly as the child did
-(same exit code, or killed by the same signal), so Snakemake sees the job's own status; if the client dies
-(SIGKILL), the parent SIGKILLs the child. The child runs in a process group of its own, so a signal reaches it
-once, through its client. Where no warm parent serves (SLURM, another executor, ``INTACT_WARM=0``, another
-Python, a parent that is gone) the job runs cold in its own process, as before. docs/design.md says more.
+import, once, and then forks a fresh child per job. It serves only jobs that would import the same code. A
+rule's ``script:`` adapter calls :func:`hand_off` first: when a warm parent serves the run (its socket in
+``INTACT_WARM_SOCKET``), the adapter's process becomes a client that passes its script, argv, working
+directory, environment, umask and file descriptors 0-2 to the parent, which forks a child that runs the same
+script as ``python <script>`` would. The client relays every catchable signal it receives to the child and
+exits exactly as the child did (same exit code, or killed by the same signal), so Snakemake sees the job's own
+status; if the client dies (SIGKILL), the parent SIGKILLs the child. The child runs in a process group of its
+own, so a signal reaches it once, through its client. Where no warm parent serves (SLURM, another executor,
+``INTACT_WARM=0``, another Python, a parent that is gone) the job runs cold in its own process, as before.
+docs/design.md says more.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ _SERVED = False  # True in a child forked by the warm parent: hand_off() then le
 
 def enabled(environ: dict | None = None) -> bool:
     """Whether the switch allows a warm parent (it does unless ``INTACT_WARM`` is 0, false, no or off)."""
-    return (environ if environ is not None else os.environ).get(ENV_SWITCH, "1").lower() not in ("0", "false", "no", "off")
+    value = (environ if environ is not None else os.environ).get(ENV_SWITCH, "1")
+    return value.lower() not in ("0", "false", "no", "off")
 
 
 # ---- the client: the job's own process (its script calls hand_off first) ----------------------------------
@@ -63,7 +65,8 @@ def hand_off(path: str | None = None) -> None:
         if peer_uid(sock) != os.getuid():  # an abstract name has no file permissions: check who answers
             raise OSError("another user's socket")
         request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                   "env": dict(os.environ), "umask": _umask(), "python": python_id(), "executable": sys.executable, **signal_state()}
+                   "env": dict(os.environ), "umask": _umask(), "python": python_id(), "executable": sys.executable,
+                   **signal_state()}
         socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
         _relay_signals_to(sock)
         ack = sock.recv(64).decode()
@@ -127,7 +130,8 @@ def _exit_as(sock: socket.socket) -> None:
     except OSError:
         msg = ""
     if not msg.startswith("exit "):
-        print("intact: the warm parent went away while this job ran; its status is unknown", file=sys.stderr, flush=True)
+        print("intact: the warm parent went away while this job ran; its status is unknown", file=sys.stderr,
+              flush=True)
         os._exit(1)
     status = int(msg.split()[1])
     if os.WIFSIGNALED(status):
@@ -187,7 +191,7 @@ def start(modules: list[str], export: bool = True, env: dict[str, str] | None = 
     else:
         folder = tempfile.mkdtemp(prefix="intact-warm-")  # mode 0700: only this user reaches the socket
         path = os.path.join(folder, "socket")
-    code = "import sys; from intact.warm_server import serve; serve(sys.argv[1], sys.argv[2:])"
+    code = "import sys; from intact.runtime.warm_server import serve; serve(sys.argv[1], sys.argv[2:])"
     # stdin stays a pipe from this process: its end-of-file (a stop, or this process gone) ends the parent
     proc = subprocess.Popen([sys.executable, "-c", code, path, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env)
@@ -213,7 +217,8 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
     if kept and enabled():
         why = probe(kept)
         if not why:
-            return None, f"intact: jobs start from the warm parent the environment names ({kept}; kept, not stopped by this run)"
+            return None, (f"intact: jobs start from the warm parent the environment names ({kept}; kept, not stopped "
+                          "by this run)")
         del os.environ[ENV_SOCKET]
         note = f" (the one {ENV_SOCKET} names does not serve this run: {why})"
     parent = start(modules)
@@ -265,7 +270,8 @@ def keep(argv: list[str]) -> int:
     from intact.sources import SRC
 
     parser = argparse.ArgumentParser(prog="intact warm", description=keep.__doc__)
-    parser.add_argument("--checkout", default=str(SRC.parent), help="the repository whose Snakefile runs (default: %(default)s)")
+    parser.add_argument("--checkout", default=str(SRC.parent),
+                        help="the repository whose Snakefile runs (default: %(default)s)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
     parent = start_for_checkout(args.checkout, export=False)
@@ -291,7 +297,7 @@ def preload_modules(scripts: list[str]) -> list[str]:
     imports, intact.sources: no list kept by hand; torch and timm come with them), then :data:`EXTRA_PRELOAD`."""
     from intact.sources import imported_modules  # only the workflow's process needs it, not a client
 
-    names = sorted(set().union(*(imported_modules(s) for s in scripts)) - {"intact.warm"})
+    names = sorted(set().union(*(imported_modules(s) for s in scripts)) - {"intact.runtime.warm"})
     return names + list(EXTRA_PRELOAD)
 
 

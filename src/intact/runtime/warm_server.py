@@ -1,10 +1,12 @@
-"""The warm parent of intact.warm: imports the job scripts' modules once, then forks a fresh child per job.
+"""The warm parent of intact.runtime.warm: imports the job scripts' modules once, then forks a fresh child per
+job.
 
 One thread, one loop over its sockets: a new client (fork a child for its job), SIGCHLD (reap, and send the
 client its child's status), and stdin's end-of-file or SIGTERM (stop: accept no more jobs, wait for the
 running ones, exit). The child itself reads its client's connection (a signal to pass on; end-of-file: the
-client is gone, SIGKILL), so that a job never outlives its client, even if the parent dies with it. A child starts from the parent's state right after its imports - the parent never runs
-a job - and is made to look like a fresh ``python <script>`` process (see :func:`_become_job`).
+client is gone, SIGKILL), so that a job never outlives its client, even if the parent dies with it. A child
+starts from the parent's state right after its imports - the parent never runs a job - and is made to look
+like a fresh ``python <script>`` process (see :func:`_become_job`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sysconfig
 import threading
 import traceback
 
-from intact.warm import address, catchable, mark_served, peer_uid, python_id
+from intact.runtime.warm import address, catchable, mark_served, peer_uid, python_id
 
 _MAX_REQUEST = 1 << 20  # a request holds the client's environment: a few KB
 #: a file the warm parent appends "start <pid> <script>" and "exit <pid> <wait status>" to, per job (tests)
@@ -32,7 +34,7 @@ ENV_TRACE = "INTACT_WARM_TRACE"
 
 
 def serve(path: str, modules: list[str]) -> None:
-    """The warm parent's entry point (started by :func:`intact.warm.start`). Ends with ``os._exit``: the
+    """The warm parent's entry point (started by :func:`intact.runtime.warm.start`). Ends with ``os._exit``: the
     interpreter's own finalisation of everything imported (and the threads some of it started) could take
     long, while the workflow waits for this process."""
     Server(path).run(modules)
@@ -107,10 +109,11 @@ class Server:
             msg, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
             conn.settimeout(None)
             request = json.loads(msg)
-            why = self._refusal(request) or ("" if len(fds) == 3 or request.get("probe") else "no standard streams passed")
+            why = self._refusal(request) or (
+                "" if len(fds) == 3 or request.get("probe") else "no standard streams passed")
         except (OSError, ValueError, KeyError) as err:
             why = str(err) or type(err).__name__
-        if why or request.get("probe"):  # a refusal (the job runs cold), or intact.warm.probe's answer
+        if why or request.get("probe"):  # a refusal (the job runs cold), or intact.runtime.warm.probe's answer
             for fd in fds:
                 os.close(fd)
             try:
