@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from conftest import assert_config_error, tiny_config
-from intact.config import ConfigError, RunConfig, resolve_run, validate_config
+from intact.config import ConfigError, RunConfig, resolve_run, run_from_dict, validate_config
 from intact.naming import MethodNameError, parse_method_name
 
 
@@ -52,7 +52,7 @@ def test_resolved_run_merges_overrides_and_round_trips():
     run = resolve_run(cfg, "digits", "coda_p+intact-no_var@lambda_intdrift=1e-4", 2)
     assert run.intact.lambda_feat == 0.5 and run.intact.lambda_var == 0.0 and run.intact.lambda_intdrift == 1e-4
     assert run.optim.epochs == 3 and run.seed == 2 and run.base == "coda_p"
-    assert RunConfig.from_dict(run.to_dict()) == run
+    assert run_from_dict(run.to_dict()) == run
     assert resolve_run(cfg, "digits", "coda_p", 2).intact is None
     other = copy.deepcopy(cfg)
     other["intact"]["lambda_align"] = 0.5

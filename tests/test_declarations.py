@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from conftest import REPO, assert_config_error, tiny_config
-from intact.config import resolve_run
+from intact.config import method_settings, resolve_run
 from intact.methods import METHODS
-from intact.methods.declare import Method, defaults, run_settings, setting, settings_schema
+from intact.methods.declare import Method, settings_schema
+from intact.settings import OptimConfig, recorded, setting
 from intact.schema import schema
 
 #: a real implementation target (a declaration checks that its target resolves)
@@ -51,20 +51,28 @@ def test_declared_types_and_bounds_are_enforced_at_validation(mutate, expected):
 def test_a_run_gets_every_declared_default_and_keeps_its_hash():
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     run = resolve_run(cfg, "digits", "coda_p", 0)
-    assert run.settings == defaults(METHODS["coda_p"].settings)
+    assert run.settings == METHODS["coda_p"].settings()
     # the default run's hashes from before the declarations (config.yaml then copied every default)
     assert run.hash() == "11c229a9373d"
     assert resolve_run(cfg, "digits", "coda_p+intact", 0).hash() == "a266ebc22f09"
     # a configured value wins and enters the hash
     cfg["methods"] = {"coda_p": {"pool_size": 20}}
-    assert resolve_run(cfg, "digits", "coda_p", 0).settings["pool_size"] == 20
+    assert resolve_run(cfg, "digits", "coda_p", 0).settings.pool_size == 20
 
 
 def test_a_later_key_is_left_out_while_at_its_default():
-    net = METHODS["net_finetune"]
-    assert "lr" not in run_settings(net, {})
-    assert "lr" not in run_settings(net, {"lr": 1e-2})
-    assert run_settings(net, {"lr": 0.1})["lr"] == 0.1
+    """One way to mark a key added later (``setting(later=True)``), in a method's settings as in the shared
+    sections: left out of the run's recorded form while at its default, recorded once set otherwise."""
+    assert "lr" not in recorded(method_settings("net_finetune", {}))
+    assert "lr" not in recorded(method_settings("net_finetune", {"lr": 1e-2}))
+    assert recorded(method_settings("net_finetune", {"lr": 0.1}))["lr"] == 0.1
+    assert "drop_last" not in recorded(OptimConfig()) and recorded(OptimConfig(drop_last=True))["drop_last"]
+
+
+def test_a_method_setting_keeps_the_number_as_written():
+    """lambda_ewc=1 in a run name enters the hash as the integer it was recorded with (the tune study's points)."""
+    assert recorded(method_settings("ewc", {"lambda_ewc": 1}))["lambda_ewc"] == 1
+    assert isinstance(recorded(method_settings("ewc", {"lambda_ewc": 1}))["lambda_ewc"], int)
 
 
 def test_declared_checks_stop_validation_naming_the_key():

@@ -1,6 +1,6 @@
-"""The shared sections config.yaml spells out for the default run (head, intact, optim, the digits benchmark and
-its backbone) agree with the typed defaults of :mod:`intact.settings`. Methods are not listed here: their
-defaults exist once, in their declarations (tests/test_declarations.py)."""
+"""Every default is declared once (intact.settings, a method's or a benchmark type's module), and config.yaml states
+only what the default run chooses: it restates no declared default, so nothing has to be kept in step with the
+declarations by hand."""
 
 from __future__ import annotations
 
@@ -10,44 +10,51 @@ import pytest
 import yaml
 
 from conftest import REPO
+from intact.config import benchmark_config, load_config, resolve_run
+from intact.data import BENCHMARKS
+from intact.methods import METHODS
 from intact.paths import run_dir
-from intact.settings import BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig
+from intact.schema import schema
+from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults
 
 CFG = yaml.safe_load((REPO / "config.yaml").read_text())
-SECTIONS = {
-    "head": HeadConfig, "intact": IntactConfig, "optim": OptimConfig,
-    "backbones.vit_digits.pretrain": PretrainConfig, "benchmarks.digits": BenchmarkConfig,
-}
 
 
-def _section(path: str) -> dict:
-    node = CFG
-    for part in path.split("."):
-        node = node[part]
-    return node
+def _restated(values: dict, declared: dict, keep: tuple[str, ...] = ()) -> dict:
+    return {k: v for k, v in (values or {}).items() if k in declared and k not in keep and declared[k] == v}
 
 
-#: settings that belong to one config entry and have no meaningful shared default
-OWN = {"benchmarks.digits": {"domains"}}
+def test_config_yaml_restates_no_declared_default():
+    """A value config.yaml sets that equals its declaration's default is a copy to keep in step: there is none."""
+    restated = {s: _restated(CFG.get(s), defaults(cls)) for s, cls in SECTIONS.items()}
+    for name, bb in CFG["backbones"].items():
+        restated[f"backbones.{name}"] = _restated(bb, defaults(BackboneConfig), keep=BACKBONE_REQUIRED)
+        restated[f"backbones.{name}.pretrain"] = _restated(bb.get("pretrain"), defaults(PretrainConfig))
+    for name, bench in CFG["benchmarks"].items():
+        restated[f"benchmarks.{name}"] = _restated(bench, defaults(BENCHMARKS[bench["type"]].settings))
+    for name, section in (CFG.get("methods") or {}).items():
+        restated[f"methods.{name}"] = _restated(section, defaults(METHODS[name].settings))
+    assert not {k: v for k, v in restated.items() if v}, restated
 
 
-def _plain(v):
-    return list(v) if isinstance(v, tuple) else v
+@pytest.mark.parametrize("section", SECTIONS)
+def test_the_schema_of_a_shared_section_is_derived_from_its_declaration(section):
+    """Every declared field is a schema property with the declared description; nothing else is."""
+    props = schema()["properties"][section]["properties"]
+    fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+    assert set(props) == set(fields)
+    for name, f in fields.items():
+        assert props[name].get("description") == (f.metadata.get("doc") or None), name
 
 
-@pytest.mark.parametrize("path", SECTIONS)
-def test_dataclass_defaults_equal_the_shipped_config(path):
-    cls = SECTIONS[path]
-    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    shipped = _section(path)
-    mismatched = {k: (defaults[k], v) for k, v in shipped.items()
-                  if k in defaults and k not in OWN.get(path, ()) and _plain(defaults[k]) != v}
-    assert not mismatched, f"{path}: dataclass default != config.yaml: {mismatched}"
-
-
-def test_config_yaml_copies_no_method_defaults():
-    """config.yaml keeps what the default run chooses: no method section repeats its declared defaults."""
-    assert not CFG.get("methods")
+def test_a_run_of_the_default_config_gets_the_declared_defaults():
+    cfg = load_config(REPO / "config.yaml", check_files=False)
+    run = resolve_run(cfg, "digits", "coda_p+intact", 0)
+    for section in ("head", "intact", "optim"):
+        assert dataclasses.asdict(getattr(run, section)) == dataclasses.asdict(SECTIONS[section]())
+    assert run.backbone.pretrain == PretrainConfig()
+    digits = benchmark_config(cfg, "digits")
+    assert (digits.image_size, digits.pretrain_fraction, digits.test_fraction, digits.val_fraction) == (32, .4, .4, .2)
 
 
 def test_run_folder_has_one_spelling():

@@ -15,7 +15,7 @@ from PIL import Image
 
 import image_trees as trees
 from conftest import REPO
-from intact.config import ConfigError, build_dataclass, resolve_run, validate_config
+from intact.config import ConfigError, build_dataclass, resolve_run, run_from_dict, validate_config
 from intact.data import benchmark_class, open_benchmark
 from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
@@ -341,11 +341,11 @@ def test_drop_last_at_its_default_leaves_existing_run_settings_unchanged(tiny_be
 
     cfg = copy.deepcopy(tiny_bench["config"])
     plain = resolve_run(cfg, "digits", "coda_p", 0)
-    assert "drop_last" not in plain.to_dict()["optim"] and RunConfig.from_dict(plain.to_dict()) == plain
+    assert "drop_last" not in plain.to_dict()["optim"] and run_from_dict(plain.to_dict()) == plain
     cfg["optim"]["drop_last"] = True
     dropped = resolve_run(cfg, "digits", "coda_p", 0)
     assert dropped.to_dict()["optim"]["drop_last"] is True and dropped.hash() != plain.hash()
-    assert RunConfig.from_dict(dropped.to_dict()) == dropped
+    assert run_from_dict(dropped.to_dict()) == dropped
 
 
 def test_digits_keep_the_dataloader_batches(tiny_bench):
@@ -449,9 +449,9 @@ def test_imagenet_mix_c_tasks_use_the_authors_transform_unless_switched(tmp_path
 
 
 def test_the_mix_transform_is_part_of_the_hash_and_other_benchmarks_keep_theirs():
-    from intact.data.image_config import plain_config
+    from intact.settings import recorded
 
     r = bench_cfg("r", type="imagenet_r", root="/x")
-    assert "c_transform" not in plain_config(r)                    # unset: existing runs' params and hashes stand
+    assert "c_transform" not in recorded(r)                    # unset: existing runs' params and hashes stand
     m = bench_cfg("m", type="imagenet_mix", root_r="/x", root_c="/y")
-    assert plain_config(m)["c_transform"] == "authors"
+    assert recorded(m)["c_transform"] == "authors"

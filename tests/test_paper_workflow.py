@@ -46,7 +46,7 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
         o = run.optim
         assert (o.epochs, o.batch_size, o.lr_head, o.lr_prompt, o.schedule, o.drop_last) == (epochs, 64, 1e-3, 1e-3, "cosine_epoch", True)
         assert run.backbone.model == AUTHORS_MODEL and run.backbone.input_std == (1.0, 1.0, 1.0)
-        assert run.settings["pool_size"] == 100 and run.settings["layers"] == [0, 1, 2, 3, 4]
+        assert run.settings.pool_size == 100 and run.settings.layers == (0, 1, 2, 3, 4)
     assert resolve_run(cfg, name, "coda_p+intact@preset=reference", 0).intact.double_ce is True
     # the tune study on the config's own benchmark: InTAct's lambda on every method on the ViT that accepts it
     # (net_finetune trains a network of its own, not for these benchmarks), EWC's and LwF's

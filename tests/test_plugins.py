@@ -21,7 +21,8 @@ from intact.registry import Registry, RegistryError, load_target, resolve, targe
 
 GOOD = '''
 from dataclasses import dataclass
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 @dataclass(frozen=True)
 class S:

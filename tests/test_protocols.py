@@ -273,13 +273,13 @@ def test_the_intact_budgets_ema_spans_the_tasks_the_authors_h_spans(name):
     cfg, sizes = layered(name), _train_sizes(name)
     for method in ("c_prompt", "ka_prompt"):
         off, ours = resolve_run(cfg, name, f"{method}@protocol=official", 0), resolve_run(cfg, name, method, 0)
-        assert off.settings.get("ema_span") is None        # the official protocol runs the script's h itself
+        assert off.settings.ema_span is None        # the official protocol runs the script's h itself
         steps = [off.optim.epochs * math.ceil(n / off.optim.batch_size) for n in sizes]
-        want = ema_span(off.settings["h"], steps)
-        assert ours.settings["ema_span"] == pytest.approx(want, rel=1e-3), (method, want)
+        want = ema_span(off.settings.h, steps)
+        assert ours.settings.ema_span == pytest.approx(want, rel=1e-3), (method, want)
         mine = [ours.optim.epochs * (n // ours.optim.batch_size) for n in sizes]
-        assert ema_h(ours.settings["ema_span"], mine) > off.settings["h"]   # more steps per task: a larger h
-        assert ema_h(want, steps) == pytest.approx(off.settings["h"])
+        assert ema_h(ours.settings.ema_span, mine) > off.settings.h   # more steps per task: a larger h
+        assert ema_h(want, steps) == pytest.approx(off.settings.h)
 
 
 def test_the_evaluated_head_lags_the_live_head_under_both_protocols(tiny_bench, tmp_path):

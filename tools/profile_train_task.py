@@ -128,7 +128,7 @@ def job(spec_path: str) -> None:
     phases.add("interpreter start-up", started - spec["spawned"])
     phases.add("imports: snakemake script preamble", preamble)
     t = time.perf_counter()
-    from intact.config import RunConfig
+    from intact.config import run_from_dict
     from intact.runtime.joblog import log_to  # noqa: F401  (the adapter's imports)
     from intact.train import train_task
     phases.add("imports: intact.train (torch, timm, ...)", time.perf_counter() - t)
@@ -142,7 +142,7 @@ def job(spec_path: str) -> None:
         prof = cProfile.Profile()
         prof.enable()
     t = time.perf_counter()
-    record = train_task(RunConfig.from_dict(spec["run"]), spec["task"], manifest=Path(spec["manifest"]),
+    record = train_task(run_from_dict(spec["run"]), spec["task"], manifest=Path(spec["manifest"]),
                         backbone_weights=Path(spec["backbone"]), out_dir=Path(spec["out"]),
                         prev_dir=Path(spec["prev"]) if spec["prev"] else None, threads=spec["threads"],
                         progress=False, query_cache=Path(spec["query"]), eval_out=Path(spec["out"]) / "eval.json")

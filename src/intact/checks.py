@@ -18,7 +18,7 @@ from intact.methods import METHODS
 from intact.methods.declare import problems
 from intact.models.arch import Arch, backbone_arch
 from intact.naming import parse_method_name
-from intact.settings import ConfigError, RunConfig, build_dataclass
+from intact.settings import ConfigError, RunConfig
 from intact.studies import expand_studies
 from intact.tune import expand_tune
 
@@ -113,8 +113,7 @@ def _check_benchmark(run: RunConfig) -> None:
 def _check_method(run: RunConfig, arch: Arch) -> None:
     """The method's declared checks (:func:`intact.methods.declare.problems`): its block lists against the
     backbone's depth, then its own checks, which see the benchmark and the backbone (depth, width, heads)."""
-    spec = METHODS[run.base]
-    settings = build_dataclass(spec.settings, run.settings, f"methods.{run.base}")
+    spec, settings = METHODS[run.base], run.settings
     bb = run.backbone
     for key, problem in problems(spec, settings, run.benchmark, arch):
         value = getattr(settings, key)

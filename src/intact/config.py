@@ -16,19 +16,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from intact.checks import check_runs as _check_runs
-from intact.data import BENCHMARK_TYPES
+from intact.data import BENCHMARK_TYPES, benchmark_settings
 from intact.data.declare import BenchmarkSettings
 from intact.data.image_config import expand_path, missing_path
 from intact.layering import LayerError, merge, read_files
 from intact.methods import METHODS
-from intact.methods.declare import run_settings
 from intact.naming import MethodNameError, parse_method_name
 from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone, run_layers,
                               same_as_default)
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
-    INTACT_PRESETS, LATER_KEYS, BackboneConfig, BenchmarkConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig,
-    RunConfig, benchmark_dataclass, build_dataclass,
+    INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig, TrackingConfig,
+    build_dataclass,
 )
 
 #: the one run-level key a method name may set: ``@run.eval_split=val`` (the search points of studies.tune)
@@ -211,13 +210,37 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         method=method,
         base=name.base,
         intact=build_dataclass(IntactConfig, sections["intact"], "intact") if name.intact else None,
-        settings=run_settings(METHODS[name.base], sections["methods"].get(name.base, {})),
+        settings=method_settings(name.base, sections["methods"].get(name.base)),
         head=build_dataclass(HeadConfig, sections["head"], "head"),
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
         eval_split=eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split") or cfg["run"].get("eval_split", "test"),
         protocol=name.protocol,
     )
+
+
+def benchmark_optim(cfg: Mapping[str, Any], benchmark: str) -> OptimConfig:
+    """``optim`` as every run on ``benchmark`` starts from (the declared defaults, the config's section, the
+    benchmark's overrides; before any per-method or protocol layer): what the benchmark's query cache uses."""
+    overrides = (cfg["benchmarks"][benchmark].get("overrides") or {}).get("optim") or {}
+    return build_dataclass(OptimConfig, merge(cfg.get("optim") or {}, overrides), "optim")
+
+
+#: the fields ``tracking.experiment`` may name
+EXPERIMENT_FIELDS = ("benchmark", "eval_split")
+
+
+def tracking_config(cfg: Mapping[str, Any] | None) -> TrackingConfig:
+    """The typed ``tracking`` section of a config mapping (declared defaults where absent), checked."""
+    raw = dict((cfg or {}).get("tracking") or {})
+    check_sections({"tracking": raw}, where="config")
+    tc = build_dataclass(TrackingConfig, raw, "tracking")
+    try:
+        tc.experiment_name("b", "test")
+    except (KeyError, IndexError, ValueError) as e:
+        raise ConfigError(f"config: key 'tracking.experiment' = {tc.experiment!r}: bad template ({e!r}); expected "
+                          f"a name with optional fields {', '.join('{' + f + '}' for f in EXPERIMENT_FIELDS)}") from None
+    return tc
 
 
 def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
@@ -227,8 +250,20 @@ def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
 
 def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:
     """The typed settings of ``benchmarks.<name>`` (the dataclass its type declares)."""
-    raw = {k: v for k, v in cfg["benchmarks"][name].items() if k != "overrides"}
-    return build_dataclass(benchmark_dataclass(raw.get("type")), {"name": name, **raw}, f"benchmarks.{name}")
+    return benchmark_settings({"name": name, **{k: v for k, v in cfg["benchmarks"][name].items() if k != "overrides"}})
+
+
+def run_from_dict(data: Mapping[str, Any]) -> RunConfig:
+    """The typed run from its plain form (:meth:`RunConfig.to_dict`, a job's ``params.run``): the inverse of
+    ``to_dict``, so ``run_from_dict(run.to_dict()) == run``."""
+    typed = {"benchmark": benchmark_settings(data["benchmark"]), "settings": method_settings(data["base"], data["settings"])}
+    return build_dataclass(RunConfig, {**data, **typed}, "run")
+
+
+def method_settings(base: str, configured: Mapping[str, Any] | None) -> Any:
+    """Method ``base``'s typed settings: its declared defaults, then what the config sets, as written (a
+    number stays as the config writes it: the values enter the run's hash)."""
+    return build_dataclass(METHODS[base].settings, configured, f"methods.{base}", as_written=True)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The configuration reference (docs/configuration.md), generated from the declarations so it cannot drift:
 each method's settings from its :class:`~intact.methods.declare.Method`, each built-in benchmark type's keys from
-its :class:`~intact.data.declare.BenchmarkType`, the shared sections from the
-schema's descriptions and the typed defaults of :mod:`intact.settings`.
+its :class:`~intact.data.declare.BenchmarkType`, the shared sections from their declarations in
+:mod:`intact.settings`.
 
     python tools/config_reference.py            # rewrite docs/configuration.md
     python tools/config_reference.py --check    # fail if the committed file is not current (a test runs this)
@@ -16,11 +16,9 @@ from typing import Any
 from intact.data import BENCHMARK_TYPES, BUILTIN_TYPES
 from intact.data.declare import BenchmarkType, benchmark_schema
 from intact.methods import METHODS
-from intact.methods.declare import Method, defaults, settings_schema
+from intact.methods.declare import Method, settings_schema
 from intact.schema import schema
-from intact.settings import HeadConfig, IntactConfig, OptimConfig
-
-SHARED = {"head": HeadConfig, "intact": IntactConfig, "optim": OptimConfig}
+from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults, section_schema
 _BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minItems", "enum")
 
 
@@ -95,13 +93,19 @@ def render() -> str:
               "`domains` selects and orders the type's tasks (default: all, in the listed order).", ""]
     for name in BUILTIN_TYPES:
         lines += benchmark_section(BENCHMARK_TYPES[name])
-    lines += ["## Shared sections", ""]
-    for section, cls in SHARED.items():
-        values = {f.name: defaults_of(cls)[f.name] for f in dataclasses.fields(cls)}
-        lines += [f"### `{section}`", "", *_table(schema()["properties"][section]["properties"], values), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + shared_sections())
 
 
-def defaults_of(cls: type) -> dict[str, Any]:
-    """The defaults of a typed section (tuples as lists)."""
-    return {f.name: list(f.default) if isinstance(f.default, tuple) else f.default for f in dataclasses.fields(cls)}
+def shared_sections() -> list[str]:
+    """The sections every run shares, declared in :mod:`intact.settings`: their keys, defaults and bounds."""
+    lines = ["## Shared sections", "", "Declared in `src/intact/settings.py`.", ""]
+    for section, cls in SECTIONS.items():
+        lines += [f"### `{section}`", "", " ".join(cls.__doc__.split()), "",
+                  *_table(schema()["properties"][section]["properties"], defaults(cls)), ""]
+    entry = section_schema(BackboneConfig, skip=("name",))["properties"]
+    lines += ["### `backbones.<name>`", "", " ".join(BackboneConfig.__doc__.split()), "",
+              *_table({k: v for k, v in entry.items() if k != "pretrain"},
+                      {k: v for k, v in defaults(BackboneConfig).items() if k not in BACKBONE_REQUIRED}), "",
+              "### `backbones.<name>.pretrain`", "", " ".join(PretrainConfig.__doc__.split()), "",
+              *_table(entry["pretrain"]["properties"], defaults(PretrainConfig)), ""]
+    return lines

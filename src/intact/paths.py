@@ -25,6 +25,15 @@ def task_dir(benchmark: str, method: str, seed: int | str, task: int | str, root
     return f"{run_dir(benchmark, method, seed, root)}/task{task}"
 
 
+#: a run's tracking marker: the Snakemake target of its MLflow tracking step (intact.tracking)
+MARKER = "tracking.json"
+
+
+def marker_path(benchmark: str, method: str, seed: int) -> str:
+    """The tracking marker of one run (relative to the workdir)."""
+    return f"{run_dir(benchmark, method, seed)}/{MARKER}"
+
+
 def user_cache(name: str) -> Path | None:
     """``intact/<name>`` in the user's cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``); None where the user
     has no home folder (nothing is kept then)."""

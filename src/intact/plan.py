@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from intact.config import benchmark_config
-from intact.paths import RESULTS, run_dir, task_dir
+from intact.config import benchmark_config, tracking_config
+from intact.paths import RESULTS, marker_path, run_dir, task_dir
 from intact.studies import Study, expand_studies
 from intact.tune import TuneStudy, expand_tune
-from intact.tracking.settings import marker_path, tracking_config
 
 #: benchmark -> method -> seeds
 Runs = dict[str, dict[str, tuple[int, ...]]]

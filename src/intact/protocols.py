@@ -108,8 +108,8 @@ def training_summary(run: Any) -> dict[str, Any]:
     """What a run trains with, as ``intact runs`` prints it: protocol, backbone, epochs per task, batch size,
     optimizer, lr schedule, learning rates (a method's own ``lr`` setting where it has one) and weight decay."""
     o, own = run.optim, run.settings
-    lr = own["lr"] if own.get("lr") is not None else (o.lr_prompt if o.lr_head == o.lr_prompt else f"{o.lr_prompt}/{o.lr_head}")
-    wd = own.get("weight_decay", o.weight_decay)
+    own_lr, wd = getattr(own, "lr", None), getattr(own, "weight_decay", o.weight_decay)
+    lr = own_lr if own_lr is not None else (o.lr_prompt if o.lr_head == o.lr_prompt else f"{o.lr_prompt}/{o.lr_head}")
     schedule = f"{o.schedule}{list(o.milestones)}" if o.schedule == "multistep" else o.schedule
     return {"protocol": run.protocol, "backbone": run.backbone.name, "epochs": o.epochs, "batch": o.batch_size,
             "optimizer": optimizer_name(run), "schedule": schedule, "lr": lr, "weight_decay": wd}

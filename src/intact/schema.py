@@ -1,6 +1,7 @@
-"""The config schema (``config.schema.yaml``, with its ``methods`` part derived from the methods' declarations and
-its ``benchmarks`` part from the benchmarks' declarations):
-built once per process, and its errors turned into messages that name the key and what was expected."""
+"""The config schema: ``config.schema.yaml`` for what no declaration covers (``run``, ``studies``, ``experiments``,
+the protocol layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks``
+from the benchmark types', ``head``, ``intact``, ``optim``, ``tracking`` and each ``backbones`` entry from
+:mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what was expected."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from intact.data import BENCHMARK_TYPES
 from intact.data.declare import benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
-from intact.settings import ConfigError
+from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, section_schema
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -29,6 +30,10 @@ def schema() -> dict[str, Any]:
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
     methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
+    for section, cls in SECTIONS.items():
+        out["properties"][section] = section_schema(cls)
+    out["properties"]["backbones"]["additionalProperties"] = section_schema(
+        BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
     _add_benchmarks(out)
     return out
 

@@ -31,6 +31,7 @@ from intact.layering import merge
 from intact.methods import METHODS
 from intact.paths import user_cache
 from intact.runtime.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
+from intact.settings import SECTIONS
 
 #: the checkout this package was installed from (src layout: <checkout>/src/intact)
 REPO = Path(__file__).resolve().parents[2]
@@ -46,8 +47,11 @@ def tiny_config(**run: object) -> dict:
     cfg = copy.deepcopy(yaml.safe_load(path.read_text()))
     cfg["run"].update({"seeds": [0], "methods": ["coda_p", "coda_p+intact"], **run})
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
+    # every shared section present (empty: its declared defaults), so a test can set one key
+    for section in SECTIONS:
+        cfg[section] = dict(cfg.get(section) or {})
     # 25 epochs (~9 s): a weaker backbone leaves every method at chance, and tests of learning test nothing
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 25
+    cfg["backbones"]["vit_digits"]["pretrain"] = {"epochs": 25}
     cfg["optim"]["epochs"] = 1
     # every method's section present (empty: its declared defaults), so a test can set one key
     cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS}

@@ -1,7 +1,7 @@
 rule pretrain_backbone:
     """Pretrain a small backbone on a benchmark's clean split (backbones with `weights: pretrain`)."""
     input:
-        manifest=lambda w: f"results/data/{config['backbones'][w.backbone]['pretrain']['benchmark']}/manifest.json",
+        manifest=lambda w: f"results/data/{backbone_config(config, w.backbone).pretrain.benchmark}/manifest.json",
     output:
         weights="results/backbones/{backbone}.safetensors",
         info="results/backbones/{backbone}.json",

@@ -6,16 +6,19 @@ import os
 import re
 import sys
 
-from intact.config import ConfigError, backbone_config, benchmark_config, missing_files, resolve_run, validate_config, weights_path
+from intact.config import (
+    ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_files, resolve_run, tracking_config,
+    validate_config, weights_path,
+)
 from intact.data import BENCHMARK_TYPES
-from intact.data.image_config import plain_config, prepare_settings
+from intact.data.image_config import prepare_settings
 from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
+from intact.settings import recorded
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.sources import source_files
-from intact.tracking import tracking_config
 
 try:
     # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
@@ -87,7 +90,7 @@ def run_config(wildcards):
 
 
 def as_dict(obj):
-    return plain_config(obj)  # unset optional keys left out: existing jobs' params stay as they were
+    return recorded(obj)  # keys declared later left out at their defaults: existing jobs' params stay as they were
 
 
 def manifest(wildcards):
@@ -156,8 +159,8 @@ def query_cache_input(wildcards):
 
 def query_cache_optim(wildcards):
     """The optim settings the cache depends on: the benchmark's (amp decides the precision)."""
-    optim = {**config["optim"], **config["benchmarks"][wildcards.benchmark].get("overrides", {}).get("optim", {})}
-    return {"batch_size": optim["eval_batch_size"], "amp": optim["amp"]}
+    optim = benchmark_optim(config, wildcards.benchmark)
+    return {"batch_size": optim.eval_batch_size, "amp": optim.amp}
 
 
 TUNE = PLAN.tune

@@ -4,7 +4,7 @@ from intact.runtime.warm import hand_off
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.data import open_benchmark
-from intact.settings import benchmark_settings
+from intact.data import benchmark_settings
 from intact.runtime.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):

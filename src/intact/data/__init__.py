@@ -10,8 +10,11 @@ declarations imports no torch (the Snakefile validates configs at start-up and o
 
 from __future__ import annotations
 
-from intact.data.declare import BenchmarkType, benchmark_type, use_registry
+from typing import Any, Mapping
+
+from intact.data.declare import BenchmarkSettings, BenchmarkType, benchmark_type, use_registry
 from intact.registry import Registry
+from intact.settings import ConfigError, build_dataclass
 
 ENTRY_POINT_GROUP = "intact.benchmarks"
 
@@ -24,6 +27,16 @@ use_registry(BENCHMARKS)
 BENCHMARK_TYPES = BENCHMARKS  # the name the config, schema and docs modules use
 #: the types this package declares (the project's own docs cover these only, whatever else is installed)
 BUILTIN_TYPES: tuple[str, ...] = tuple(BENCHMARKS.builtins())
+
+
+def benchmark_settings(data: Mapping[str, Any]) -> BenchmarkSettings:
+    """A benchmark's typed settings (the dataclass its type declares) from their plain form
+    (``{"name": ..., "type": ..., ...}``: a config entry with its name, or a job's params)."""
+    try:
+        cls = benchmark_type(str(data.get("type"))).settings
+    except KeyError as err:
+        raise ConfigError(f"config: {err.args[0]}") from None
+    return build_dataclass(cls, data, f"benchmarks.{data.get('name')}")
 
 
 def benchmark_class(kind: str) -> type:

@@ -2,7 +2,7 @@
 
 A benchmark module (``intact/data/<name>.py``, or a module of another package registered under the
 entry-point group ``intact.benchmarks``) holds, in this order: its settings dataclass (a subclass of
-:class:`BenchmarkSettings`, fields declared with :func:`~intact.methods.declare.setting`: types, defaults,
+:class:`BenchmarkSettings`, fields declared with :func:`~intact.settings.setting`: types, defaults,
 bounds, descriptions), its checks, its implementation (a function that imports torch and returns the
 :class:`~intact.data.base.Benchmark` subclass: validating a config never imports torch), and::
 
@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from intact.methods.declare import fields_schema
+from intact.settings import fields_schema
 from intact.registry import load_target, resolve
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType
-from intact.methods.declare import setting
+from intact.settings import setting
 
 if TYPE_CHECKING:
     import numpy as np

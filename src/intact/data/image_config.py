@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from intact.data.declare import BenchmarkSettings
-from intact.methods.declare import setting
+from intact.settings import recorded, setting
 
 #: the paper's task orders (each type's declaration names its own)
 DOMAINNET = ("real", "quickdraw", "painting", "sketch", "infograph", "clipart")
@@ -33,8 +33,6 @@ C_TRANSFORMS = ("authors", "imagenet_c")
 #: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.stored.val_rows
 VAL_FRACTION = 0.2
 
-#: optional keys left out of a config's plain form while unset (None), so existing runs keep their hashes
-UNSET_KEYS = ("c_transform",)
 #: the keys that hold an image root
 ROOT_KEYS = ("root", "root_r", "root_c")
 #: the keys every image type takes besides its roots
@@ -72,11 +70,12 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     skip_unreadable: bool = setting(False, "skip (and list in the manifest) images that cannot be decoded instead of stopping")
     c_transform: str | None = setting(None, "the C tasks' transform - authors (default; Resize 224 + CenterCrop 224 + "
                                       "flip, as the authors' ImageNet_CR) or imagenet_c (Resize 230 + random 224 crop)",
-                                      enum=[*C_TRANSFORMS, None])
+                                      enum=[*C_TRANSFORMS, None], later=True)
     val_fraction: float = setting(VAL_FRACTION, "the validation part (eval_split val, studies.tune) - this fraction of "
                                   "each class of each task's train list, drawn with val_seed; never test images "
-                                  "(docs/benchmarks.md)", exclusiveMinimum=0, exclusiveMaximum=1)
-    val_seed: int = setting(0, "seeds the draw of the validation part (with the task's name)", minimum=0)
+                                  "(docs/benchmarks.md)", exclusiveMinimum=0, exclusiveMaximum=1, later=True)
+    val_seed: int = setting(0, "seeds the draw of the validation part (with the task's name)", minimum=0,
+                            later=True)
 
     def __post_init__(self) -> None:
         for key, value in self.declaration.defaults.items():
@@ -108,12 +107,6 @@ READ_KEYS = ("val_fraction", "val_seed")
 
 
 def prepare_settings(cfg: ImageBenchmarkConfig) -> dict:
-    """What preparing a benchmark depends on: :func:`plain_config` without :data:`READ_KEYS` (a new
-    validation setting never re-decodes the images)."""
-    return {k: v for k, v in plain_config(cfg).items() if k not in READ_KEYS}
-
-
-def plain_config(cfg: object) -> dict:
-    """A benchmark (or any dataclass) config as a plain dict, without :data:`UNSET_KEYS` that are None."""
-    out = asdict(cfg)  # type: ignore[call-overload]
-    return {k: v for k, v in out.items() if not (k in UNSET_KEYS and v is None)}
+    """What preparing a benchmark depends on: its recorded settings (:func:`intact.settings.recorded`) without
+    :data:`READ_KEYS` (a new validation setting never re-decodes the images)."""
+    return {k: v for k, v in recorded(cfg).items() if k not in READ_KEYS}

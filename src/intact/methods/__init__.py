@@ -27,10 +27,9 @@ def create_method(run: Any, backbone: Any, num_classes: int, num_tasks: int) -> 
     """Instantiate the method of ``run`` (a :class:`~intact.settings.RunConfig`) on ``backbone``, with the
     penalties its declaration composes around the loss."""
     from intact.methods.shared.penalties import attach_penalties
-    from intact.settings import build_dataclass
 
     spec = METHODS[run.base]
-    settings = build_dataclass(spec.settings, run.settings, f"methods.{spec.name}")
+    settings = run.settings
     for key, problem in problems(spec, settings, run.benchmark, backbone):  # validation checked these already
         raise ValueError(f"methods.{spec.name}.{key} = {_shown(getattr(settings, key))}: {problem}")
     method = spec.load()(run, settings, backbone, num_classes, num_tasks)

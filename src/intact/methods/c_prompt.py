@@ -25,7 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 EVEN = {"minimum": 2, "multipleOf": 2}
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 LENGTH_DOC = "prompt length per layer (first half keys, second half values)"
 

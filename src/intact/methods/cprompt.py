@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 #: the code's "fast mode" candidates (``trainer.py``, ``candidata_temperatures``)
 TEMPERATURES = (0.001, 0.01, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)

@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 
 @dataclass(frozen=True)

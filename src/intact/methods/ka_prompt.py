@@ -27,7 +27,8 @@ from typing import Any
 
 from intact.methods.c_prompt import CPromptSettings, check
 from intact.methods.c_prompt import METHOD as C_PROMPT
-from intact.methods.declare import Method, setting
+from intact.methods.declare import Method
+from intact.settings import setting
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from intact.tracking.record import Payload, RunFolder, build_payload, run_figure
-from intact.tracking.settings import TrackingConfig, TrackingError, redact
+from intact.settings import TrackingConfig
+from intact.tracking.settings import TrackingError, redact
 
 
 def _mlflow_environment(tracking: TrackingConfig) -> None:

@@ -25,7 +25,9 @@ from typing import Any, Mapping
 
 from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
 from intact.tracking.record import read_run_folder
-from intact.tracking.settings import MARKER, TRACKER_VERSION, TrackingConfig, TrackingError, redact, resolve_uri
+from intact.paths import MARKER
+from intact.settings import TrackingConfig
+from intact.tracking.settings import TRACKER_VERSION, TrackingError, redact, resolve_uri
 
 
 def _now() -> str:
