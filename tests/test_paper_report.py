@@ -19,6 +19,7 @@ from conftest import REPO, snakemake
 from intact.metrics import Paired
 from intact.report.paper import StoredResults, StoredRun, pairs, paper_numbers, without_intact
 from intact.plan import PAPER_TABLES
+from intact.settings import IntactConfig
 from intact.report.paper_tables import paper_tables
 from intact.report.render import to_latex, write_table
 
@@ -93,7 +94,7 @@ def test_paper_columns_round_trip_from_the_yaml(tmp_path):
     hp = pd.read_csv(tmp_path / "hyperparameters.csv")
     assert hp[(hp["benchmark"] == "imagenet_r") & (hp["lambda"] == "lambda_intdrift")]["paper"].item() == 1e-3
     # ours: what coda_p+intact resolves to on the embedded benchmark
-    assert hp[(hp["benchmark"] == "digits") & (hp["lambda"] == "lambda_feat")]["ours"].item() == CONFIG["intact"]["lambda_feat"]
+    assert hp[(hp["benchmark"] == "digits") & (hp["lambda"] == "lambda_feat")]["ours"].item() == IntactConfig().lambda_feat
     for name in PAPER_TABLES:
         text = (tmp_path / f"{name}.md").read_text()
         assert "AA: mean top-1 accuracy" in text and "Forgetting (max-final)" in text and "eed" in text, name
