@@ -6,6 +6,8 @@ module in a temporary directory put on the path (nothing is installed into the e
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import REPO, plain_signals, snakemake, tiny_config, write_config
 from intact.data import BUILTIN_TYPES
 from intact.data.declare import BenchmarkType
 from intact.methods.declare import Method
@@ -39,6 +41,13 @@ BROKEN = {
                   "TypeError: method 'bad_bound': settings field 'weight': unknown bound minimun"),
     "bad_target": (GOOD.replace("network:NetworkMethod", "network:NoSuchClass").format(name="bad_target"),
                    "does not resolve: module 'intact.methods.shared.network'"),
+    # any exception an import raises, not only Exception: exiting, argparse at import, its own KeyboardInterrupt
+    "exits": ("import sys\nsys.exit()\n", ": SystemExit"),
+    "argparse_at_import": ("import argparse\np = argparse.ArgumentParser(prog='plugin_cli')\n"
+                           "p.add_argument('--epochs', type=int, required=True)\np.parse_args()\n",
+                           "SystemExit: 2 (its last output line: 'plugin_cli: error: the following arguments are "
+                           "required: --epochs')"),
+    "interrupts": ("raise KeyboardInterrupt\n", ": KeyboardInterrupt"),
 }
 
 
@@ -182,9 +191,10 @@ def test_one_loader_and_one_resolver():
     assert "not of the form" in target_problem("intact.registry")
 
 
-def run_cli(site: Path, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+def run_cli(site: Path, *args: str, cwd: Path = REPO, env_extra: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "intact.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **env(site)}, cwd=cwd)
+                          env={**os.environ, **env(site), **(env_extra or {})}, cwd=cwd, preexec_fn=plain_signals)
 
 
 def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
@@ -201,6 +211,12 @@ def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "method 'missing_dep' cannot be loaded: entry point 'missing_dep = missing_dep_mod:METHOD'" in bad.stderr
     assert "missing_dep_dist 0.1" in bad.stderr and "ModuleNotFoundError" in bad.stderr
+    for name in ("exits", "argparse_at_import", "interrupts"):  # a plugin that exits at import stops nothing else
+        write_config(tmp_path, tiny_config(methods=["coda_p", name]))
+        bad = run_cli(site, "validate", str(tmp_path / "config.yaml"))
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and not bad.stdout, bad
+        assert f"method {name!r} cannot be loaded: entry point '{name} = {name}_mod:METHOD'" in bad.stderr, bad.stderr
+        assert BROKEN[name][1] in bad.stderr, bad.stderr
     for kind, cause in (("bench_not_a_type", "got int"), ("bench_alias", "declares benchmark type 'bench_real'")):
         cfg = tiny_config(methods=["coda_p"])
         cfg["benchmarks"]["digits"]["type"] = kind
@@ -209,6 +225,24 @@ def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
         assert f"key 'benchmarks.digits.type': benchmark type {kind!r} cannot be loaded: entry point" in bad.stderr
         assert cause in bad.stderr, bad.stderr
+
+
+def test_a_slow_plugin_is_named_and_a_real_ctrl_c_still_stops(tmp_path):
+    """A plugin whose import takes longer than INTACT_SLOW_IMPORT_S is named in one line when it has loaded; a
+    SIGINT that arrives while a plugin loads (here the plugin sends it itself: a signal is a signal) is the
+    user's Ctrl-C, and stops the command as it would without plugins."""
+    add_plugin(tmp_path, "slow_dist", {"slow": "slow_mod:METHOD"},
+               {"slow_mod": "import time\ntime.sleep(0.3)\n" + GOOD.format(name="slow")})
+    proc = run_cli(tmp_path, "validate", "config.yaml", env_extra={"INTACT_SLOW_IMPORT_S": "0.1"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "to import" in line]
+    assert len(lines) == 1 and re.fullmatch(r"intact: entry point 'slow = slow_mod:METHOD' \(group 'intact.methods'\) "
+                                            r"of distribution 'slow_dist 0.1' took 0\.\d s to import", lines[0]), lines
+    assert "to import" not in run_cli(tmp_path, "validate", "config.yaml").stderr   # the default threshold: 3 s
+    add_plugin(tmp_path, "ctrl_c_dist", {"ctrl_c": "ctrl_c_mod:METHOD"},
+               {"ctrl_c_mod": "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n"})
+    proc = run_cli(tmp_path, "validate", "config.yaml")
+    assert proc.returncode in (130, -signal.SIGINT) and "KeyboardInterrupt" in proc.stderr, proc
 
 
 @pytest.mark.slow
@@ -221,6 +255,10 @@ def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "settings field 'weight': unknown bound minimun" in out and "bad_bound_dist 0.1" in out
     assert "Traceback" not in out, out[-3000:]
+    write_config(tmp_path / "exits", tiny_config(methods=["coda_p", "argparse_at_import"]))
+    proc = snakemake(tmp_path / "exits", "-n", check=False, env=env(site))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and BROKEN["argparse_at_import"][1] in out and "Traceback" not in out, out[-3000:]
     cfg = tiny_config(methods=["coda_p"])
     cfg["benchmarks"]["digits"]["type"] = "bench_missing_dep"
     write_config(tmp_path / "bad_bench", cfg)

@@ -8,7 +8,12 @@ A declaration that cannot be loaded - a module that fails to import, an entry po
 object or declares another name, a name declared twice - does not stop the import: the failure is recorded
 under the name it would have had, and only looking that name up raises, with one line naming the
 distribution, the entry point or module, and the cause. So a broken plugin refuses only the configs that use
-it. A built-in module whose source does not bind the declaration attribute at top level is a helper: it is
+it. Any exception its import raises counts, ``SystemExit`` (``sys.exit()``, ``argparse`` at import) and a
+``KeyboardInterrupt`` the plugin raises itself included: only a real Ctrl-C (a SIGINT that arrives while
+loading, seen by a handler installed for the time of each import: :func:`_loading`) still stops the process.
+What a module prints while it imports is held back: shown after a successful import, and its last line quoted
+in the cause of a failed one. An import that takes more than :data:`SLOW_IMPORT_S` seconds is named on stderr
+in one line when it finishes. A built-in module whose source does not bind the declaration attribute at top level is a helper: it is
 read (not imported: helpers may import torch), skipped, and listed.
 
 Importing this module imports nothing heavy: the Snakefile builds the registries at start-up (and in every
@@ -18,16 +23,27 @@ cluster job), and implementations (which import torch) are loaded only by a job.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib
 import importlib.util
+import io
+import os
 import pkgutil
+import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 T = TypeVar("T")
+
+#: environment variable: seconds a declaration's import may take before it is named on stderr (default 3)
+SLOW_IMPORT_ENV = "INTACT_SLOW_IMPORT_S"
+SLOW_IMPORT_S = 3.0
 
 
 class RegistryError(KeyError):
@@ -119,6 +135,72 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+class _Load:
+    """What :func:`_loading` saw of one import: its failure (None: it loaded), whether a real SIGINT arrived,
+    and what it printed."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.interrupted = False
+        self.out, self.err = io.StringIO(), io.StringIO()
+
+    def cause(self) -> str:
+        """The failure in one line, with the last line the module printed (argparse's ``error: ...``)."""
+        assert self.error is not None
+        printed = [line.strip() for line in (self.err.getvalue() + self.out.getvalue()).splitlines() if line.strip()]
+        said = f" (its last output line: {printed[-1][:200]!r})" if printed else ""
+        return _one_line(self.error) + said
+
+
+@contextlib.contextmanager
+def _loading(origin: str) -> Iterator[_Load]:
+    """Run one declaration's import: every exception it raises is kept in the yielded :class:`_Load`, not
+    raised, except a real Ctrl-C. A SIGINT handler is installed for the import's duration (main thread only:
+    signals arrive there) that records the signal and then does what the previous handler does; so a
+    ``KeyboardInterrupt`` with no signal behind it is the plugin's own, and is recorded like any failure,
+    while one the user caused is raised again (even if the plugin swallowed it). What the module prints goes
+    to the terminal after a successful import; an import slower than :data:`SLOW_IMPORT_S` is named."""
+    load = _Load()
+    previous = _sigint_handler(load)
+    start = time.monotonic()
+    try:
+        with contextlib.redirect_stdout(load.out), contextlib.redirect_stderr(load.err):
+            yield load
+    except BaseException as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
+        load.error = err
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if load.interrupted:
+        raise KeyboardInterrupt
+    if load.error is None:
+        sys.stdout.write(load.out.getvalue())
+        sys.stderr.write(load.err.getvalue())
+    took = time.monotonic() - start
+    if took > float(os.environ.get(SLOW_IMPORT_ENV) or SLOW_IMPORT_S):
+        print(f"intact: {origin} took {took:.1f} s to import", file=sys.stderr)
+
+
+def _sigint_handler(load: _Load) -> Any:
+    """Install the handler :func:`_loading` describes; the previous handler (None: not the main thread, or a
+    handler set outside Python, which is left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:
+        return None
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        load.interrupted = True
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return previous
+
+
 def entry_point_origin(ep: EntryPoint) -> str:
     """An entry point as the messages name it: its line and its distribution."""
     dist = getattr(ep, "dist", None)
@@ -192,12 +274,13 @@ class Registry(Mapping[str, T], Generic[T]):
             if info.ispkg or info.name in skip:
                 continue
             module, origin = f"{self.package}.{info.name}", f"module {self.package}.{info.name}"
-            try:
+            decl = None
+            with _loading(origin) as load:
                 # read before importing: a helper module (which may import torch) is never imported here
-                declares = binds(Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py", self.attr)
-                decl = getattr(importlib.import_module(module), self.attr, None) if declares else None
-            except Exception as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
-                self._fail(info.name, origin, _one_line(err))
+                if binds(Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py", self.attr):
+                    decl = getattr(importlib.import_module(module), self.attr, None)
+            if load.error is not None:
+                self._fail(info.name, origin, load.cause())
                 continue
             if decl is None:
                 self.skipped.append(info.name)
@@ -207,10 +290,10 @@ class Registry(Mapping[str, T], Generic[T]):
     def _installed(self) -> None:
         for ep in entry_points(group=self.group):
             origin = entry_point_origin(ep)
-            try:
+            with _loading(origin) as load:
                 decl = ep.load()
-            except Exception as err:  # noqa: BLE001  (recorded: only a config that uses it is refused)
-                self._fail(ep.name, origin, _one_line(err))
+            if load.error is not None:
+                self._fail(ep.name, origin, load.cause())
                 continue
             declared = getattr(decl, "name", ep.name)
             if isinstance(decl, self.kind) and declared != ep.name:
