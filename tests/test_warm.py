@@ -7,16 +7,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import plain_signals, process_gone
-from intact.runtime import warm
+from intact.runtime import protocol, warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
 JOB = '''"""a test job"""
@@ -387,6 +391,181 @@ def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_an
     assert warm_runs[1].returncode != 0 and "optim.lr_hed" in warm_runs[1].stdout + warm_runs[1].stderr
     assert "optim.lr_hed" in cold_runs[1].stdout + cold_runs[1].stderr
     assert "import time:" in profiled.stderr and "snakemake.workflow" in profiled.stderr
+
+
+# ---- the protocol: every message length-prefixed and read whole; anything else runs the job cold ----------
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def test_a_message_arrives_whole_whatever_its_size_and_characters():
+    """A message longer than one record (a reason, an environment), with characters outside ASCII and the
+    lone surrogates that stand for a file name's undecodable bytes, arrives as it was sent; so do the file
+    descriptors sent with it."""
+    reason = "code changed since the warm parent started: /tmp/aé/clone/src/\udcff" + "é" * 150_000
+    message = {"refused": reason + "/a\udcff.py", "argv": ["job.py", "ü"]}
+    assert len(protocol.encode(message)) > 1  # several records
+    a, b = _pair()
+    with a, b:
+        sender = threading.Thread(target=protocol.send, args=(a, message, [0, 1, 2]))
+        sender.start()  # the records fill the socket's buffer: read them meanwhile
+        got, fds = protocol.receive(b, max_fds=3)
+        sender.join()
+        assert got == message and len(fds) == 3
+        for fd in fds:
+            os.close(fd)
+        a.close()
+        assert protocol.receive(b) == (None, [])  # the other end closed, between messages
+
+
+#: records that are not a message of the protocol, and what the reader says of each
+_LENGTH = struct.Struct("!I").pack
+BAD_RECORDS = {
+    "short": ([b"\xff\xfe"], "shorter than a message's length"),
+    "not UTF-8": ([_LENGTH(4) + b"\xff\xfe\xfd\xfc"], "not a JSON message"),
+    "not JSON": ([_LENGTH(5) + b"pid 7"], "not a JSON message"),
+    "cut short": ([_LENGTH(50) + b'{"pid": '], "the connection closed after 8 of a message's 50 bytes"),
+    "too long": ([_LENGTH(protocol.MAX_MESSAGE + 1)], "longer than"),
+    "longer than its length": ([_LENGTH(2) + b'{}{}'], "4 bytes where the message's length says 2"),
+    "not an object": ([_LENGTH(3) + b"[7]"], "a JSON list, not an object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECORDS))
+def test_what_is_not_a_whole_message_is_refused_with_what_is_wrong(case):
+    records, why = BAD_RECORDS[case]
+    a, b = _pair()
+    with a, b:
+        for record in records:
+            a.send(record)
+        a.close()
+        with pytest.raises(protocol.ProtocolError, match=re.escape(why)):
+            protocol.receive(b)
+
+
+def _fake_parent(records: list[bytes], gate: threading.Event | None = None) -> str:
+    """A socket whose one client gets ``records`` for an answer to its request (after ``gate`` is set)."""
+    path = f"@intact-test-{secrets.token_hex(8)}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(protocol.address(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        with conn:
+            _, fds, _, _ = socket.recv_fds(conn, protocol.RECORD, 3)
+            for fd in fds:
+                os.close(fd)
+            if gate is not None:
+                gate.wait(60)
+            for record in records:
+                conn.send(record)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return path
+
+
+ANSWERS = {**BAD_RECORDS,
+           "an unknown answer": (protocol.encode({"pid": "7"}), 'an answer it does not know: {"pid": "7"}'),
+           "a long refusal": (protocol.encode({"refused": "why " + "é" * 100_000 + " end"}),
+                              "refused: why " + "é" * 100_000 + " end")}
+
+
+@pytest.mark.parametrize("case", sorted(ANSWERS))
+def test_an_answer_that_is_not_the_protocols_runs_the_job_cold_and_says_why(tmp_path, case):
+    """Whatever a job's client gets back - a record cut short, bytes that are not UTF-8 or not JSON, an answer
+    it does not know - it runs the job cold, with the reason whole on stderr (a refusal of any length too)."""
+    records, why = ANSWERS[case]
+    code, out, err = _run(tmp_path, "exit3", _fake_parent(records))
+    assert code == 3 and (tmp_path / "pid").exists()
+    assert "intact: no warm parent for this job (" in err and why in err and "running it cold" in err, err[-500:]
+    assert "Traceback" not in err
+
+
+def test_the_parent_refuses_a_request_that_is_not_the_protocols_and_serves_the_next_job(parent, tmp_path):
+    """A request cut short, not JSON, or of the wrong shape is refused with what is wrong with it; the parent
+    serves on."""
+    for records, why in ([b"\x00"], "shorter than a message's length"),\
+            ([_LENGTH(3) + b"\xffab"], "not a JSON message"),\
+            (protocol.encode({"script": 7}), "a request whose 'script' is not a str"):
+        with protocol.connect(parent.path, timeout=60) as sock:
+            socket.send_fds(sock, records[:1], [0, 1, 2])
+            answer, _ = protocol.receive(sock)
+        assert why in answer["refused"], answer
+    code, out, err = _run(tmp_path, "exit3", parent.path)
+    assert code == 3 and "no warm parent" not in err, err
+
+
+@pytest.mark.parametrize("folder", ["aé/clone", "a\udcff/clone"])
+def test_a_checkout_at_a_path_outside_ascii_runs_its_jobs_cold_after_an_edit_with_the_whole_reason(tmp_path, folder,
+                                                                                                 monkeypatch):
+    """A checkout under a folder named outside ASCII (or with a byte that is no UTF-8): its jobs run warm; once
+    a source the parent imported is edited, the next job runs cold and says which file, in full."""
+    checkout = tmp_path / folder
+    (checkout / "src").mkdir(parents=True)
+    mod = checkout / "src" / "warm_probe_mod.py"
+    mod.write_text("VALUE = 1\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(mod.parent), os.environ.get("PYTHONPATH")])))
+    p = warm.start(["warm_probe_mod"], export=False)
+    try:
+        code, out, err = _run(checkout / "job", "value", p.path)
+        assert (code, out.split("\n")[0]) == (0, "value 1") and "no warm parent" not in err, err
+        saved = mod.stat()
+        mod.write_text("VALUE = 2\n")
+        os.utime(mod, ns=(saved.st_atime_ns, saved.st_mtime_ns + 10**9))
+        assert warm.probe(p.path) == f"refused: code changed since the warm parent started: {mod}"
+        code, out, err = _run(checkout / "job", "value", p.path)
+        assert (code, out.split("\n")[0]) == (0, "value 2"), err
+        shown = str(mod).encode("utf-8", "backslashreplace").decode()  # as stderr writes an undecodable byte
+        assert f"(refused: code changed since the warm parent started: {shown}); running it cold" in err, err
+    finally:
+        p.stop()
+
+
+def _relaying(pid: int, timeout: float = 60) -> None:
+    """Wait until process ``pid`` handles SIGUSR1: a client has then sent its request and relays signals."""
+    end = time.time() + timeout
+    while not int(re.search(r"SigCgt:\s*(\w+)", Path(f"/proc/{pid}/status").read_text())[1], 16) & (1 << 9):
+        assert time.time() < end, "the client never relayed signals"
+        time.sleep(0.02)
+
+
+def test_a_sigint_while_the_warm_child_sets_itself_up_ends_the_job_as_it_ends_a_cold_one(tmp_path):
+    """A Ctrl-C that reaches the client after it has handed its job over, before the job's child has set itself
+    up (here: the parent stopped while the request waits), reaches the child as soon as it reads its client:
+    the job ends killed by SIGINT, as a cold job would - not exit 70 with the warm parent's traceback."""
+    trace = tmp_path / "trace"
+    p = warm.start(["json"], export=False, env={**os.environ, "INTACT_WARM_TRACE": str(trace)})
+    try:
+        os.kill(p.pid, signal.SIGSTOP)
+        try:
+            job = _job(tmp_path / "job", "sleep", warm_socket=p.path)
+            _relaying(job.pid)
+            job.send_signal(signal.SIGINT)
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        assert job.wait(60) == -signal.SIGINT
+        err = job.stderr.read()
+        assert "warm_server" not in err and "no warm parent" not in err, err
+    finally:
+        p.stop()
+    ends = [line.split() for line in trace.read_text().splitlines() if line.startswith("exit")]
+    assert len(ends) == 1 and os.WTERMSIG(int(ends[0][2])) == signal.SIGINT, ends
+    assert process_gone(int(ends[0][1]))
+
+
+def test_a_sigint_before_a_refusal_ends_the_cold_job(tmp_path):
+    """A Ctrl-C that the client relays while it waits for an answer, which then says to run cold: the signal is
+    not lost with the connection; the job ends killed by SIGINT before its script runs, as a cold job would."""
+    gate = threading.Event()
+    job = _job(tmp_path, "exit3", warm_socket=_fake_parent(protocol.encode({"refused": "a test's"}), gate))
+    _relaying(job.pid)
+    job.send_signal(signal.SIGINT)
+    gate.set()
+    assert job.wait(60) == -signal.SIGINT
+    assert "KeyboardInterrupt" in job.stderr.read() and not (tmp_path / "pid").exists()
 
 
 def test_no_science_module_imports_the_runtime():

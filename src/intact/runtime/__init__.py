@@ -3,6 +3,7 @@
 - :mod:`intact.runtime.warm`: a job's client side (``hand_off``, the first call of every workflow script) and
   the workflow's side (start, adopt and stop a warm parent; ``intact warm``);
 - :mod:`intact.runtime.warm_server`: the warm parent, which forks a fresh child per job;
+- :mod:`intact.runtime.protocol`: the messages between a job's client, the parent and the job's child;
 - :mod:`intact.runtime.warm_snakemake`: ``python -m snakemake`` started from a warm parent (the test kit's);
 - :mod:`intact.runtime.joblog`: a job's stdout/stderr to its Snakemake log file.
 

@@ -11,7 +11,9 @@ script as ``python <script>`` would. The client relays every catchable signal it
 exits exactly as the child did (same exit code, or killed by the same signal), so Snakemake sees the job's own
 status; if the client dies (SIGKILL), the parent SIGKILLs the child. The child runs in a process group of its
 own, so a signal reaches it once, through its client. Where no warm parent serves (SLURM, another executor,
-``INTACT_WARM=0``, another Python, a parent that is gone) the job runs cold in its own process, as before.
+``INTACT_WARM=0``, another Python, a parent that is gone, a message that is not the protocol's:
+:mod:`intact.runtime.protocol`) the job runs cold in its own process, as before (where a parent was named, a
+line on stderr says why).
 docs/design.md says more.
 """
 
@@ -23,10 +25,11 @@ import os
 import secrets
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
+
+from intact.runtime import protocol
 
 #: the warm parent's socket, set by the workflow for its jobs: a file path, or ``@name`` for a name in Linux's
 #: abstract socket namespace (no file: nothing is left behind, even when everything is killed by SIGKILL)
@@ -55,42 +58,46 @@ def enabled(environ: dict | None = None) -> bool:
 def hand_off(path: str | None = None) -> None:
     """Run this job script in a fresh child of the warm parent at ``path`` (default: :data:`ENV_SOCKET`'s) and
     exit as it exits; return (and let the script run here, cold) where no warm parent serves this job, or in
-    the child itself."""
+    the child itself. Whatever goes wrong before the child runs the job (no parent, a refusal, a message that
+    is not the protocol's) runs it cold, with a line on stderr saying why."""
     path = path or os.environ.get(ENV_SOCKET)
     if _SERVED or not path or not enabled():
         return
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    relay = None
     try:
-        sock.connect(address(path))
-        if peer_uid(sock) != os.getuid():  # an abstract name has no file permissions: check who answers
-            raise OSError("another user's socket")
-        request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                   "env": dict(os.environ), "umask": _umask(), "python": python_id(), "executable": sys.executable,
-                   **signal_state()}
-        socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
-        _relay_signals_to(sock)
-        ack = sock.recv(64).decode()
+        sock = protocol.connect(path)
     except OSError as err:
-        ack = f"unavailable ({err})"
-    if not ack.startswith("pid "):
-        for sig in RELAYED:
-            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+        why = f"unavailable ({err})"
+    else:
+        try:
+            request = {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
+                       "env": dict(os.environ), "umask": _umask(), "python": python_id(),
+                       "executable": sys.executable, **signal_state()}
+            protocol.send(sock, request, [0, 1, 2])
+            relay = _Relay(sock)
+            answer, _ = protocol.receive(sock)
+            why = _why_not_served(answer)
+        except OSError as err:
+            why = f"unavailable ({err})"
+        except protocol.ProtocolError as err:
+            why = f"a message that is not the warm protocol's: {err}"
+        if not why:
+            _exit_as(sock)
         sock.close()
-        print(f"intact: no warm parent for this job ({ack or 'it closed the connection'}); running it cold",
-              file=sys.stderr, flush=True)
-        return
-    _exit_as(sock)
+    print(f"intact: no warm parent for this job ({why}); running it cold", file=sys.stderr, flush=True)
+    if relay is not None:
+        relay.undo()  # a signal that came meanwhile now reaches this process, as it would have reached it cold
 
 
-def address(path: str) -> str:
-    """The address to bind or connect to for :data:`ENV_SOCKET`'s value (``@name``: the abstract namespace)."""
-    return "\0" + path[1:] if path.startswith("@") else path
-
-
-def peer_uid(conn: socket.socket) -> int:
-    """The user id of the process at the other end of a Unix socket."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+def _why_not_served(answer: dict | None) -> str:
+    """Why the parent's answer to a job's request does not start the job: "" where it does (``{"pid": n}``)."""
+    if answer is None:
+        return "it closed the connection"
+    if isinstance(answer.get("refused"), str):
+        return f"refused: {answer['refused']}"
+    if isinstance(answer.get("pid"), int):
+        return ""
+    raise protocol.ProtocolError(f"an answer it does not know: {json.dumps(answer)[:200]}")
 
 
 def signal_state() -> dict[str, list[int]]:
@@ -111,29 +118,42 @@ def _umask() -> int:
     return mask
 
 
-def _relay_signals_to(sock: socket.socket) -> None:
-    def relay(signum, frame):
+class _Relay:
+    """The client's handlers of :data:`RELAYED`: each signal goes on to the job's child (``{"signal": n}``)
+    and is remembered, so that :meth:`undo` can deliver it here if the job runs cold after all."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.received = sock, []
+        self.before = {sig: signal.signal(sig, self.relay) for sig in RELAYED}
+
+    def relay(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
         try:
-            sock.send(f"sig {signum}".encode())
+            protocol.send(self.sock, {"signal": int(signum)})
         except OSError:
             pass
 
-    for sig in RELAYED:
-        signal.signal(sig, relay)
+    def undo(self) -> None:
+        """The handlers as they were before (a cold job's), then the signals received meanwhile, raised here."""
+        for sig, handler in self.before.items():
+            signal.signal(sig, handler)
+        for sig in self.received:
+            signal.raise_signal(sig)
 
 
 def _exit_as(sock: socket.socket) -> None:
     """Wait for the child's status (sent by the parent once it has reaped the child) and end this process
     the same way: the same exit code, or killed by the same signal."""
     try:
-        msg = sock.recv(64).decode()
-    except OSError:
-        msg = ""
-    if not msg.startswith("exit "):
-        print("intact: the warm parent went away while this job ran; its status is unknown", file=sys.stderr,
-              flush=True)
+        message, _ = protocol.receive(sock)
+        status = message["exit"] if message is not None else None
+    except (OSError, protocol.ProtocolError, KeyError) as err:
+        message, status = None, f"{type(err).__name__}: {err}"
+    if not isinstance(status, int):
+        why = status or ("the connection closed" if message is None else f"not an exit status: {message}")
+        print(f"intact: the warm parent went away while this job ran; its status is unknown ({why})",
+              file=sys.stderr, flush=True)
         os._exit(1)
-    status = int(msg.split()[1])
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig in RELAYED:
@@ -229,18 +249,20 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
 
 def probe(path: str) -> str:
     """Whether the warm parent at ``path`` would serve a job of this process: "" if so, else why not (gone,
-    another user's, another Python or import path, code changed since it started)."""
+    another user's, another Python or import path, code changed since it started, not the warm protocol)."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
-            sock.settimeout(10)
-            sock.connect(address(path))
-            if peer_uid(sock) != os.getuid():
-                return "another user's socket"
-            sock.send(json.dumps({"probe": True, "python": python_id()}).encode())
-            answer = sock.recv(4096).decode()
+        with protocol.connect(path, timeout=10) as sock:
+            protocol.send(sock, {"probe": True, "python": python_id()})
+            answer, _ = protocol.receive(sock)
     except OSError as err:
         return f"unavailable ({err})"
-    return "" if answer == "ok" else (answer or "it closed the connection")
+    except protocol.ProtocolError as err:
+        return f"a message that is not the warm protocol's: {err}"
+    if answer is not None and answer.get("ok") is True:
+        return ""
+    if answer is not None and isinstance(answer.get("refused"), str):
+        return f"refused: {answer['refused']}"
+    return "it closed the connection" if answer is None else f"an answer it does not know: {json.dumps(answer)[:200]}"
 
 
 def start_for_checkout(root: str | os.PathLike, export: bool = True) -> WarmParent | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import importlib
 import io
-import json
 import os
 import runpy
 import selectors
@@ -26,9 +25,9 @@ import sysconfig
 import threading
 import traceback
 
-from intact.runtime.warm import address, catchable, mark_served, peer_uid, python_id
+from intact.runtime import protocol
+from intact.runtime.warm import catchable, mark_served, python_id
 
-_MAX_REQUEST = 1 << 20  # a request holds the client's environment: a few KB
 #: a file the warm parent appends "start <pid> <script>" and "exit <pid> <wait status>" to, per job (tests)
 ENV_TRACE = "INTACT_WARM_TRACE"
 
@@ -52,7 +51,7 @@ class Server:
         if sys.path and sys.path[0] == "":
             sys.path.pop(0)  # `python -c` puts the working directory first; a job's Python does not
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(address(path))
+        self.listener.bind(protocol.address(path))
         self.listener.listen(128)
         self.wake_r, self.wake_w = socket.socketpair()
         for s in (self.wake_r, self.wake_w):
@@ -101,25 +100,22 @@ class Server:
     def _accept(self, listener: socket.socket) -> None:
         conn, _ = listener.accept()
         fds: list[int] = []
-        request: dict = {}
+        request: dict | None = None
         try:
-            if peer_uid(conn) != os.getuid():
+            if protocol.peer_uid(conn) != os.getuid():
                 raise OSError("another user")
             conn.settimeout(60)  # a client sends its request at once; never wait on one for good
-            msg, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            request, fds = protocol.receive(conn, max_fds=3)
             conn.settimeout(None)
-            request = json.loads(msg)
-            why = self._refusal(request) or (
-                "" if len(fds) == 3 or request.get("probe") else "no standard streams passed")
-        except (OSError, ValueError, KeyError) as err:
+            why = self._refusal(request, fds)
+        except OSError as err:
             why = str(err) or type(err).__name__
+        except protocol.ProtocolError as err:
+            why = f"not a request of the warm protocol: {err}"
         if why or request.get("probe"):  # a refusal (the job runs cold), or intact.runtime.warm.probe's answer
             for fd in fds:
                 os.close(fd)
-            try:
-                conn.send((f"refused: {why}" if why else "ok").encode())
-            except OSError:
-                pass
+            _send(conn, {"refused": why} if why else {"ok": True})
             conn.close()
             return
         sys.stdout.flush()
@@ -135,14 +131,16 @@ class Server:
             os.close(fd)
         self.jobs[pid] = conn
         self._trace(f"start {pid} {request['script']}")
-        try:
-            conn.send(f"pid {pid}".encode())
-        except OSError:
-            pass  # the client is gone: the child sees its end-of-file and ends
+        _send(conn, {"pid": pid})  # if the client is gone, the child sees its end-of-file and ends
 
-    def _refusal(self, request: dict) -> str:
+    def _refusal(self, request: dict | None, fds: list[int]) -> str:
         """Why this parent must not run the request's job (it then runs cold), or ""."""
-        if request["python"] != python_id():
+        if request is None:
+            return "the client closed the connection"
+        malformed = _malformed(request) if not request.get("probe") else ""
+        if malformed or len(fds) != (0 if request.get("probe") else 3):
+            return malformed or f"{len(fds)} file descriptors passed, not the standard streams"
+        if request.get("python") != python_id():
             return "another Python or import path"  # a conda env's, a container's, a plugin's PYTHONPATH
         changed = changed_code(self.code)
         # what this process imported is no longer what a fresh Python would import (an edit, an install)
@@ -165,10 +163,7 @@ class Server:
             if conn is None:
                 continue
             self._trace(f"exit {pid} {status}")
-            try:
-                conn.send(f"exit {status}".encode())
-            except OSError:
-                pass
+            _send(conn, {"exit": status})
             conn.close()
 
     def _child(self, conn: socket.socket, fds: list[int], request: dict) -> None:
@@ -179,10 +174,49 @@ class Server:
                 s.close()
             self.sel.close()
             code = _become_job(conn, fds, request)
+        except KeyboardInterrupt:
+            # a SIGINT before the script's first line (during the set-up: relayed as soon as the child reads its
+            # client) ends the job as it ends a cold Python that has not yet run its script: killed by SIGINT
+            _end_by(signal.SIGINT)
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(code)
+
+
+#: what a job's request holds (intact.runtime.warm.hand_off): each key's type, and its items' where it has items
+_REQUEST = {"script": (str, None), "argv": (list, str), "cwd": (str, None), "env": (dict, str), "umask": (int, None),
+            "python": (list, str), "executable": (str, None), "blocked": (list, int), "ignored": (list, int)}
+
+
+def _malformed(request: dict) -> str:
+    """What is wrong with a job's request ("" if nothing): a missing key, or a value of another type."""
+    for key, (kind, item) in _REQUEST.items():
+        value = request.get(key)
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if not isinstance(value, kind) or (item and not all(isinstance(v, item) for v in items)):
+            return f"a request whose {key!r} is not a {kind.__name__}" + (f" of {item.__name__}" if item else "")
+    return ""
+
+
+def _send(conn: socket.socket, message: dict) -> None:
+    """Send ``message`` to a client that may be gone (then nothing is sent)."""
+    try:
+        protocol.send(conn, message)
+    except OSError:
+        pass
+
+
+def _end_by(sig: int) -> None:
+    """End this process killed by ``sig``, as an uncaught KeyboardInterrupt ends Python (stdio flushed)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
 
 
 def code_state() -> dict[str, tuple[int, int]]:
@@ -219,16 +253,20 @@ def changed_code(state: dict[str, tuple[int, int]]) -> str:
 def _watch_client(conn: socket.socket) -> None:
     """In the job's process (a daemon thread): pass the client's relayed signals on to this process's group;
     when the client is gone (SIGKILL, or the workflow's whole process group killed), SIGKILL the group - also
-    when the warm parent is gone too. This end of the connection is read here only."""
+    when the warm parent is gone too. This end of the connection is read here only; a record that is not a
+    message of the protocol is passed over."""
     while True:
         try:
-            msg = conn.recv(64)
+            message, _ = protocol.receive(conn)
+        except protocol.ProtocolError:
+            continue
         except OSError:
-            msg = b""
-        if not msg:
+            message = None
+        if message is None:
             os.killpg(0, signal.SIGKILL)
-        if msg.startswith(b"sig "):
-            os.killpg(0, int(msg.split()[1]))
+        sig = message.get("signal")
+        if isinstance(sig, int) and sig in catchable():
+            os.killpg(0, sig)
 
 
 def _become_job(conn: socket.socket, fds: list[int], request: dict) -> int:
@@ -309,8 +347,10 @@ def _run_script(script: str) -> int:
     except SystemExit as exit_:
         code = _exit_code(exit_.code)
     except BaseException as err:
-        interrupted = isinstance(err, KeyboardInterrupt)
-        err.__traceback__ = _from_script(err.__traceback__, script)
+        interrupted, from_script = isinstance(err, KeyboardInterrupt), _from_script(err.__traceback__, script)
+        if interrupted and from_script is None:
+            raise  # before the script's first line (runpy still reading it): as during the set-up (Server._child)
+        err.__traceback__ = from_script or err.__traceback__
         sys.excepthook(type(err), err, err.__traceback__)
         code = 1
     try:
@@ -324,17 +364,17 @@ def _run_script(script: str) -> int:
         except Exception:
             pass
     if interrupted:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        _end_by(signal.SIGINT)
     return code
 
 
 def _from_script(tb, script: str):
-    """The traceback from the script's own frame on, as a fresh interpreter prints it (without runpy's)."""
+    """The traceback from the script's own frame on, as a fresh interpreter prints it (without runpy's); None
+    where the script has no frame in it."""
     start = tb
     while start is not None and start.tb_frame.f_code.co_filename != script:
         start = start.tb_next
-    return start or tb
+    return start
 
 
 def _exit_code(value: object) -> int:
