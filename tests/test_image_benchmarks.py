@@ -361,16 +361,133 @@ def test_digits_keep_the_dataloader_batches(tiny_bench):
     assert len(old) == len(new) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(old, new))
 
 
+# ---- a run's own view of the prepared images (issue 32: the official scripts' transforms) -------------
+
+def _torchvision_box(u: np.ndarray, side: int) -> tuple[float, float, float, float]:
+    """RandomResizedCrop.get_params (torchvision, scale (0.08, 1), ratio (3/4, 4/3)) on a side x side image, written
+    out as its loop, with ``u`` (attempts, 4) in place of its random draws."""
+    import math
+
+    for a, r, t, l in u:
+        area = side * side * (0.08 + 0.92 * a)
+        ratio = math.exp(math.log(3 / 4) + (math.log(4 / 3) - math.log(3 / 4)) * r)
+        w, h = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+        if 0 < w <= side and 0 < h <= side:
+            return math.floor(t * (side - h + 1)), math.floor(l * (side - w + 1)), h, w
+    return 0, 0, side, side
+
+
+def test_random_resized_crop_boxes_are_torchvisions():
+    from intact.data.stored import resized_boxes
+
+    u = torch.rand((500, 10, 4), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    u[:3, :, 0] = 0.999   # large areas at extreme ratios do not fit: later attempts, or the fallback
+    u[:2, :, 1] = 0.0
+    u[0, :, 1] = 1.0
+    for side in (32, 33, 224):
+        boxes = torch.stack(resized_boxes(u, side), 1).numpy()
+        assert [tuple(b) for b in boxes] == [_torchvision_box(x, side) for x in u.numpy()]
+        assert (boxes[:, 0] + boxes[:, 2] <= side).all() and (boxes[:, 1] + boxes[:, 3] <= side).all()
+
+
+def test_a_runs_view_reads_the_prepared_images_as_declared(prepared):
+    """train_crop: random_resized -> each image's plan box resized to the input side (and the plan's flip);
+    test_resize: R -> the centre window of side size * resize / R, resized (bilinear, pixel centres); the default
+    view stays the prepared one; caches of the prepared images are not used for another view."""
+    import torch.nn.functional as F
+
+    from intact.cache import cache_tasks, variants
+    from intact.data.stored import resized_boxes
+
+    bench = open_benchmark(prepared["imagenet_r"])         # stored at 32 = the input side, resize 32
+    default = list(train_batches(bench.train_set(0), seed=1, task=0, epoch=0, batch_size=8))
+    bench.use_view("random_resized", 64)
+    data, n = bench.train_set(0), len(bench.train_set(0))
+    plan = EpochPlan.draw(1, 0, 0, n, random_resized=True)
+    (x, y), = list(train_batches(data, seed=1, task=0, epoch=0, batch_size=n))
+    assert torch.equal(y, data.labels[plan.order]) and torch.equal(y, torch.cat([b[1] for b in default]))
+    top, left, h, w = (v.long() for v in resized_boxes(plan.resized, 32))
+    for k in range(n):
+        img = torch.from_numpy(np.array(data.x[int(plan.order[k])])).permute(2, 0, 1).float()[None] / 255
+        box = img[..., top[k]:top[k] + h[k], left[k]:left[k] + w[k]]
+        ref = F.interpolate(box, size=32, mode="bilinear", align_corners=False)[0]
+        assert torch.allclose(x[k], ref.flip(-1) if plan.flip[k] else ref, atol=1e-5), k
+    # test_resize 64 on images prepared at Resize(32): Resize(64) + CenterCrop(32) of them, i.e. the centre
+    # 16 x 16 window resized to 32 as part of the whole image (its edge samples read the pixels around it)
+    ex, _ = next(iter(eval_batches(bench.eval_set(0), 100)))
+    stored = torch.from_numpy(np.array(bench.eval_set(0).x)).permute(0, 3, 1, 2).float() / 255
+    whole = F.interpolate(stored, size=64, mode="bilinear", align_corners=False)
+    assert torch.allclose(ex, whole[..., 16:48, 16:48], atol=1e-5)
+    assert torch.equal(ex[0], bench.eval_set(0)[0][0])   # item access: the same view
+    assert variants(data) is None and cache_tasks(bench.eval_set(0), bench, "test", "test") is None
+    bench.use_view("benchmark", None)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(default, train_batches(bench.train_set(0), seed=1, task=0,
+                                                                                epoch=0, batch_size=8)))
+    assert variants(bench.train_set(0)) == 2 and cache_tasks(bench.eval_set(0), bench, "test", "test") == [0]
+    bench.use_view("benchmark", 20)   # Resize(20) + CenterCrop(32) needs more than the stored 32 x 32
+    with pytest.raises(ValueError, match="test_resize >= 32"):
+        next(iter(eval_batches(bench.eval_set(0), 4)))
+
+
+def _pipeline(cfg: dict, prepared: dict, weights: Path, name: str) -> dict[str, torch.Tensor]:
+    """What run ``name`` (coda_p on imagenet_r) feeds its model and optimizer: the first training batch (pixels,
+    labels), the test images, the training images' unaugmented view, each task's weight decay."""
+    from intact.data.loader import eval_batches
+    from intact.restore import load_method
+    from intact.train import build_optimizer
+
+    run = resolve_run(cfg, "imagenet_r", name, 0)
+    bench, method, _ = load_method(run, prepared["imagenet_r"], weights, torch.device("cpu"))
+    train = method.training_data(bench, 0)
+    x, y = next(iter(train_batches(train, seed=0, task=0, epoch=0, batch_size=8)))
+    decay = [build_optimizer(method, run.optim, 2, first_task=f)[0].param_groups[0]["weight_decay"] for f in (1, 0)]
+    return {"train_x": x, "train_y": y, "test_x": next(iter(eval_batches(bench.eval_set(0), 100)))[0],
+            "train_view_x": next(iter(eval_batches(train, 100)))[0],
+            "decay_task0": torch.tensor(decay[0]), "decay_later": torch.tensor(decay[1])}
+
+
+#: what each optim key a protocol may declare changes in a run's pipeline, and nothing else
+CHANGES = {"train_crop": {"train_x"}, "test_resize": {"test_x", "train_view_x"},
+           "first_task_weight_decay": {"decay_task0"}, "weight_decay": {"decay_task0", "decay_later"}}
+
+
+@pytest.mark.parametrize("declared", [
+    {"train_crop": "random_resized"}, {"test_resize": 40}, {"first_task_weight_decay": 5e-4},
+    {"train_crop": "random_resized", "test_resize": 37, "weight_decay": 2e-4, "first_task_weight_decay": 5e-4},
+])
+def test_two_protocols_pipelines_differ_exactly_where_their_declarations_do(declared, prepared, tree, weights):
+    """Issue 32 item 4: a run under a protocol that declares ``declared`` against the same run under the default
+    protocol - the same data order and labels; different training pixels, test pixels, unaugmented training
+    view, weight decay of the first / later tasks exactly where a declared key changes them."""
+    cfg = paper_like_config(tree, weights)
+    cfg["protocols"] = {"official": {"per_method": {"coda_p": {"optim": {"optimizer": "sgd", **declared}}}},
+                        "other": {"per_method": {"coda_p": {"optim": {"optimizer": "sgd"}}}}}
+    validate_config(cfg)
+    base = _pipeline(cfg, prepared, weights, "coda_p@protocol=other")
+    under = _pipeline(cfg, prepared, weights, "coda_p@protocol=official")
+    expected = set().union(*(CHANGES[k] for k in declared))
+    assert {k for k in base if not torch.equal(base[k], under[k])} == expected
+
+
+def test_a_view_is_refused_where_there_are_no_prepared_images(tiny_bench):
+    cfg = copy.deepcopy(tiny_bench["config"])
+    cfg["optim"]["train_crop"] = "random_resized"
+    with pytest.raises(ConfigError, match="benchmark 'digits' .* has no prepared images to crop"):
+        validate_config(cfg, check_files=False)
+
+
 # ---- end to end -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["imagenet_r", "imagenet_c", "domainnet", "imagenet_mix"])
-def test_prepare_train_two_tasks_and_collect_R(name, prepared, tree, weights, tmp_path):
+@pytest.mark.parametrize("name, view", [("imagenet_r", {}), ("imagenet_c", {}), ("domainnet", {}), ("imagenet_mix", {}),
+                                        ("imagenet_c", {"train_crop": "random_resized", "test_resize": 37})])
+def test_prepare_train_two_tasks_and_collect_R(name, view, prepared, tree, weights, tmp_path):
     from intact.evaluate import evaluate_task
     from intact.results import collect_run
     from intact.train import train_task
 
     cfg = paper_like_config(tree, weights)
     cfg["run"]["benchmarks"] = [name]
+    cfg["optim"].update(view)    # the official scripts' transforms: no cache of the prepared images applies
     validate_config(cfg)
     run = resolve_run(cfg, name, "coda_p+intact@preset=reference", 0)
     evals, trains = [], []
@@ -379,6 +496,7 @@ def test_prepare_train_two_tasks_and_collect_R(name, prepared, tree, weights, tm
         rec = train_task(run, t, manifest=prepared[name], backbone_weights=weights, out_dir=out,
                          prev_dir=tmp_path / f"task{t - 1}" if t else None, threads=1, progress=False)
         assert rec["train_images"] == 8 and len(rec["epochs"]) == 1
+        assert not (view and rec["feature_cache"]["used"])
         evaluate_task(run, t, manifest=prepared[name], backbone_weights=weights, state=out / "state.safetensors",
                       out_path=out / "eval.json", threads=1)
         evals.append(out / "eval.json")

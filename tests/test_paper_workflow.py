@@ -74,9 +74,10 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     runs = 19 * 3 + 9 * 2 * 2 + 3
     assert counts["prepare_images"] == 1 and counts["train_task"] == 30 * runs and counts["collect_run"] == runs
     assert counts["tune_select"] == 9
-    # a query cache per backbone the runs read it with: the authors' InTAct weights, in21k, S-Prompts' and ESN's
-    # input, CPrompt's (the augreg in21k -> in1k weights, unnormalised)
-    assert counts["query_cache"] == 4 and counts["describe_backbone"] == 4
+    # a query cache per backbone runs read it with: the authors' InTAct weights and in21k (C-/KA-Prompt); the
+    # official S-Prompts, InfLoRA, ESN and CPrompt runs read their images in their scripts' view, which no
+    # stored cache holds (issue 32); each of the four backbones is described
+    assert counts["query_cache"] == 2 and counts["describe_backbone"] == 4
     for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
                          ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT"), ("backbones.vit_b16_in21k.weights", "INTACT_VIT_B16"),
                          ("backbones.vit_b16_augreg_in1k_imagenet_norm.weights", "INTACT_VIT_B16_AUGREG_IN1K")):

@@ -176,6 +176,10 @@ OFFICIAL = {
 }
 #: the scripts' weight decay (every task: ESN trainer.py:17,21, CPrompt exps/*.json; S-Prompts' after the first)
 WEIGHT_DECAY = {"inflora": 0.0, "s_prompts": 2e-4, "esn": 5e-4, "cprompt": 5e-4}
+#: the scripts' RandomResizedCrop(224) + flip, Resize(256) + CenterCrop(224); S-Prompts' first-task weight decay
+#: (C-/KA-Prompt: Resize(224) + RandomCrop(224) + flip, read as the benchmark's view; docs/protocols.md section 8)
+VIEWS = {"inflora": ("random_resized", 256, None), "s_prompts": ("random_resized", 256, 5e-4),
+         "esn": ("random_resized", 256, None), "cprompt": ("random_resized", 256, None)}
 DOMAINNET = {"ka_prompt": {"epochs": 10}, "cprompt": {"epochs": 15},   # lr: the LoRA's / the head's
              "inflora": {"epochs": 5, "optimizer": "sgd", "schedule": "multistep", "lr": "0.005/0.01"}}
 
@@ -198,6 +202,8 @@ def test_the_official_protocol_resolves_each_rows_authors_budget(name):
         assert resolve_run(cfg, name, f"{method}@protocol=official", 0).optim.drop_last is False
         if method in WEIGHT_DECAY:
             assert got["weight_decay"] == WEIGHT_DECAY[method]
+        o = resolve_run(cfg, name, f"{method}@protocol=official", 0).optim
+        assert (o.train_crop, o.test_resize, o.first_task_weight_decay) == VIEWS.get(method, ("benchmark", None, None))
     # the rows the official protocol sets nothing for are one run under both protocols
     for method in ("ewc", "lwf", "l2p", "dualprompt", "coda_p", "coda_p+intact"):
         assert method in main and f"{method}@protocol=official" not in main

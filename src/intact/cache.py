@@ -57,6 +57,8 @@ def variants(data: Dataset) -> int | None:
     the input size (unflipped, flipped), 1 without augmentation (test splits, the digits benchmark), None
     when the augmentation has no finite set of variants (a random crop: stored side > input size)."""
     parts = _parts(data)
+    if parts is not None and not all(p.as_prepared for p in parts):
+        return None   # optim.train_crop / test_resize: not the view a cache of the prepared images holds
     if parts is None or not all(p.augment for p in parts):
         return 1
     if any(p.stored_size != p.size for p in parts):
@@ -180,7 +182,7 @@ def cache_tasks(data: Dataset, bench: Benchmark, split: str, eval_split: str) ->
     tasks = []
     for p in parts:
         t = getattr(p, "task", None)  # set on a task's full train / test split
-        if t is None:
+        if t is None or not getattr(p, "as_prepared", True):   # (another view than the stored cache's)
             return None
         tasks.append(int(t))
     return tasks
@@ -200,7 +202,8 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
         return {}, {"used": False, "reason": "optim.feature_cache: false (the live path)"}
     v = variants(train_set)
     if v is None:
-        return {}, {"used": False, "reason": "the augmentation (a random crop) has no finite set of variants: "
+        return {}, {"used": False, "reason": "the augmentation (a random crop, or the run's own view: "
+                                             "optim.train_crop, test_resize) has no finite set of cached variants: "
                                              "the live path (a query and a teacher pass per step)"}
     caches: dict[str, torch.Tensor] = {}
     record: dict = {"used": True, "variants": v}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Mapping
 
+from intact.data.image_config import ImageBenchmarkConfig
 from intact.methods import METHODS
 from intact.methods.declare import problems
 from intact.models.arch import Arch, backbone_arch
@@ -102,12 +103,16 @@ def _check_name_overrides(method: str, run: RunConfig) -> None:
 
 
 def _check_benchmark(run: RunConfig) -> None:
-    """The benchmark type's own declared checks."""
+    """The benchmark type's own declared checks; a view of prepared images only where there are some."""
     bench = run.benchmark
     check = bench.declaration.check
     for key, problem in (check(bench) if check else ()):
         value = getattr(bench, key)
         _fail(f"key 'benchmarks.{bench.name}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: {problem}")
+    o = run.optim
+    if (o.train_crop != "benchmark" or o.test_resize is not None) and not isinstance(bench, ImageBenchmarkConfig):
+        _fail(f"key 'optim.train_crop' = {o.train_crop!r} / 'optim.test_resize' = {o.test_resize!r}: benchmark "
+              f"{bench.name!r} (type {bench.type!r}) has no prepared images to crop; they apply to image benchmarks")
 
 
 def _check_method(run: RunConfig, arch: Arch) -> None:

@@ -22,9 +22,14 @@ from typing import Any, Mapping
 
 from intact.methods import METHODS
 from intact.naming import DEFAULT_PROTOCOL
+from intact.settings import OptimConfig
 
 #: the sections a layer may set (the rest of a run's settings come from the benchmark and the backbone)
 SECTIONS = ("methods", "head", "intact", "optim")
+#: the ``optim`` keys that set a run's own view of prepared images (the official scripts' transforms; issue 32)
+VIEW_KEYS = ("train_crop", "test_resize")
+#: the ``optim`` keys ``intact runs`` shows where a run sets them
+SHOWN_WHEN_SET = ("first_task_weight_decay", *VIEW_KEYS)
 
 
 def declared(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -99,6 +104,12 @@ def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
     return out
 
 
+def reads_prepared_images(optim: Mapping[str, Any]) -> bool:
+    """Whether a run with these plain ``optim`` settings reads the images as prepared, the view a benchmark's
+    stored query cache holds (another view trains and evaluates on the live path: :func:`intact.cache.variants`)."""
+    return all(optim.get(k, getattr(OptimConfig, k)) == getattr(OptimConfig, k) for k in VIEW_KEYS)
+
+
 def optimizer_name(run: Any) -> str:
     """The optimizer a run's jobs build: ``optim.optimizer`` where a layer sets it, else its method's own."""
     return run.optim.optimizer or METHODS[run.base].optimizer
@@ -106,10 +117,12 @@ def optimizer_name(run: Any) -> str:
 
 def training_summary(run: Any) -> dict[str, Any]:
     """What a run trains with, as ``intact runs`` prints it: protocol, backbone, epochs per task, batch size,
-    optimizer, lr schedule, learning rates (a method's own ``lr`` setting where it has one) and weight decay."""
+    optimizer, lr schedule, learning rates (a method's own ``lr`` setting where it has one) and weight decay;
+    the first task's weight decay and the view of the images where a run sets its own."""
     o, own = run.optim, run.settings
     own_lr, wd = getattr(own, "lr", None), getattr(own, "weight_decay", o.weight_decay)
     lr = own_lr if own_lr is not None else (o.lr_prompt if o.lr_head == o.lr_prompt else f"{o.lr_prompt}/{o.lr_head}")
     schedule = f"{o.schedule}{list(o.milestones)}" if o.schedule == "multistep" else o.schedule
-    return {"protocol": run.protocol, "backbone": run.backbone.name, "epochs": o.epochs, "batch": o.batch_size,
-            "optimizer": optimizer_name(run), "schedule": schedule, "lr": lr, "weight_decay": wd}
+    out = {"protocol": run.protocol, "backbone": run.backbone.name, "epochs": o.epochs, "batch": o.batch_size,
+           "optimizer": optimizer_name(run), "schedule": schedule, "lr": lr, "weight_decay": wd}
+    return out | {k: getattr(o, k) for k in SHOWN_WHEN_SET if getattr(o, k) != getattr(OptimConfig, k)}

@@ -27,6 +27,7 @@ def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: 
     (and hypercubes) if given; with ``state_task``, files written by another method, task or config are refused."""
     bench = open_benchmark(manifest)
     bench.use_settings(run.benchmark)
+    bench.use_view(run.optim.train_crop, run.optim.test_resize)
     # the network family trains a whole network of its own: no frozen backbone to build
     backbone, digest = create_backbone(run.backbone, backbone_weights) if METHODS[run.base].uses_backbone else (None, None)
     method = create_method(run, backbone, bench.num_classes, bench.num_tasks)

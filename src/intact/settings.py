@@ -334,6 +334,18 @@ class OptimConfig:
                                           "multiplied once more by lr_decay", later=True, items={"minimum": 1})
     lr_decay: float = setting(0.1, "schedule multistep: the factor at each milestone", later=True,
                               exclusiveMinimum=0)
+    first_task_weight_decay: float | None = setting(
+        None, "the first task's weight decay where a script has its own (S-Prompts' init_weight_decay); null (the "
+        "default): weight_decay on every task", later=True, minimum=0)
+    train_crop: str = setting(
+        "benchmark", "benchmark (the default): the prepared images as the benchmark augments them (a random "
+        "horizontal flip; a random crop where stored larger, as ImageNet-C); random_resized: torchvision's "
+        "RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3) of the prepared image, resized to the input side, and the "
+        "flip (docs/protocols.md section 8)", later=True, enum=["benchmark", "random_resized"])
+    test_resize: int | None = setting(
+        None, "null (the default): the prepared test view; R: Resize(R) + CenterCrop(input side) of the original "
+        "image, taken from the prepared one (its centre window, resized), as the official test transforms (256); "
+        "also the view of every unaugmented pass over training images", later=True, minimum=1)
 
 
 @dataclass(frozen=True)

@@ -74,11 +74,13 @@ def lr_factor(schedule: str, epochs: int, steps_per_epoch: int, milestones: tupl
 OPTIMIZER_CLASSES = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
-def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: int):
-    """The task's optimizer (``optim.optimizer``, else the method's declared one) and its lr schedule."""
+def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: int, first_task: bool = False):
+    """The task's optimizer (``optim.optimizer``, else the method's declared one) and its lr schedule;
+    ``first_task``: the run's first task, whose weight decay is ``optim.first_task_weight_decay`` where set."""
     name = optimizer_name(method.run)
     extra = {"momentum": o.momentum} if name == "sgd" else {}
-    opt = OPTIMIZER_CLASSES[name](method.param_groups(), weight_decay=o.weight_decay, **extra)
+    decay = o.first_task_weight_decay if (first_task and o.first_task_weight_decay is not None) else o.weight_decay
+    opt = OPTIMIZER_CLASSES[name](method.param_groups(), weight_decay=decay, **extra)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lr_factor(o.schedule, o.epochs, steps_per_epoch, tuple(o.milestones), o.lr_decay))
     return opt, sched
@@ -179,7 +181,7 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
     method.begin_task(task, train_set)
     o = run.optim
     steps_per_epoch = count_steps(len(train_set), o.batch_size, o.drop_last)
-    opt, sched = build_optimizer(method, o, steps_per_epoch)
+    opt, sched = build_optimizer(method, o, steps_per_epoch, first_task=task == 0)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
     stored_queries = (QueryCache(query_cache, bench, backbone_sha, query_settings(run.backbone, bench, device, o.amp))
                       if (query_cache and o.feature_cache) else None)

@@ -18,6 +18,7 @@ from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
+from intact.protocols import reads_prepared_images
 from intact.sources import source_files
 
 try:
@@ -150,9 +151,12 @@ def stored_reports(wildcards=None):
 
 
 def query_cache_input(wildcards):
-    """The benchmark's stored query cache, for runs that read it (a backbone and optim.feature_cache)."""
+    """The benchmark's stored query cache, for runs that read it (a backbone, optim.feature_cache and the
+    images as prepared)."""
     run = run_config(wildcards)
     if not METHODS[run["base"]].uses_backbone or not run["optim"].get("feature_cache", True):
+        return {}
+    if not reads_prepared_images(run["optim"]):
         return {}
     return {"query": f"results/cache/{wildcards.benchmark}/{backbone_name(wildcards)}/query.json"}
 

@@ -44,6 +44,13 @@ class Benchmark(ABC):
         """Take the run's benchmark settings that apply when data is read (the image benchmarks' validation
         part); digits fixes its validation part when it is prepared, so nothing here."""
 
+    def use_view(self, train_crop: str, test_resize: int | None) -> None:
+        """Take the run's view of prepared images (``optim.train_crop``, ``optim.test_resize``): the image
+        benchmarks'; a benchmark without prepared images takes only the default (the config checks say so)."""
+        if train_crop != "benchmark" or test_resize is not None:
+            raise ValueError(f"benchmark {self.name!r} has no prepared images to crop: optim.train_crop and "
+                             "optim.test_resize apply to the image benchmarks only")
+
     @abstractmethod
     def train_set(self, task: int, eval_split: str = "test") -> Dataset:
         """Training data of ``task``: the whole train split, or train minus val when ``eval_split='val'``."""

@@ -22,8 +22,9 @@ class ImageBenchmark(Benchmark):
     def __init__(self, manifest_path: str | Path):
         super().__init__(manifest_path)
         self._arrays: dict[str, Any] = {}
-        # the declared defaults until a run gives its own (use_settings)
+        # the declared defaults until a run gives its own (use_settings, use_view)
         self.val_fraction, self.val_seed = ImageBenchmarkConfig.val_fraction, ImageBenchmarkConfig.val_seed
+        self.random_resized, self.test_resize = False, None
 
     @property
     def image_size(self) -> int:
@@ -42,13 +43,24 @@ class ImageBenchmark(Benchmark):
         from intact.data.stored import StoredImages
 
         files = self.manifest["tasks"][task]["arrays"][split]
-        return StoredImages(self._array(files["x"]), np.asarray(self._array(files["y"])), self.image_size, augment, task)
+        y = np.asarray(self._array(files["y"]))
+        return StoredImages(self._array(files["x"]), y, self.image_size, augment, task, **self._view(task))
+
+    def _view(self, task: int) -> dict[str, Any]:
+        """How the run reads task ``task``'s images (:meth:`use_view`) and the side they were resized to."""
+        return {"resize": self.manifest["tasks"][task].get("resize"), "random_resized": self.random_resized,
+                "test_resize": self.test_resize}
 
     def use_settings(self, cfg: ImageBenchmarkConfig) -> None:
         """Take the run's validation part (``val_fraction``, ``val_seed``): applied when data is read."""
         # a type whose settings declare no validation part (a plugin's) keeps the defaults
         self.val_fraction = getattr(cfg, "val_fraction", self.val_fraction)
         self.val_seed = getattr(cfg, "val_seed", self.val_seed)
+
+    def use_view(self, train_crop: str, test_resize: int | None) -> None:
+        """Take the run's view of the prepared images (``optim.train_crop``, ``optim.test_resize``; see
+        :class:`~intact.data.stored.StoredImages`): applied when data is read."""
+        self.random_resized, self.test_resize = train_crop == "random_resized", test_resize
 
     def _val_split(self, task: int, part: str) -> StoredImages:
         """``train`` (the train list minus the validation part) or ``val`` (that part, unaugmented): rows
@@ -63,7 +75,7 @@ class ImageBenchmark(Benchmark):
         keep = np.zeros(len(y), dtype=bool)
         keep[rows] = True
         y[keep if part == "train" else ~keep] = -1
-        return StoredImages(self._array(files["x"]), y, self.image_size, part == "train", task)
+        return StoredImages(self._array(files["x"]), y, self.image_size, part == "train", task, **self._view(task))
 
     def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
         if eval_split == "val":

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, TensorDataset
 
-from intact.data.stored import StoredImages, center_offset
+from intact.data.stored import RRC_ATTEMPTS, StoredImages, center_offset, resample, resized_boxes
 from intact.seeding import task_generator
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -45,20 +45,25 @@ def epoch_order(seed: int, task: int, epoch: int, n: int) -> torch.Tensor:
 @dataclass(frozen=True)
 class EpochPlan:
     """Order and augmentation of one epoch: ``order[k]`` is the k-th sample, ``flip[k]`` its flip, and
-    ``top[k]``/``left[k]`` in [0, 1) place its crop (offset = floor(u * (S - size + 1)) for stored side S)."""
+    ``top[k]``/``left[k]`` in [0, 1) place its crop (offset = floor(u * (S - size + 1)) for stored side S);
+    ``resized[k]`` (``optim.train_crop: random_resized``) its RandomResizedCrop draws
+    (:func:`~intact.data.stored.resized_boxes`)."""
 
     order: torch.Tensor
     flip: torch.Tensor
     top: torch.Tensor
     left: torch.Tensor
+    resized: torch.Tensor | None = None
 
     @classmethod
-    def draw(cls, seed: int, task: int, epoch: int, n: int) -> "EpochPlan":
+    def draw(cls, seed: int, task: int, epoch: int, n: int, random_resized: bool = False) -> "EpochPlan":
         # a generator of its own: the augmentation draws never shift the order's (digits stays bit-identical)
         g = task_generator(seed, task, f"augment{epoch}")
         flip = torch.rand(n, generator=g) < 0.5
         top, left = torch.rand(n, generator=g, dtype=torch.float64), torch.rand(n, generator=g, dtype=torch.float64)
-        return cls(epoch_order(seed, task, epoch, n), flip, top, left)
+        # drawn after the others, so the benchmark's own crop and flip are the same with or without them
+        resized = torch.rand((n, RRC_ATTEMPTS, 4), generator=g, dtype=torch.float64) if random_resized else None
+        return cls(epoch_order(seed, task, epoch, n), flip, top, left, resized)
 
 
 def _parts(data: Dataset) -> list[StoredImages] | None:
@@ -105,24 +110,37 @@ def crop_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip:
     return out.float().div_(255)
 
 
-def _assemble(groups: list[Group], flip: torch.Tensor | None, top: torch.Tensor | None, left: torch.Tensor | None,
-              device: torch.device | str) -> Batch:
-    """Move each group to ``device`` and crop/flip it there (centre crop, unflipped, when ``flip`` is None)."""
+def _assemble(groups: list[Group], plan: EpochPlan | None, sl: slice | None, device: torch.device | str) -> Batch:
+    """Move each group to ``device`` and crop/flip it there: the batch ``sl`` of the epoch's ``plan``, or the
+    deterministic view when ``plan`` is None (the centre crop, or the ``test_resize`` window, unflipped)."""
     n = sum(len(sel) for sel, *_ in groups)
     size = groups[0][1].size
     x = torch.empty((n, 3, size, size), device=device)
     y = torch.empty(n, dtype=torch.int64, device=device)
     for sel, part, pixels, labels in groups:
-        span = part.stored_size - size + 1
-        if flip is None:
-            t = l = torch.full((len(sel),), center_offset(part.stored_size, size))
-            f = torch.zeros(len(sel), dtype=torch.bool)
-        else:
-            s = torch.from_numpy(sel)
-            f, t, l = flip[s], (top[s] * span).long(), (left[s] * span).long()
-        x[torch.from_numpy(sel).to(device)] = crop_flip(pixels.to(device, non_blocking=True), t, l, f, size)
+        rows = None if plan is None else torch.from_numpy(sel + sl.start)   # the images' positions in the epoch
+        x[torch.from_numpy(sel).to(device)] = _view(part, pixels.to(device, non_blocking=True), rows, plan)
         y[torch.from_numpy(sel).to(device)] = labels.to(device, non_blocking=True)
     return x, y
+
+
+def _view(part: StoredImages, pixels: torch.Tensor, rows: torch.Tensor | None, plan: EpochPlan | None) -> torch.Tensor:
+    """One group's images as the run reads them: the epoch plan's ``rows`` (the batch's positions in the epoch),
+    or the deterministic view where ``plan`` is None."""
+    size, stored, k = part.size, part.stored_size, len(pixels)
+    if plan is None:
+        window = part.center_window()
+        if window is not None:   # test_resize: the centre window resized to the input side
+            side = torch.full((k,), window, dtype=torch.float64)
+            at = (stored - side) / 2
+            return resample(pixels, at, at, side, side, torch.zeros(k, dtype=torch.bool), size, crop=False)
+        at = torch.full((k,), center_offset(stored, size))
+        return crop_flip(pixels, at, at, torch.zeros(k, dtype=torch.bool), size)
+    flip = plan.flip[rows]
+    if part.random_resized:
+        return resample(pixels, *resized_boxes(plan.resized[rows], stored), flip, size)
+    span = stored - size + 1
+    return crop_flip(pixels, (plan.top[rows] * span).long(), (plan.left[rows] * span).long(), flip, size)
 
 
 def _prefetched(loads: Iterator, fn) -> Iterator:
@@ -154,14 +172,11 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             yield (x, y, index, torch.zeros(len(index), dtype=torch.bool)) if keys else (x, y)
         return
-    plan = EpochPlan.draw(seed, task, epoch, n)
+    plan = EpochPlan.draw(seed, task, epoch, n, any(p.random_resized for p in parts))
     augment = all(p.augment for p in parts)
     slices = [slice(s, min(s + batch_size, stop)) for s in range(first * batch_size, stop, batch_size)]
     for sl, groups in _prefetched(slices, lambda sl: (sl, _gather(parts, plan.order[sl].numpy()))):
-        if augment:
-            x, y = _assemble(groups, plan.flip[sl], plan.top[sl], plan.left[sl], device)
-        else:
-            x, y = _assemble(groups, None, None, None, device)
+        x, y = _assemble(groups, plan if augment else None, sl, device)
         flip = plan.flip[sl] if augment else torch.zeros(len(y), dtype=torch.bool)
         yield (x, y, plan.order[sl], flip) if keys else (x, y)
 
@@ -186,4 +201,4 @@ def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "c
             yield x.to(device), y.to(device)
         return
     for groups in _prefetched(range(0, n, batch_size), lambda s: _gather(parts, np.arange(s, min(s + batch_size, n)))):
-        yield _assemble(groups, None, None, None, device)
+        yield _assemble(groups, None, None, device)
