@@ -238,7 +238,7 @@ def paper_like_config(tree: Path, weights: Path, **bench) -> dict:
     cfg["benchmarks"].update({n: {**c, "backbone": "vit_rgb", "image_size": 32} for n, c in configs(tree).items()})
     cfg["benchmarks"]["imagenet_r"].update(bench)
     cfg["run"].update(benchmarks=["imagenet_r"], seeds=[0], methods=["coda_p", "coda_p+intact@preset=reference"])
-    cfg["tracking"]["enabled"] = False
+    cfg["tracking"] = {"enabled": False}
     cfg["optim"].update(epochs=1, batch_size=4, drop_last=True)
     cfg["methods"] = {"coda_p": {"pool_size": 6}}
     return cfg
