@@ -68,3 +68,28 @@ def test_a_weights_file_written_for_another_timm_model_is_refused(tmp_path):
     with pytest.raises(WeightsError, match=r"written for timm model 'vit_base_patch16_224.augreg_in21k', not 'vit_digits_p8'"):
         load_backbone_weights(create_vit("vit_digits_p8"), path, model="vit_digits_p8")
     load_backbone_weights(create_vit("vit_digits_p8"), path)                 # no model named: not checked
+
+
+# ---- issue 32: the authors' own in21k .pth (C-Prompt / KA-Prompt load it with strict=False) ------------------
+
+def test_a_timm_keyed_pth_with_its_21k_head_loads_as_is_and_a_file_of_other_keys_is_refused(tmp_path):
+    """The C-/KA-Prompt codes build ``vit_base_patch16_224.augreg_in21k`` with 21,843 classes and load their
+    ``vit_base_p16_224_in22k.pth`` with ``strict=False``. A file in timm's keys (head included) is used here as
+    is; a file in other keys (as transformers' ViT names them) is refused by name, where ``strict=False`` loads
+    no tensor at all and keeps the random initialisation without a word (docs/protocols.md section 7)."""
+    from intact.models.backbone import load_backbone_weights
+
+    torch.manual_seed(1)
+    authors = create_vit("vit_tiny_patch16_224", num_classes=21843)
+    torch.save(authors.state_dict(), tmp_path / "vit_base_p16_224_in22k.pth")
+    vit = create_vit("vit_tiny_patch16_224")
+    load_backbone_weights(vit, tmp_path / "vit_base_p16_224_in22k.pth", model="vit_tiny_patch16_224")
+    assert torch.equal(vit.state_dict()["blocks.0.attn.qkv.weight"], authors.state_dict()["blocks.0.attn.qkv.weight"])
+    other = {f"vit.encoder.{k}": v for k, v in authors.state_dict().items()}
+    torch.save(other, tmp_path / "other_keys.pth")
+    fresh = create_vit("vit_tiny_patch16_224")
+    before = {k: v.clone() for k, v in fresh.state_dict().items()}
+    missing, unexpected = fresh.load_state_dict(torch.load(tmp_path / "other_keys.pth"), strict=False)
+    assert len(unexpected) == len(other) and all(torch.equal(v, fresh.state_dict()[k]) for k, v in before.items())
+    with pytest.raises(WeightsError, match="does not fit the model: missing"):
+        load_backbone_weights(create_vit("vit_tiny_patch16_224"), tmp_path / "other_keys.pth")

@@ -9,9 +9,16 @@ into `backbones.<name>.sha256` to have every job check it:
 
 `--named DIR` writes `DIR/<name>.safetensors` for each backbone declared in
 src/intact/models/named_backbones.py (the authors' weights under timm >= 0.9 and under timm 0.4.12,
-and KA-Prompt's ImageNet-21k weights) and prints the `export VAR=...` line each paper config reads.
-The file's metadata records the timm model name; the pipeline refuses a file written for another model.
-Needs only timm, torch and safetensors (pip install timm safetensors). The pipeline never downloads.
+and timm's augreg ImageNet-21k weights: InfLoRA's, and C-/KA-Prompt's as read here) and prints the
+`export VAR=...` line each paper config reads. The file's metadata records the timm model name; the
+pipeline refuses a file written for another model. Needs only timm, torch and safetensors (pip install
+timm safetensors). The pipeline never downloads.
+
+Already have the C-Prompt / KA-Prompt authors' `vit_base_p16_224_in22k.pth`? It needs no export: point
+`backbones.vit_b16_in21k.weights` (`export INTACT_VIT_B16=/path/to/vit_base_p16_224_in22k.pth`) at it and
+paste `sha256sum`'s value into `backbones.vit_b16_in21k.sha256`. A .pth in timm's keys loads as is (its
+classifier head is dropped); one in other keys is refused by name, where the authors' `strict=False` would
+have left the ViT random. Which checkpoint that file is: docs/protocols.md section 7, "The ImageNet-21k weights".
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ NAMED_BACKBONES: dict[str, NamedBackbone] = {b.name: b for b in (
     NamedBackbone("vit_b16_augreg_in1k", "vit_base_patch16_224.augreg_in21k_ft_in1k", "INTACT_VIT_B16_AUGREG_IN1K",
                   "the authors' code under its pinned timm==0.4.12 (requirements.txt)"),
     NamedBackbone("vit_b16_in21k", "vit_base_patch16_224.augreg_in21k", "INTACT_VIT_B16",
-                  "KA-Prompt's backbone (ImageNet-21k only)"),
+                  "InfLoRA's ImageNet-21k checkpoint; C-Prompt's and KA-Prompt's local file as read here"),
 )}
 #: the one the paper configs' benchmarks use (the InTAct, CODA-P, L2P and DualPrompt rows: the authors' weights)
 AUTHORS = "vit_b16_augreg2_in1k"
