@@ -44,6 +44,9 @@ RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.
 #: Snakemake's ``script:`` preamble (named, never imported here), and torch._dynamo, which every torch.optim
 #: optimizer imports when it is built (docs/speed.md)
 EXTRA_PRELOAD = ("snakemake.iocontainers", "snakemake.logging", "torch._dynamo")
+#: how long a run waits for the answer of the parent its environment names: its imports take ~3 s on a quiet
+#: machine, over 20 s on a loaded one (2 cores, load 8: torch, timm and intact in 24.8 s)
+PROBE_TIMEOUT = 60
 _SERVED = False  # True in a child forked by the warm parent: hand_off() then lets the script run here
 
 
@@ -249,9 +252,11 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
 
 def probe(path: str) -> str:
     """Whether the warm parent at ``path`` would serve a job of this process: "" if so, else why not (gone,
-    another user's, another Python or import path, code changed since it started, not the warm protocol)."""
+    another user's, another Python or import path, code changed since it started, not the warm protocol).
+    A parent answers once its imports are done: one just started (``intact warm``) is waited for, up to
+    :data:`PROBE_TIMEOUT` seconds."""
     try:
-        with protocol.connect(path, timeout=10) as sock:
+        with protocol.connect(path, timeout=PROBE_TIMEOUT) as sock:
             protocol.send(sock, {"probe": True, "python": python_id()})
             answer, _ = protocol.receive(sock)
     except OSError as err:
