@@ -1,12 +1,15 @@
 """Config validation: bad input stops with a message naming the key / file and what was expected."""
 
 import copy
+import os
+import re
+from pathlib import Path
 
 import pytest
 
 from conftest import assert_config_error, tiny_config
 from intact.config import ConfigError, RunConfig, resolve_run, run_from_dict, validate_config
-from intact.naming import MethodNameError, parse_method_name
+from intact.naming import NAME_PATTERN, MethodNameError, parse_method_name
 
 
 def test_default_and_tiny_config_are_valid():
@@ -44,6 +47,51 @@ def test_method_name_grammar():
     for bad in ["Coda", "coda_p+intact@", "coda_p+intact@x", "coda_p+intact-no_"]:
         with pytest.raises(MethodNameError):
             parse_method_name(bad)
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("coda_p+intact@lambda_var=0.1 ", "' ' at position 28"), ("coda_p\n", "'\\n' at position 6"),
+    ("coda_p+intact\r", "'\\r' at position 13"), ("coda_p\t+intact", "'\\t' at position 6"),
+    ("coda_p\x00", "'\\x00' at position 6"), ("coda_p\u200b", "'\\u200b' at position 6"),
+])
+def test_a_name_is_matched_whole_whitespace_and_control_characters_refused(name, shown):
+    """One pattern (naming.NAME_PATTERN, the Snakemake wildcard's) matched over the whole name: ``$`` before a
+    final newline and a trailing space no longer pass validation."""
+    cfg = tiny_config()
+    cfg["run"]["methods"] = ["coda_p", name]
+    msg = str(pytest.raises(ConfigError, validate_config, cfg).value)
+    assert "\n" not in msg and f"method name {name!r} does not follow" in msg and f"it has {shown}" in msg, msg
+    assert re.fullmatch(NAME_PATTERN, name) is None
+
+
+def test_a_long_name_is_refused_with_an_excerpt():
+    name = "coda_p@optim.epochs=" + "1" * 5000
+    msg = str(pytest.raises(MethodNameError, parse_method_name, name).value)
+    assert len(msg) < 300 and "5020 characters; at most 200" in msg, msg
+
+
+@pytest.mark.parametrize("kind, said", [
+    ("missing", "does not exist"), ("directory", "is a directory, not a file"),
+    ("fifo", "is not a regular file"), ("unreadable", "cannot be read (no read permission)"),
+    ("dangling", "does not exist (a broken symbolic link to "),
+])
+def test_a_weights_path_is_named_precisely(tmp_path, monkeypatch, kind, said):
+    path = tmp_path / "vit.safetensors"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "unreadable":
+        path.write_bytes(b"x")
+        path.chmod(0)
+        if os.geteuid() == 0:  # root reads anything: the same check, told that it may not
+            monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != path)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "gone")
+    cfg = tiny_config()
+    cfg["backbones"]["vit_digits"]["weights"] = str(path)
+    msg = str(pytest.raises(ConfigError, validate_config, cfg).value)
+    assert f"key 'backbones.vit_digits.weights': weights file '{path}' {said}" in msg and "\n" not in msg, msg
 
 
 def test_resolved_run_merges_overrides_and_round_trips():

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from intact.checks import check_runs as _check_runs
 from intact.data import BENCHMARK_TYPES, benchmark_settings
 from intact.data.declare import BenchmarkSettings
-from intact.data.image_config import expand_path, missing_path
+from intact.paths import expand_path, file_problem
 from intact.layering import LayerError, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
@@ -100,9 +100,10 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
     out = []
     # the benchmarks' backbones and those a per-method or protocol layer names (a run of the config uses it)
     for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)):
-        raw, path = cfg["backbones"][name]["weights"], weights_path(cfg, name)
-        if path != "pretrain" and not Path(path).is_file():
-            out.append(f"key 'backbones.{name}.weights': " + missing_path("weights file", raw) + " "
+        raw = cfg["backbones"][name]["weights"]
+        problem = None if raw == "pretrain" else file_problem("weights file", raw)
+        if problem:
+            out.append(f"key 'backbones.{name}.weights': {problem} "
                        "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
     for b in cfg["run"]["benchmarks"]:
         if not prepared(b):

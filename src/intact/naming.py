@@ -20,6 +20,7 @@ variant gets its own results without hand-written paths. This module imports no 
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 
 import yaml
@@ -27,19 +28,21 @@ import yaml
 #: InTAct loss terms, named as in the paper.
 TERMS = ("intdrift", "feat", "var", "align")
 
-_NAME = re.compile(
-    r"^(?P<base>[a-z][a-z0-9_]*)"
-    r"(?P<intact>\+intact)?"
-    r"(?P<ablations>(?:-no_[a-z]+)*)"
-    r"(?:@(?P<overrides>.+))?$"
-)
+#: the parts of a run name; :data:`NAME_PATTERN` and the parser are built from them, so that what Snakemake's
+#: wildcard accepts and what validation accepts are one pattern
+_BASE, _INTACT, _ABLATIONS, _OVERRIDES = r"[a-z][a-z0-9_]*", r"\+intact", r"(?:-no_[a-z]+)*", r"[A-Za-z0-9_.=,+\-]+"
+
+#: Characters a method name may contain (also the Snakemake wildcard constraint), matched over the whole name.
+NAME_PATTERN = rf"{_BASE}(?:{_INTACT})?{_ABLATIONS}(?:@{_OVERRIDES})?"
+
+_NAME = re.compile(rf"(?P<base>{_BASE})(?P<intact>{_INTACT})?(?P<ablations>{_ABLATIONS})(?:@(?P<overrides>{_OVERRIDES}))?")
+
+#: the longest run name: it is a folder's name (most file systems allow 255 bytes)
+NAME_MAX_LENGTH = 200
 
 #: the override key that names a run's protocol, and the protocol of a name without it
 PROTOCOL_KEY = "protocol"
 DEFAULT_PROTOCOL = "intact"
-
-#: Characters a method name may contain (also the Snakemake wildcard constraint).
-NAME_PATTERN = r"[a-z][a-z0-9_]*(?:\+intact)?(?:-no_[a-z]+)*(?:@[A-Za-z0-9_.=,+\-]+)?"
 
 
 class MethodNameError(ValueError):
@@ -76,12 +79,15 @@ class MethodName:
 
 
 def parse_method_name(name: str) -> MethodName:
-    """Parse ``name``; raise :class:`MethodNameError` naming the offending part."""
-    m = _NAME.match(name)
+    """Parse ``name``, matched whole against :data:`NAME_PATTERN`; raise :class:`MethodNameError` naming the
+    offending part (whitespace and control characters by position: a run name is a folder's name)."""
+    m = _NAME.fullmatch(name) if isinstance(name, str) else None
+    if m is not None and len(name) > NAME_MAX_LENGTH:
+        raise MethodNameError(f"method name {excerpt(name)} has {len(name)} characters; at most {NAME_MAX_LENGTH} "
+                              "(it names the run's folder)")
     if m is None:
-        raise MethodNameError(
-            f"method name {name!r} does not follow <base>[+intact][-no_<term>]...[@key=value,...]"
-        )
+        raise MethodNameError(f"method name {excerpt(name)} does not follow <base>[+intact][-no_<term>]...[@key=value,...]"
+                              + _odd_character(name))
     intact = m["intact"] is not None
     disabled = tuple(a for a in m["ablations"].split("-no_") if a)
     for term in disabled:
@@ -100,6 +106,26 @@ def parse_method_name(name: str) -> MethodName:
         raise MethodNameError(f"method name {name!r}: '{PROTOCOL_KEY}={DEFAULT_PROTOCOL}' is the default protocol; "
                               "leave it out of the name (one name per run)")
     return MethodName(full=name, base=m["base"], intact=intact, disabled=disabled, overrides=tuple(overrides))
+
+
+def _odd_character(name: object) -> str:
+    """``": it has a space at position 6"``-like, for the first whitespace or control character of ``name``."""
+    for i, ch in enumerate(name if isinstance(name, str) else ""):
+        if ch.isspace() or not ch.isprintable():
+            return f": it has {ascii(ch)} at position {i} (no whitespace or control characters)"
+    return ""
+
+
+def excerpt(value: object) -> str:
+    """``repr(value)`` cut short for a one-line message (at most a few items of a list or mapping, the ends of a
+    long string): a message quotes an excerpt of a value, never the whole of a huge list. Cheap on any size."""
+    return _EXCERPT.repr(value)
+
+
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlist = _EXCERPT.maxtuple = _EXCERPT.maxset = _EXCERPT.maxdict = 6
+_EXCERPT.maxstring = _EXCERPT.maxother = 80
+_EXCERPT.maxlevel = 3
 
 
 def _parse_scalar(raw: str) -> object:

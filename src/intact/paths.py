@@ -1,8 +1,10 @@
-"""Where a run's files live: one spelling of the run folder for the package and the workflow (no torch)."""
+"""Where a run's files live: one spelling of the run folder for the package and the workflow; a user's paths
+(``~`` and ``$VARS`` expanded) and why one is not there (no torch)."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 #: the folder every output goes under (relative to the working directory)
@@ -42,3 +44,34 @@ def user_cache(name: str) -> Path | None:
     except RuntimeError:
         return None
     return base / "intact" / name
+
+
+def expand_path(value: str) -> str:
+    """``~`` and ``$VARS`` expanded: data roots and weights may come from the environment."""
+    return os.path.expanduser(os.path.expandvars(value))
+
+
+def missing_path(what: str, raw: str) -> str:
+    """"<what> '<raw>' (= expanded) does not exist", naming environment variables in it that are unset or empty."""
+    path = expand_path(raw)
+    text = f"{what} {raw!r}" + (f" (= {path!r})" if path != raw else "") + " does not exist"
+    unset = [v for v in re.findall(r"\$\{?(\w+)\}?", raw) if not os.environ.get(v)]
+    return text + (f" (environment variable {', '.join('$' + v for v in unset)} is not set)" if unset else "")
+
+
+def file_problem(what: str, raw: str) -> str | None:
+    """Why ``raw`` (``~`` and ``$VARS`` expanded) is not a file that can be read, said precisely: it does not
+    exist (:func:`missing_path`), is a directory, is not a regular file (a socket, a device, a pipe), or cannot
+    be read; None when it is a readable regular file."""
+    path = Path(expand_path(raw))
+    if not path.exists():
+        broken = f" (a broken symbolic link to {os.readlink(path)!r})" if path.is_symlink() else ""
+        return missing_path(what, raw) + broken
+    shown = f"{what} {raw!r}" + (f" (= {str(path)!r})" if str(path) != raw else "")
+    if path.is_dir():
+        return f"{shown} is a directory, not a file"
+    if not path.is_file():
+        return f"{shown} is not a regular file"
+    if not os.access(path, os.R_OK):
+        return f"{shown} cannot be read (no read permission)"
+    return None

@@ -8,12 +8,11 @@ the standard library. The paper's task orders follow ``docs/protocols.md`` secti
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from intact.data.declare import BenchmarkSettings
+from intact.paths import expand_path, missing_path
 from intact.settings import recorded, setting
 
 #: the paper's task orders (each type's declaration names its own)
@@ -37,19 +36,6 @@ VAL_FRACTION = 0.2
 ROOT_KEYS = ("root", "root_r", "root_c")
 #: the keys every image type takes besides its roots
 IMAGE_KEYS = ("domains", "image_size", "split", "skip_unreadable", "val_fraction", "val_seed")
-
-
-def expand_path(value: str) -> str:
-    """``~`` and ``$VARS`` expanded: data roots and weights may come from the environment."""
-    return os.path.expanduser(os.path.expandvars(value))
-
-
-def missing_path(what: str, raw: str) -> str:
-    """"<what> '<raw>' (= expanded) does not exist", naming environment variables in it that are unset or empty."""
-    path = expand_path(raw)
-    text = f"{what} {raw!r}" + (f" (= {path!r})" if path != raw else "") + " does not exist"
-    unset = [v for v in re.findall(r"\$\{?(\w+)\}?", raw) if not os.environ.get(v)]
-    return text + (f" (environment variable {', '.join('$' + v for v in unset)} is not set)" if unset else "")
 
 
 @dataclass(frozen=True)

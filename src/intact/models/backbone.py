@@ -11,6 +11,7 @@ from torch import nn
 
 import intact.models.vit_digits  # noqa: F401  (registers vit_digits_* in timm)
 from intact.settings import BackboneConfig
+from intact.paths import file_problem
 from intact.hashing import sha256_file
 from intact.models.prefix import Prefix, block_with_prefix, check_prefixable
 
@@ -49,8 +50,9 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str
     """Load local weights into ``vit`` (classifier heads ignored); return the file's sha256. With ``model``, a
     file that records another timm model (the same architecture under other weights) is refused."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise WeightsError(f"backbone weights file {str(path)!r} does not exist")
+    problem = file_problem("backbone weights file", str(path))
+    if problem:
+        raise WeightsError(problem)
     if path.suffix not in WEIGHT_SUFFIXES:
         raise WeightsError(f"backbone weights file {str(path)!r}: expected one of {', '.join(WEIGHT_SUFFIXES)}")
     digest = sha256_file(path)
