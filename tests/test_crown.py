@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from intact.experiments.certificate_width import ascent_drift, box, head, updated
+from intact.experiments.certificate_width import LONG, ascent_drift, box, head, updated
 from intact.regularizers.crown import difference_bounds, supports
 from intact.regularizers.interval import sequential_drift_bounds
 
@@ -82,20 +82,43 @@ def test_the_regularizer_records_both_certificates_for_a_deeper_head():
 
 
 @pytest.mark.parametrize("dims", [[8, 16, 4], [8, 16, 16, 4]])
-def test_optimised_slopes_tighten_large_updates_and_stay_sound(dims):
+@pytest.mark.parametrize("schedule", [{}, LONG], ids=["training", "long"])
+def test_optimised_slopes_tighten_large_updates_and_stay_sound(dims, schedule):
     """At a large update the optimised-slope bound (both networks, slopes of every layer) is well below CROWN on
-    the difference network and still above every drift that sampling and gradient ascent find."""
+    the difference network and still above every drift that sampling and gradient ascent find, with the
+    training's optimisation and with the long one (200 iterations, decaying learning rate), which is tighter."""
     from intact.regularizers.certificate import drift_certificate
 
     old = head(dims, 0.0, 3)
     new = updated(old, 1.0, 13)
     lo, hi = box(dims[0], 23)
-    cert = drift_certificate(list(new), list(old), lo, hi)
+    cert = drift_certificate(list(new), list(old), lo, hi, **schedule)
     w = cert["widths"]
     assert w["alpha"] < 0.9 * w["crown"], w
+    if schedule:
+        assert w["alpha"] < drift_certificate(list(new), list(old), lo, hi)["widths"]["alpha"]
     a_lo, a_hi = ascent_drift(new, old, lo, hi, steps=100, restarts=4)
     g = torch.Generator().manual_seed(0)
     z = lo + (hi - lo) * torch.rand((5000, dims[0]), generator=g, dtype=torch.float64)
     with torch.no_grad():
         d = torch.cat([new(z) - old(z), a_lo[None], a_hi[None]])
     assert (d >= cert["lower"]).all() and (d <= cert["upper"]).all()
+
+
+def test_the_certificate_leaves_the_models_gradients_and_random_state_as_they_were():
+    """The certificate is a report: its slope optimisation (autograd on copies) changes no parameter, leaves no
+    gradient on the live modules and draws nothing from the global generator, so it cannot feed training."""
+    from intact.regularizers.hypercube import Hypercube
+    from intact.regularizers.regularizer import IntactRegularizer
+
+    model = head([6, 8, 8, 3], 0.0, 0).float()
+    new = updated(model, 1.0, 3)
+    reg = IntactRegularizer(None, model, ["0", "2", "4"])
+    lo, hi = box(6, 4)
+    before = [p.detach().clone() for p in [*new.parameters(), *model.parameters()]]
+    rng = torch.get_rng_state()
+    info = reg.certificate(new, model, Hypercube(lo.float(), hi.float()))
+    assert "certificate_alpha" in info
+    assert torch.equal(torch.get_rng_state(), rng)
+    after = [*new.parameters(), *model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(after, before)) and all(p.grad is None for p in after)

@@ -9,12 +9,12 @@ random direction), on random boxes. ``tools/certificate_width.py`` prints :func:
 from __future__ import annotations
 
 import copy
+import os
+import time
 from typing import Any
 
 import torch
 from torch import nn
-
-import time
 
 from intact.regularizers.certificate import drift_certificate
 from intact.regularizers.crown import difference_bounds
@@ -24,6 +24,8 @@ from intact.regularizers.interval import sequential_drift_bounds
 HEADS_ALPHA = ([32, 64, 10], [64, 128, 10], [32, 64, 64, 10], [64, 128, 128, 10])
 RELATIVES = (0.01, 0.1, 0.3, 1.0)
 SEEDS = (0, 1, 2)
+#: the slope optimisation at auto_LiRPA's well-optimised setting (200 iterations, its learning-rate decay 0.98)
+LONG = {"iterations": 200, "decay": 0.98}
 
 
 def case(dims: list[int], relative: float, seed: int) -> tuple[nn.Sequential, nn.Sequential, tuple[torch.Tensor, torch.Tensor]]:
@@ -125,12 +127,22 @@ def attack(new: nn.Module, old: nn.Module, lo: torch.Tensor, hi: torch.Tensor, r
     return float(torch.maximum(found, torch.maximum(a_lo.abs(), a_hi.abs()).max()))
 
 
-def compare(dims: list[int], relative: float, seed: int, restarts: int = 64, steps: int = 300) -> dict[str, Any]:
-    """One comparison case: the certificate (and each bound's width, outward-rounded), its time, the attack."""
+def compare(dims: list[int], relative: float, seed: int, restarts: int = 64, steps: int = 300,
+            long: bool = False) -> dict[str, Any]:
+    """One comparison case: the certificate (and each bound's width, outward-rounded), its process CPU seconds
+    and the load average while it ran (``os.getloadavg``, 1 minute), the attack; with ``long`` also the
+    certificate with the slopes optimised as :data:`LONG` says (``certificate_long``, ``alpha_long``,
+    ``cpu_seconds_long``)."""
     old, new, (lo, hi) = case(dims, relative, seed)
-    start = time.perf_counter()
-    cert = drift_certificate(list(new), list(old), lo, hi)
-    seconds = time.perf_counter() - start
-    return {"dims": dims, "relative": relative, "seed": seed, **cert["widths"],
-            "certificate": width((cert["lower"], cert["upper"])), "seconds": seconds,
-            "attack": attack(new, old, lo, hi, restarts, steps, seed=seed)}
+    row: dict[str, Any] = {"dims": dims, "relative": relative, "seed": seed}
+    for suffix, schedule in [("", {}), *([("_long", LONG)] if long else [])]:
+        start = time.process_time()
+        cert = drift_certificate(list(new), list(old), lo, hi, **schedule)
+        row[f"cpu_seconds{suffix}"] = time.process_time() - start
+        row[f"alpha{suffix}"] = cert["widths"]["alpha"]
+        row[f"certificate{suffix}"] = width((cert["lower"], cert["upper"]))
+        if not suffix:
+            row.update(cert["widths"])
+    row["load"] = os.getloadavg()[0]
+    row["attack"] = attack(new, old, lo, hi, restarts, steps, seed=seed)
+    return row

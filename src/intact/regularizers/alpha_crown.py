@@ -31,8 +31,9 @@ from intact.regularizers.crown import (
 )
 from intact.regularizers.rounding import down, outward, up
 
-#: Adam on the lower slopes: iterations and learning rate (auto_LiRPA's defaults are 20 and 0.5)
-ITERATIONS, LEARNING_RATE = 40, 0.5
+#: Adam on the lower slopes: iterations, learning rate and its decay per iteration (auto_LiRPA's defaults are
+#: 20, 0.5 and 0.98); docs/certificate.md compares them with auto_LiRPA's alpha-CROWN at 20 and 200 iterations
+ITERATIONS, LEARNING_RATE, DECAY = 40, 0.5, 1.0
 
 
 def pair_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> list[Layer]:
@@ -128,12 +129,14 @@ def _pass(diff: Sequence[Layer], pair: Sequence[Layer], lower: torch.Tensor, upp
 
 
 def optimised_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor, upper: torch.Tensor,
-                     n_ops: int, iterations: int = ITERATIONS, lr: float = LEARNING_RATE) -> dict[str, Box]:
+                     n_ops: int, iterations: int = ITERATIONS, lr: float = LEARNING_RATE,
+                     decay: float = DECAY) -> dict[str, Box]:
     """Outward-rounded bounds of ``new(h) - old(h)`` over the box (a multi-layer head :func:`crown.supports`):
     ``crown`` (the difference network with CROWN's slopes, on the intersected intermediate bounds) and
     ``alpha`` (per output, the best over the iterations of the tighter of the two networks, with the slopes of
-    every layer's bounds optimised together: Adam on the sum of the output's bounds). Every iteration is a
-    complete bound evaluation with slopes in ``[s, 1]``, so each is sound and so is their per-output best."""
+    every layer's bounds optimised together: Adam on the sum of the output's bounds, its learning rate
+    multiplied by ``decay`` after every step). Every iteration is a complete bound evaluation with slopes in
+    ``[s, 1]``, so each is sound and so is their per-output best."""
     diff, pair = difference_network(list(new), list(old)), pair_network(new, old)
     slopes = (_Slopes(diff, 2), _Slopes(pair, 1))
     best_lo = best_hi = crown = None
@@ -156,6 +159,8 @@ def optimised_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: 
             opt.zero_grad()
             (d_hi - d_lo + p_hi - p_lo).sum().backward()
             opt.step()
+            for group in opt.param_groups:
+                group["lr"] *= decay
             for s in slopes:
                 s.project()
     return {"crown": crown, "alpha": (best_lo, best_hi)}

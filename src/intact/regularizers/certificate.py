@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from intact.regularizers import crown
-from intact.regularizers.alpha_crown import optimised_bounds
+from intact.regularizers.alpha_crown import DECAY, ITERATIONS, optimised_bounds
 from intact.regularizers.interval import sequential_drift_bounds
 from intact.regularizers.rounding import forward_magnitudes, operations, outward
 
@@ -33,9 +33,11 @@ def width(lo: torch.Tensor, hi: torch.Tensor) -> float:
 
 
 def drift_certificate(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor,
-                      upper: torch.Tensor) -> dict[str, Any]:
+                      upper: torch.Tensor, iterations: int = ITERATIONS, decay: float = DECAY) -> dict[str, Any]:
     """Sound float bounds of ``new(z) - old(z)`` over the box: ``lower`` / ``upper`` (per output, float64) and the
-    ``widths`` of each bound before intersection (``interval``, and ``crown`` / ``alpha`` for multi-layer heads)."""
+    ``widths`` of each bound before intersection (``interval``, and ``crown`` / ``alpha`` for multi-layer heads;
+    ``iterations`` and ``decay``: the slope optimisation's,
+    :func:`~intact.regularizers.alpha_crown.optimised_bounds`)."""
     new_e, old_e = eval_copy(new), eval_copy(old)
     dtype = next(new_e.parameters()).dtype
     new64, old64 = list(copy.deepcopy(new_e).double()), list(copy.deepcopy(old_e).double())
@@ -45,7 +47,7 @@ def drift_certificate(new: Sequence[nn.Module], old: Sequence[nn.Module], lower:
     lo, hi = outward(sequential_drift_bounds(new64, old64, lower, upper), drift_mag, n)
     widths = {"interval": width(lo, hi)}
     if crown.supports(new64) and sum(isinstance(m, nn.Linear) for m in new64) > 1:
-        for name, (b_lo, b_hi) in optimised_bounds(new64, old64, lower, upper, n).items():
+        for name, (b_lo, b_hi) in optimised_bounds(new64, old64, lower, upper, n, iterations, decay=decay).items():
             widths[name] = width(b_lo, b_hi)
             lo, hi = torch.maximum(lo, b_lo), torch.minimum(hi, b_hi)
     # the model evaluates f_new and f_old in its own dtype: their rounding, bounded by its forward magnitude
