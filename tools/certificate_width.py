@@ -94,9 +94,11 @@ def alpha_table(lirpa: Path | None, rows_out: Path | None, restarts: int, steps:
     for dims in HEADS_ALPHA:
         for relative in RELATIVES:
             sub = [r for r in rows if r["dims"] == list(dims) and r["relative"] == relative]
+            if not sub:     # a stored run cut short
+                continue
             mean = lambda k: statistics.mean(r[k] for r in sub)  # noqa: E731
             ratio = lambda a, b: [r[a] / r[b] for r in sub]  # noqa: E731
-            pair = lambda x: f"{statistics.mean(x):.4f} ({max(x):.4f})"  # noqa: E731
+            pair = lambda x: f"{statistics.mean(x):.5f} ({max(x):.5f})"  # noqa: E731
             cells = [f"{mean(k):.4g}" for k in ("interval", "crown", "alpha", "certificate", "attack")]
             cells.append(f"{mean('certificate') / mean('attack'):.2f}")
             if all("lirpa_alpha200_best" in r for r in sub):
