@@ -118,6 +118,32 @@ def test_deleting_a_task_redoes_only_it_and_its_dependents(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_missing_weights_file_stops_only_the_targets_that_train_on_it(tiny_run, tmp_path):
+    """Issue 32 item 5: a backbone named only by the official protocol, whose weights file is absent, is
+    needed by the targets that train its runs (named per target in a dry run), refused at the start of a
+    real run of such a target before any job, and not needed by a target that trains only intact runs."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    cfg = workflow_config()
+    cfg["backbones"]["vit_absent"] = {"model": "vit_digits_p8", "weights": str(tmp_path / "absent.safetensors")}
+    cfg["protocols"] = {"official": {"per_method": {"coda_p": {"backbone": "vit_absent"}}}}
+    cfg["studies"]["main"] = {"methods": ["coda_p"], "protocols": ["intact", "official"]}
+    write_config(work, cfg)
+    line = next(ln for ln in snakemake(work, "-n", "--quiet", "rules").stderr.splitlines() if "vit_absent" in ln)
+    assert "absent.safetensors' does not exist" in line and "needed by: study_main, full" in line
+    assert "not by: all," in line
+    official = work / "results/runs/digits/coda_p@protocol=official"
+    refused = snakemake(work, "results/runs/digits/coda_p@protocol=official/seed0/R.csv", check=False)
+    assert refused.returncode != 0 and "absent.safetensors' does not exist" in refused.stderr, refused.stderr
+    assert "(needed by job " in refused.stderr and not official.exists(), refused.stderr
+    run = work / "results/runs/digits/coda_p/seed0"
+    for f in (run / "task2").iterdir():  # something for `all` to do: it starts for real, and trains
+        f.unlink()
+    snakemake(work)
+    assert (run / "task2/state.safetensors").exists() and not official.exists()
+
+
+@pytest.mark.slow
 def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, tmp_path, checkout_edited):
     """Tables and figures list the aggregation code as input. A newer file with the same content (a fresh
     checkout) reruns nothing; an edited report module reruns the reports; an edited metrics module also the

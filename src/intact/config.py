@@ -93,22 +93,32 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
 
 
 def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
-    """Messages naming every weights file, data root or split folder the run needs that is not there.
+    """Messages naming every weights file, data root or split folder the config's runs need that is not there
+    (:func:`missing_weights`, then :func:`missing_data`)."""
+    data = missing_data(cfg, prepared)
+    return [*missing_weights(cfg).values(), *(m for b in data for m in data[b])]
 
-    ``prepared(name)`` tells whether a benchmark is already prepared (then its raw images are not needed).
-    """
-    out = []
-    # the benchmarks' backbones and those a per-method or protocol layer names (a run of the config uses it)
+
+def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
+    benchmarks', and those a per-method or protocol layer names) whose file is not there. Which targets need
+    which backbone: :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
+    out = {}
     for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)):
         raw = cfg["backbones"][name]["weights"]
         problem = None if raw == "pretrain" else file_problem("weights file", raw)
         if problem:
-            out.append(f"key 'backbones.{name}.weights': {problem} "
-                       "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
-    for b in cfg["run"]["benchmarks"]:
-        if not prepared(b):
-            out += benchmark_config(cfg, b).missing_inputs()
+            out[name] = (f"key 'backbones.{name}.weights': {problem} "
+                         "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
     return out
+
+
+def missing_data(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> dict[str, list[str]]:
+    """Benchmark name -> the messages naming its data roots or split folders that are not there, for the
+    benchmarks of ``run.benchmarks``; ``prepared(name)``: the benchmark is prepared already (its raw images are
+    no longer needed)."""
+    out = {b: benchmark_config(cfg, b).missing_inputs() for b in cfg["run"]["benchmarks"] if not prepared(b)}
+    return {b: m for b, m in out.items() if m}
 
 
 def weights_path(cfg: Mapping[str, Any], name: str) -> str:

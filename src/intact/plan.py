@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from intact.config import benchmark_config, tracking_config
+from intact.config import benchmark_config, resolve_run, tracking_config
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
 from intact.studies import Study, expand_studies
 from intact.tune import TuneStudy, expand_tune
@@ -143,6 +143,24 @@ class Plan:
         parts = [self.default_runs()] if targets & {"all", "full"} else []
         parts += [self.study_runs(s) for s in self.studies if targets & {"full", f"study_{s}"}]
         return merge_runs(parts)
+
+    def target_runs(self) -> dict[str, Runs]:
+        """The runs each named target trains (``study_tune``: its search points and baselines, before any
+        choice; ``full``: every other target's)."""
+        out = {"all": self.default_runs(), **{f"study_{s}": self.study_runs(s) for s in self.studies}}
+        if self.tune is not None:
+            out["study_tune"] = self.tune_runs()
+        out["full"] = merge_runs(list(out.values()))
+        return out
+
+    def backbones(self, runs: Runs) -> dict[str, list[str]]:
+        """Backbone name -> the runs (``benchmark/method``) of ``runs`` that train on it."""
+        out: dict[str, list[str]] = {}
+        for b, methods in runs.items():
+            for m in methods:
+                name = resolve_run(self.cfg, b, m, 0).backbone.name
+                out.setdefault(name, []).append(f"{b}/{m}")
+        return out
 
     def tune_runs(self) -> Runs:
         """The tune study's runs known before any choice: every search point (validation split, selection

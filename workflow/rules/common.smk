@@ -7,8 +7,8 @@ import re
 import sys
 
 from intact.config import (
-    ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_files, resolve_run, tracking_config,
-    validate_config, weights_path,
+    ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, resolve_run,
+    tracking_config, validate_config, weights_path,
 )
 from intact.data import BENCHMARK_TYPES
 from intact.data.image_config import prepare_settings
@@ -29,25 +29,75 @@ try:
     # builds each external ViT (on the meta device, importing torch and timm: ~3 s a job on a paper config)
     validate_config(config, check_files=False, check_runs=workflow.is_main_process)
     TRACKING = tracking_config(config)
-    # weights and raw data: a dry run lists the grid before they are in place (and says what is
-    # missing); a real run stops before its first job, naming them (onstart, runtime.smk). A prepared
-    # benchmark no longer needs its raw images.
-    MISSING = missing_files(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
+    # weights and raw data: a dry run lists the grid before they are in place and says what is missing, and
+    # for which targets; a real run stops before its first job if a job it runs needs one of them
+    # (refuse_missing_inputs, called in onstart: runtime.smk). A prepared benchmark no longer needs its images.
+    MISSING_WEIGHTS = missing_weights(config)
+    MISSING_DATA = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
 except (ConfigError, LayerError) as err:
     raise WorkflowError(str(err)) from None
-for _m in MISSING:
-    print(f"intact: MISSING (a real run would stop here): {_m}", file=sys.stderr)
 
 
 PLAN = Plan(config)
 STUDIES = PLAN.studies
 
 
+def needed_by(users):
+    """'needed by: <targets> (e.g. run <run>); not by: <targets>', from target -> the runs that need a file."""
+    needed = [t for t, runs in users.items() if runs]
+    example = next((runs[0] for runs in users.values() if runs), None)
+    text = f"needed by: {', '.join(needed) or 'no target'}" + (f" (e.g. run {example})" if example else "")
+    return text + f"; not by: {', '.join(t for t in users if t not in needed) or 'none'}"
+
+
+if MISSING_WEIGHTS:
+    _BY_TARGET = {t: PLAN.backbones(runs) for t, runs in PLAN.target_runs().items()}
+    for _name, _message in MISSING_WEIGHTS.items():
+        _users = {t: backbones.get(_name, []) for t, backbones in _BY_TARGET.items()}
+        print(f"intact: MISSING (a real run whose jobs train on it stops before the first): {_message} - "
+              f"{needed_by(_users)}", file=sys.stderr)
+for _bench, _messages in MISSING_DATA.items():
+    for _message in _messages:
+        print(f"intact: MISSING (a real run that prepares benchmark {_bench!r} stops before the first job): "
+              f"{_message}", file=sys.stderr)
+
+#: set once the run has started for real (onstart): jobs added after the start (a checkpoint's) see a missing
+#: weights file as a missing input, which Snakemake refuses naming it
+STARTED = []
+
+
 def weights_input(name):
-    """The weights file of backbone ``name`` as a job input; none while it is missing, so that a dry run
-    lists the grid (the message above names the file; a real run stops in onstart, runtime.smk)."""
+    """The weights file of backbone ``name`` as a job input; none while it is missing before the start, so
+    that a dry run lists the grid (the lines above name the file; refuse_missing_inputs stops a real run)."""
     path = weights_path(config, name)
-    return [] if MISSING and not os.path.isfile(path) else path
+    return [] if name in MISSING_WEIGHTS and not STARTED else path
+
+
+#: the rules whose jobs read a backbone's weights file (their input functions: weights_input)
+READS_WEIGHTS = ("train_task", "query_cache", "describe_backbone")
+
+
+def job_backbone(job):
+    """The backbone whose weights file a job reads (its ``backbone`` wildcard, else its run's), or None."""
+    if job.rule.name not in READS_WEIGHTS:
+        return None
+    return job.wildcards.backbone if "backbone" in job.wildcards.keys() else run_config(job.wildcards)["backbone"]["name"]
+
+
+def refuse_missing_inputs(dag):
+    """Called when a run starts for real (onstart): stop it, naming them, if a job it will run needs a weights
+    file or a data root that is not there. Only those: a target that trains nothing on a missing backbone runs."""
+    problems = {}
+    for job in dag.needrun_jobs():
+        name = job_backbone(job)
+        if name in MISSING_WEIGHTS:
+            problems.setdefault(MISSING_WEIGHTS[name], f"{job.rule.name} {dict(job.wildcards.items())}")
+        if job.rule.name in ("prepare_data", "prepare_images"):
+            for message in MISSING_DATA.get(job.wildcards.benchmark, []):
+                problems.setdefault(message, f"{job.rule.name} of {job.wildcards.benchmark!r}")
+    if problems:
+        raise WorkflowError("config: " + "; ".join(f"{m} (needed by job {j}, and maybe more)" for m, j in problems.items()))
+    STARTED.append(True)
 
 
 def script_code(script):

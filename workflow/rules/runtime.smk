@@ -16,8 +16,8 @@ onstart:
     # Snakemake calls onstart only when jobs are about to run for real: never for -n, --lint, --dag,
     # --summary or the listings, and not when there is nothing to do. (workflow.dryrun cannot say it while
     # this file is parsed: Snakemake sets the executor, which it reads, only after parsing.)
-    if MISSING:  # the config's missing weights and data (common.smk): a real run stops before its first job
-        raise WorkflowError("config: " + "; ".join(MISSING))
+    # a job this run will run needs a missing weights file or data root (common.smk): stop before the first
+    refuse_missing_inputs(workflow.dag)
     # Jobs on this machine start from a warm parent that has imported what the job scripts import, so no
     # job pays for importing torch (intact.runtime.warm, docs/design.md; INTACT_WARM=0 turns it off): one
     # the environment names (kept across runs), else one this run starts and stops. A cluster executor's
