@@ -63,8 +63,9 @@ def file_problem(what: str, raw: str) -> str | None:
     """Why ``raw`` (``~`` and ``$VARS`` expanded) is not a file that can be read, said precisely: it does not
     exist (:func:`missing_path`), is a directory, is not a regular file (a socket, a device, a pipe), or cannot
     be read; None when it is a readable regular file."""
-    path = Path(expand_path(raw))
-    if not path.exists():
+    expanded = expand_path(raw)
+    path = Path(expanded)
+    if not expanded or not path.exists():  # "$VAR" with VAR set to "" expands to "": not the current folder
         broken = f" (a broken symbolic link to {os.readlink(path)!r})" if path.is_symlink() else ""
         return missing_path(what, raw) + broken
     shown = f"{what} {raw!r}" + (f" (= {str(path)!r})" if str(path) != raw else "")
