@@ -13,6 +13,16 @@ min_version("8.0")
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
 
+from intact.layering import LayerError, check_files
+
+# a config file is bounded before Snakemake reads it (docs/failure-modes.md, "Bounded input"): its size, and what
+# its YAML aliases expand to (Snakemake's merge walks every mapping an alias repeats). A --configfile has been
+# read on the command line already: it is checked again here, and its contents at validation (common.smk).
+try:
+    check_files(["config.yaml", *workflow.config_settings.configfiles])
+except LayerError as err:
+    raise WorkflowError(str(err)) from None
+
 
 configfile: "config.yaml"
 

@@ -3,11 +3,15 @@
 import copy
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import assert_config_error, tiny_config
+from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
+from intact.layering import LayerError, check_file, read_layers
 from intact.config import ConfigError, RunConfig, resolve_run, run_from_dict, validate_config
 from intact.naming import NAME_PATTERN, MethodNameError, parse_method_name
 
@@ -180,3 +184,91 @@ def test_a_bad_override_in_a_method_name_is_refused_with_the_run_named():
     cfg = tiny_config()
     with pytest.raises(ConfigError, match=r"method 'coda_p@optim.lr=-1' on benchmark 'digits'.*optim.lr"):
         resolve_run(cfg, "digits", "coda_p@optim.lr=-1", 0)
+
+
+#: the "billion laughs" shape: nine levels of ten aliases, 1.1e9 strings once expanded, under a known key
+BOMB = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 10) if p else ', '.join(['lol'] * 10)}]\n"
+               for p, c in zip([None, *"abcdefgh"], "abcdefghi")) + "run: {methods: *i}\n"
+
+
+def refused_quickly(tmp_path: Path, *files: Path) -> str:
+    """``intact validate`` on ``files`` in a subprocess: its one-line refusal; it took under 5 s and 500 MB (its
+    own clock and resource.getrusage, taken in the subprocess)."""
+    code = ("import resource, sys, time; from intact.cli import main; t = time.monotonic(); rc = main(sys.argv[1:]); "
+            "print(rc, time.monotonic() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    proc = subprocess.run([sys.executable, "-c", code, "validate", *map(str, files)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    rc, took, rss_kb = proc.stdout.split()
+    assert rc == "2" and float(took) < 5 and int(rss_kb) < 500 * 1024, (rc, took, rss_kb)
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc.stderr.strip()
+
+
+def test_an_alias_bomb_and_a_million_seeds_are_refused_in_one_line(tmp_path):
+    write_config(tmp_path, tiny_config())
+    (tmp_path / "bomb.yaml").write_text(BOMB)
+    msg = refused_quickly(tmp_path, tmp_path / "config.yaml", tmp_path / "bomb.yaml")
+    assert msg == (f"error: config file '{tmp_path / 'bomb.yaml'}': key 'run.methods' holds at least 1,111,111,110 "
+                   "values (YAML aliases counted as often as they repeat); a config holds at most 100,000"), msg
+    seeds = tmp_path / "seeds.yaml"
+    seeds.write_text(f"run:\n  seeds: [{', '.join(map(str, range(10**6)))}]\n")
+    msg = refused_quickly(tmp_path, tmp_path / "config.yaml", seeds)
+    assert msg == f"error: config file '{seeds}' has {seeds.stat().st_size:,} bytes; at most 262,144 (a config is a few kilobytes)", msg
+    # the same config built in code (or merged by Snakemake from --config): bounded before the schema walks it
+    cfg = tiny_config()
+    cfg["run"]["seeds"] = list(range(10**6))
+    msg = str(pytest.raises(ConfigError, validate_config, cfg).value)
+    assert msg.startswith("config: key 'run.seeds' holds at least 1,000,000 values"), msg
+    cfg["run"]["seeds"] = yaml.safe_load(BOMB)["i"]
+    assert "key 'run.seeds' holds at least 1,111,111,110 values" in str(pytest.raises(ConfigError, validate_config, cfg).value)
+
+
+def test_an_alias_inside_its_anchor_and_deep_nesting_are_refused(tmp_path):
+    (tmp_path / "self.yaml").write_text("run: {methods: &m [coda_p, *m]}\n")
+    assert "a list or mapping holds itself" in str(pytest.raises(LayerError, read_layers, tmp_path / "self.yaml").value)
+    (tmp_path / "deep.yaml").write_text("run: {methods: " + "[" * 40 + "]" * 40 + "}\n")
+    assert "nest 42 deep; at most 32" in str(pytest.raises(LayerError, read_layers, tmp_path / "deep.yaml").value)
+    # config.yaml's own anchor (the tune grids) is fine
+    check_file(REPO / "config.yaml")
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda c: c["run"].update(seeds=list(range(101))), "config: key 'run.seeds' = [0, 1, 2, 3, 4, 5, ...]: 101 entries; "
+                                                        "at most 100"),
+    (lambda c: c["run"].update(methods=[f"coda_p@optim.epochs={i}" for i in range(1, 502)]), "501 entries; at most 500"),
+    (lambda c: c.update(studies={}) or c["run"].update(seeds=list(range(100)),
+                                                       methods=[f"coda_p@optim.epochs={i}" for i in range(1, 102)]),
+     "config: it declares 10,100 runs (benchmark x method x seed, studies and studies.tune included); at most 10,000"),
+    (lambda c: c.setdefault("studies", {}).update(tune={"selection_seeds": [0, 1], "searches": [{"run": "coda_p+intact", "grid": {
+        f"lambda_{t}": [float(v) for v in range(1, 101)] for t in ("var", "feat", "align", "intdrift")}}]}),
+     "config: it declares 200,000,103 runs"),
+    (lambda c: c["run"].update(seeds=["x"] * 50 + [0]),
+     "config: key 'run.seeds' = ['x', 'x', 'x', 'x', 'x', 'x', ...]: ['x', 'x', 'x', 'x', 'x', 'x', ...] has non-unique"),
+])
+def test_lists_and_the_run_count_are_bounded(mutate, expected):
+    """maxItems on every list of the schema; the declared runs counted (a tune grid's product without expanding
+    it) before the plan is built; messages quote an excerpt of a value."""
+    cfg = tiny_config()
+    mutate(cfg)
+    msg = str(pytest.raises(ConfigError, validate_config, cfg, check_files=False).value)
+    assert expected in msg and len(msg) < 300, msg
+
+
+@pytest.mark.slow
+def test_snakemake_refuses_a_bomb_before_it_expands(tmp_path):
+    """A mapping bomb in config.yaml is refused before Snakemake reads the file (Snakemake's merge would copy its
+    10^7 mappings: 75 s and 1.5 GB measured); a list bomb given with --configfile, which Snakemake keeps as one
+    shared list, is refused when the Snakefile starts. Nothing is written."""
+    levels = ["m0: &m0 {" + ", ".join(f"k{j}: lol" for j in range(10)) + "}"]
+    levels += [f"m{i}: &m{i} {{" + ", ".join(f"k{j}: *m{i - 1}" for j in range(10)) + "}" for i in range(1, 7)]
+    write_config(tmp_path, tiny_config())
+    (tmp_path / "config.yaml").write_text("\n".join(levels) + "\n" + (tmp_path / "config.yaml").read_text())
+    proc = snakemake(tmp_path, "-n", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "config file 'config.yaml': key 'm6' holds at least 11,111,110 values" in out, out
+    write_config(tmp_path, tiny_config())
+    (tmp_path / "bomb.yaml").write_text(BOMB)
+    proc = snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "bomb.yaml"), check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "key 'run.methods' holds at least 1,111,111,110 values" in out, out
+    assert "Traceback" not in out and not (tmp_path / "results").exists()

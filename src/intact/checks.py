@@ -21,7 +21,10 @@ from intact.models.arch import Arch, backbone_arch
 from intact.naming import parse_method_name
 from intact.settings import ConfigError, RunConfig
 from intact.studies import expand_studies
-from intact.tune import expand_tune
+from intact.tune import expand_tune, tune_run_count
+
+#: the most runs (benchmark x method name x seed) a config may declare: a paper config declares about 200
+MAX_RUNS = 10_000
 
 
 def declared_runs(cfg: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -31,6 +34,20 @@ def declared_runs(cfg: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for name, study in expand_studies(cfg).items():
         for m in study.methods:
             yield f"studies.{name}", m
+
+
+def check_run_count(cfg: Mapping[str, Any]) -> None:
+    """The runs the config declares - the default run and the studies on ``run.benchmarks`` (a run two of them
+    name counted once), and the tune study's (:func:`intact.tune.tune_run_count`) - at most :data:`MAX_RUNS`;
+    counted from the lists the schema has bounded, before any plan, grid or file list is built."""
+    seeds: dict[str, set[int]] = {m: set(cfg["run"]["seeds"]) for m in cfg["run"]["methods"]}
+    for study in expand_studies(cfg).values():
+        for m in study.methods:
+            seeds.setdefault(m, set()).update(study.seeds)
+    count = len(cfg["run"]["benchmarks"]) * sum(map(len, seeds.values())) + tune_run_count(cfg)
+    if count > MAX_RUNS:
+        _fail(f"it declares {count:,} runs (benchmark x method x seed, studies and studies.tune included); "
+              f"at most {MAX_RUNS:,}")
 
 
 def check_runs(cfg: Mapping[str, Any], resolve: Callable[[str, str], RunConfig]) -> None:

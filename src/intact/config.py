@@ -15,11 +15,11 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from intact.checks import check_runs as _check_runs
+from intact.checks import check_run_count, check_runs as _check_runs
 from intact.data import BENCHMARK_TYPES, benchmark_settings
 from intact.data.declare import BenchmarkSettings
 from intact.paths import expand_path, file_problem
-from intact.layering import LayerError, merge, read_files
+from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone, run_layers,
@@ -61,8 +61,13 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     job's process, whose workflow checked the same config before submitting it)."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
+    try:
+        check_size(cfg)  # before anything walks it: YAML aliases may expand a small file beyond any memory
+    except LayerError as err:
+        raise ConfigError(str(err)) from None
     _check_benchmark_types(cfg)
     check_schema(cfg)
+    check_run_count(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
         if b not in benchmarks:

@@ -17,7 +17,10 @@ from intact.data import BENCHMARK_TYPES, BUILTIN_TYPES
 from intact.data.declare import BenchmarkType, benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import Method, settings_schema
-from intact.schema import schema
+from intact.checks import MAX_RUNS
+from intact.layering import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from intact.naming import NAME_MAX_LENGTH
+from intact.schema import MAX_ITEMS, schema
 from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults, section_schema
 _BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minItems", "enum")
 
@@ -85,6 +88,7 @@ def render() -> str:
              "sections `methods`, `head`, `intact`, `optim` (and a `backbone`) per method (`per_method.<m>`) and per",
              "protocol (`protocols.<p>`, a run named `<m>@protocol=<p>`): `src/intact/protocols.py`,",
              "[protocols.md](protocols.md) section 8.", "",
+             *files_section(),
              "## Methods", ""]
     builtins = METHODS.builtins()  # the project's own methods only, whatever else is installed
     for name in sorted(builtins):
@@ -94,6 +98,51 @@ def render() -> str:
     for name in BUILTIN_TYPES:
         lines += benchmark_section(BENCHMARK_TYPES[name])
     return "\n".join(lines + shared_sections())
+
+
+def _max_items(*path: str) -> int:
+    """The ``maxItems`` of the list at ``path`` of the schema (``*``: a mapping's entries)."""
+    node = schema()
+    for part in path:
+        node = node["additionalProperties"] if part == "*" else node["properties"][part]
+    return node["maxItems"]
+
+
+def files_section() -> list[str]:
+    """Hand-written: how config files layer (``extends``) and the bounds every config is held to."""
+    lists = {"seeds (`run.seeds`, each study's `seeds`)": _max_items("run", "seeds"),
+             "run names (`run.methods`, a study's `methods`)": _max_items("run", "methods"),
+             "benchmarks (`run.benchmarks`)": _max_items("run", "benchmarks"),
+             "protocols (`studies.main.protocols`)": _max_items("studies", "main", "protocols"),
+             "values of one grid key (`studies.sensitivity.grid.<key>`, a tune search's `grid.<key>`)":
+                 _max_items("studies", "sensitivity", "grid", "*"),
+             "searches (`studies.tune.searches`)": _max_items("studies", "tune", "searches")}
+    return [
+        "## Config files", "",
+        "`snakemake` reads `config.yaml`, then each `--configfile` in order: a later file's mappings merge into the",
+        "earlier ones key by key, any other value (a list, `null`) replaces; `--config key=value` comes last.",
+        "`intact validate config.yaml overlay.yaml` (and `intact runs`) layers files the same way.", "",
+        "A file may start with `extends: <path>`: it is read as its base (with the base's own `extends`, resolved",
+        "first) with the file merged over it by the same rule. **The path is relative to the file that names it**,",
+        "not to the working directory: `configs/paper/imagenet_r.yaml` says `extends: base.yaml` for",
+        "`configs/paper/base.yaml`. A file that extends itself (directly or through others) is refused naming the",
+        "chain, a base that does not exist naming the file that extends it. `snakemake --configfile",
+        "configs/paper/imagenet_r.yaml` runs",
+        "`config.yaml` <- `base.yaml` <- `imagenet_r.yaml` <- `--config` (`src/intact/layering.py`).", "",
+        "Every config is bounded, far above any real one (`config.yaml`: 7 KB and 243 values; a paper config,",
+        "base and overlay: 15 KB and 540 values, nested 10 deep, about 200 runs). Each bound is refused in one line",
+        "naming the file or key:", "",
+        f"* a file: at most {MAX_FILE_BYTES:,} bytes, checked before it is parsed;",
+        f"* a config: at most {MAX_VALUES:,} values once every YAML alias is expanded, lists and mappings nested at",
+        f"  most {MAX_DEPTH} deep, no alias inside its own anchor; counted without expanding anything, before any",
+        "  other check (anchors and aliases are welcome within that: `config.yaml`'s tune grids share one);",
+        *(f"* {what}: at most {n:,} per list;" for what, n in lists.items()),
+        f"* a tune search's random `points`: at most 1,000; any other list: at most {MAX_ITEMS:,} items;",
+        f"* a run name: at most {NAME_MAX_LENGTH} characters (it names the run's folder), no whitespace or control",
+        "  character;",
+        "* the runs a config declares (benchmark x run name x seed: the default run, the studies and",
+        f"  `studies.tune`'s points, baselines and chosen runs): at most {MAX_RUNS:,}, counted before any grid is",
+        "  expanded.", ""]
 
 
 def shared_sections() -> list[str]:

@@ -6,17 +6,31 @@ lists and ``null`` included, replaces), the same rule ``snakemake --configfile``
 Every reader resolves ``extends`` through this module: the Snakefile (:func:`apply_extends`), ``intact
 validate`` / ``intact runs`` (:func:`read_files`: several files, layered as ``snakemake --configfile`` layers
 them) and ``intact speed``.
+
+Every config file is bounded before it is parsed or expanded (:func:`check_file`): its size, and what its YAML
+aliases expand to (a "billion laughs" file of a few hundred bytes holds 10^9 values once ``*alias`` repeats a
+list ten times over nine levels). A loaded YAML file shares an aliased list or mapping, so it stays small until
+something walks it (a schema validator, ``repr`` in a message, Snakemake's own merge of mappings); the bounds
+count what a walk would see, without walking it (:func:`check_size` on loaded data, the same on a file's node
+graph).
 """
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
 EXTENDS = "extends"
+
+#: the bounds of a config, far above any real one (config.yaml: 7 KB, about 1,100 values once expanded, depth 7;
+#: configs/paper/base.yaml: 12 KB): the bytes of one file, the values of a config once every YAML alias is
+#: expanded, and how deep lists and mappings nest
+MAX_FILE_BYTES = 256 * 1024
+MAX_VALUES = 100_000
+MAX_DEPTH = 32
 
 
 class LayerError(ValueError):
@@ -31,6 +45,105 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: a container's items as (key or index, item); None for a scalar
+Children = Callable[[Any], "list[tuple[Any, Any]] | None"]
+
+
+def _measure(root: Any, length: Callable[[Any], int | None], children: Children) -> dict[int, tuple[int, int]]:
+    """``id -> (values, depth)`` of every container under ``root`` (``length``: its item count, None for a
+    scalar), each counted as often as aliases repeat it, in time linear in the distinct containers (the expansion
+    itself is never walked; nor is a container of more than :data:`MAX_VALUES` items: its depth counts as 1).
+    Raises :class:`LayerError` on a container that holds itself (``&a [*a]``)."""
+    done: dict[int, tuple[int, int]] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        n = length(node)
+        if n is None or (id(node) in done and not finished):
+            continue
+        if finished:
+            on_path.discard(id(node))
+            sizes = [done.get(id(i), (0, 0)) for _, i in children(node) or []]
+            done[id(node)] = (n + sum(v for v, _ in sizes), 1 + max((d for _, d in sizes), default=0))
+        elif id(node) in on_path:
+            raise LayerError("a list or mapping holds itself (a YAML alias inside its own anchor): it would expand "
+                             "without end")
+        elif n > MAX_VALUES:
+            done[id(node)] = (n, 1)
+        else:
+            on_path.add(id(node))
+            stack.append((node, True))
+            stack.extend((i, False) for _, i in children(node) or [])
+    return done
+
+
+def _data_length(node: Any) -> int | None:
+    return len(node) if isinstance(node, (Mapping, list, tuple)) else None
+
+
+def _data_children(node: Any) -> list[tuple[Any, Any]] | None:
+    if isinstance(node, Mapping):
+        return list(node.items())
+    return list(enumerate(node)) if isinstance(node, (list, tuple)) else None
+
+
+def _node_length(node: yaml.Node) -> int | None:
+    return len(node.value) if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) else None
+
+
+def _node_children(node: yaml.Node) -> list[tuple[Any, Any]] | None:
+    if isinstance(node, yaml.MappingNode):
+        return [(getattr(k, "value", "?"), v) for k, v in node.value]
+    return list(enumerate(node.value)) if isinstance(node, yaml.SequenceNode) else None
+
+
+def _bound(root: Any, length: Callable[[Any], int | None], children: Children, where: str) -> None:
+    """:class:`LayerError` if ``root`` nests deeper than :data:`MAX_DEPTH` or expands to more than
+    :data:`MAX_VALUES` values, naming the key that holds the excess (the largest part, followed down while one
+    part alone is over the bound)."""
+    try:
+        done = _measure(root, length, children)
+    except LayerError as err:
+        raise LayerError(f"{where}: {err}") from None
+    values, depth = done.get(id(root), (0, 0))
+    if depth > MAX_DEPTH:
+        raise LayerError(f"{where}: lists and mappings nest {depth} deep; at most {MAX_DEPTH}")
+    if values <= MAX_VALUES:
+        return
+    path, node = "", root
+    while (length(node) or 0) <= MAX_VALUES:  # a longer one was not walked: it is the part to name
+        sized = sorted(((done.get(id(c), (1, 0))[0], k, c) for k, c in children(node) or []), key=lambda t: -t[0])
+        if not sized or sized[0][0] <= MAX_VALUES or (len(sized) > 1 and sized[1][0] == sized[0][0]):
+            break
+        values, label, node = sized[0]
+        path += f"[{label}]" if isinstance(label, int) else (f".{label}" if path else str(label))
+    raise LayerError(f"{where}: {f'key {path!r}' if path else 'it'} holds at least {values:,} values (YAML aliases "
+                     f"counted as often as they repeat); a config holds at most {MAX_VALUES:,}")
+
+
+def check_size(data: Any, where: str = "config") -> None:
+    """Loaded config data within :data:`MAX_VALUES` and :data:`MAX_DEPTH`, measured without expanding it."""
+    _bound(data, _data_length, _data_children, where)
+
+
+def check_file(path: str | Path) -> None:
+    """A config file within :data:`MAX_FILE_BYTES`, checked before it is read, and within :data:`MAX_VALUES`
+    and :data:`MAX_DEPTH` once its aliases are expanded, checked on its YAML node graph (composed, not
+    constructed: nothing is expanded). A file YAML cannot parse passes: the loader that reads it names the error."""
+    path = Path(path)
+    where = f"config file {str(path)!r}"
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise LayerError(f"{where} has {size:,} bytes; at most {MAX_FILE_BYTES:,} (a config is a few kilobytes)")
+    try:
+        node = yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError, UnicodeDecodeError):
+        return
+    if node is not None:
+        _bound(node, _node_length, _node_children, where)
+
+
 def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The config of ``path`` with every ``extends`` resolved (base first), without the ``extends`` key."""
     path = Path(path).resolve()
@@ -38,6 +151,7 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
         raise LayerError(f"config file {str(path)!r} extends itself (through {' -> '.join(map(str, _seen))})")
     if not path.is_file():
         raise LayerError(f"config file {str(path)!r} does not exist" + (f" (extended by {str(_seen[-1])!r})" if _seen else ""))
+    check_file(path)
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, Mapping):
         raise LayerError(f"config file {str(path)!r}: expected a mapping at the top level")
@@ -70,3 +184,10 @@ def apply_extends(config: dict[str, Any], files: Iterable[str | Path], overrides
     merged = merge(read_files(files, config), overrides or {})
     config.clear()
     config.update(merged)
+
+
+def check_files(paths: Iterable[str | Path]) -> None:
+    """:func:`check_file` on each of ``paths`` that exists (the Snakefile's, before Snakemake reads config.yaml)."""
+    for path in map(Path, paths):
+        if path.is_file():
+            check_file(path)

@@ -18,9 +18,14 @@ from intact.data import BENCHMARK_TYPES
 from intact.data.declare import benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
+from intact.naming import excerpt
 from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, section_schema
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+#: the most items of a list the schema bounds no tighter (config.schema.yaml bounds seeds to 100, run names to
+#: 500, benchmarks to 50, grid values to 100, ...; a declared list setting - prompt layers, domains - to this)
+MAX_ITEMS = 1000
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,7 +40,21 @@ def schema() -> dict[str, Any]:
     out["properties"]["backbones"]["additionalProperties"] = section_schema(
         BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
     _add_benchmarks(out)
+    _bound_lists(out)
     return out
+
+
+def _bound_lists(node: Any) -> None:
+    """Every list schema under ``node`` that sets no ``maxItems`` gets :data:`MAX_ITEMS`."""
+    if isinstance(node, dict):
+        types = node.get("type")
+        if ("array" in types if isinstance(types, list) else types == "array") and "maxItems" not in node:
+            node["maxItems"] = MAX_ITEMS
+        for value in node.values():
+            _bound_lists(value)
+    elif isinstance(node, list):
+        for value in node:
+            _bound_lists(value)
 
 
 def _add_benchmarks(out: dict[str, Any]) -> None:
@@ -71,9 +90,13 @@ def schema_error(err: jsonschema.ValidationError, where: str = "config") -> Conf
         return ConfigError(f"{where}: unknown key {keys} ({hint})")
     if err.validator == "required":
         return ConfigError(f"{where}: key '{key}' is missing a required entry: {err.message}")
+    shown = excerpt(err.instance)
     if err.validator == "enum":
-        return ConfigError(f"{where}: key '{key}' = {err.instance!r} is not allowed; expected one of {err.validator_value}")
-    return ConfigError(f"{where}: key '{key}' = {err.instance!r}: {err.message}")
+        return ConfigError(f"{where}: key '{key}' = {shown} is not allowed; expected one of {err.validator_value}")
+    if err.validator in ("maxItems", "maxProperties"):
+        return ConfigError(f"{where}: key '{key}' = {shown}: {len(err.instance):,} entries; at most {err.validator_value}")
+    # jsonschema's message quotes the whole value: quote an excerpt
+    return ConfigError(f"{where}: key '{key}' = {shown}: {err.message.replace(repr(err.instance), shown)}")
 
 
 def check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:

@@ -141,19 +141,38 @@ def expand_search(entry: Mapping[str, Any]) -> Search:
 
 def expand_tune(cfg: Mapping[str, Any]) -> TuneStudy | None:
     """The declared ``studies.tune`` (None if it is not declared)."""
-    studies = cfg.get("studies") or {}
-    spec = studies.get("tune")
+    spec = (cfg.get("studies") or {}).get("tune")
     if spec is None:
         return None
+    return TuneStudy(**_tune_frame(cfg), searches=tuple(expand_search(e) for e in spec["searches"]))
+
+
+def _tune_frame(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of the declared ``studies.tune`` but its searches (benchmarks and seeds with their defaults)."""
+    studies = cfg.get("studies") or {}
+    spec = studies["tune"]
     default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
-    return TuneStudy(
+    return dict(
         benchmarks=tuple(spec.get("benchmarks") or cfg["run"]["benchmarks"]),
         seeds=tuple(spec.get("seeds", default_seeds)),
         selection_seeds=tuple(spec["selection_seeds"]),
         tie=spec.get("tie", TIE_RULES[0]),
         tolerance=float(spec.get("tolerance", 0.0)),
-        searches=tuple(expand_search(e) for e in spec["searches"]),
     )
+
+
+def tune_run_count(cfg: Mapping[str, Any]) -> int:
+    """How many runs ``studies.tune`` declares on its benchmarks: each search point on the selection seeds, each
+    baseline and each chosen point on the final seeds; counted without expanding a grid (a product of lists)."""
+    spec = (cfg.get("studies") or {}).get("tune")
+    if spec is None:
+        return 0
+    frame = _tune_frame(cfg)
+    searches = spec["searches"]
+    points = sum(math.prod(map(len, e["grid"].values())) if "grid" in e else e["random"]["points"] for e in searches)
+    baselines = len({e["baseline"] for e in searches if e.get("baseline")})
+    per_benchmark = points * len(frame["selection_seeds"]) + (baselines + len(searches)) * len(frame["seeds"])
+    return len(frame["benchmarks"]) * per_benchmark
 
 
 # ------------------------------------------------------------------------------------------------------
