@@ -30,7 +30,8 @@ reports: $(STAMP)
 	$(BIN)/snakemake reports paper_tables --forcerun $(REPORT_RULES) $(PAPER_RULES) --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
 
 # 3 workers on the 2-core reference machine: the SLURM end-to-end test waits on its cluster for most of its
-# ~150 s, and a third worker uses that idle core (docs/speed.md: 353-397 s against 399 s with 2).
+# ~150 s, and a third worker uses that idle core (353-397 s against 399 s with 2:
+# docs/log/2026-11-27-test-suite-timings.md).
 # Whole files per worker (--dist loadfile): the SLURM tests (one cluster, /etc/slurm, munge's socket)
 # stay on one worker, and a module-scoped fixture (a tiny pipeline run, an MLflow server) is built once.
 # (Not --dist loadgroup: with pytest 9 xdist 3.8's xdist_group marks no longer group anything.) The slowest

@@ -1,4 +1,5 @@
-"""The README stays short and every page of docs/ is reachable: links resolve, the index lists every page."""
+"""The README stays short and every page of docs/ is reachable: links resolve, the index lists every page and
+the log, the log's README lists every entry."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from conftest import REPO
 
 DOCS = REPO / "docs"
+LOG = DOCS / "log"
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
 
 
@@ -23,7 +25,7 @@ def test_readme_is_at_most_10_kb_and_links_to_the_docs_index():
 
 def test_every_relative_link_resolves():
     broken = [f"{page.relative_to(REPO)} -> {target}"
-              for page in [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+              for page in [REPO / "README.md", *sorted(DOCS.glob("*.md")), *sorted(LOG.glob("*.md"))]
               for target in _links(page) if not (page.parent / target).exists()]
     assert not broken, broken
 
@@ -32,3 +34,13 @@ def test_the_index_lists_every_page():
     listed = set(_links(DOCS / "index.md"))
     pages = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
     assert pages <= listed, sorted(pages - listed)
+    assert "log/README.md" in listed
+
+
+def test_the_log_is_one_dated_file_per_entry_and_its_readme_lists_them_all():
+    entries = {p.name for p in LOG.glob("*.md")} - {"README.md"}
+    assert entries
+    undated = sorted(name for name in entries if not re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", name))
+    assert not undated, undated
+    listed = set(_links(LOG / "README.md"))
+    assert entries <= listed, sorted(entries - listed)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # torch and safetensors are imported inside the tensor functions, not here: the workflow's own process (every
 # `snakemake` call, dry runs included) and the reports read JSON through this module, and importing torch
-# would cost each of them over a second (docs/speed.md).
+# would cost each of them over a second (docs/log/2026-11-27-test-suite-timings.md).
 
 
 class ArtifactError(RuntimeError):

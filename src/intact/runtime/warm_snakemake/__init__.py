@@ -6,8 +6,8 @@ same :func:`intact.runtime.warm.hand_off` that job scripts use: its own process 
 directory, environment and standard streams; signals relayed, the same exit status); else it runs as
 ``python -m snakemake`` would. The test suite runs its ~60 small workflow runs this way
 (:func:`intact.testing.snakemake`): importing Snakemake with its executor plugins (the SLURM one imports
-pandas) and the Snakefile's modules is ~0.9 s of a tiny dry run's ~1.7 s (docs/speed.md). Nothing here is on
-a user's path: ``snakemake`` itself starts as always.
+pandas) and the Snakefile's modules is ~0.9 s of a tiny dry run's ~1.7 s (docs/log/2026-11-27-test-suite-cpu.md).
+Nothing here is on a user's path: ``snakemake`` itself starts as always.
 
 This folder holds no module a script could shadow: a warm child puts the script's folder first on sys.path.
 """
