@@ -22,7 +22,10 @@ from intact.layering import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from intact.naming import NAME_MAX_LENGTH
 from intact.schema import MAX_ITEMS, schema
 from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults, section_schema
-_BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minItems", "enum")
+
+
+_BOUND_WORDS = {"minimum": "≥ {}", "exclusiveMinimum": "> {}", "maximum": "≤ {}", "exclusiveMaximum": "< {}",
+                "multipleOf": "multiple of {}", "minItems": "at least {} items"}
 
 
 def _value(v: Any) -> str:
@@ -30,42 +33,59 @@ def _value(v: Any) -> str:
 
 
 def _type(prop: dict[str, Any]) -> str:
-    t = prop.get("type", "")
+    """The type in words, only where a default does not show it: no default, ``null``, a choice among values."""
     if prop.get("enum"):
-        return " \\| ".join(f"`{e}`" for e in prop["enum"])
+        return " | ".join(f"`{e}`" for e in prop["enum"])
+    t = prop.get("type", "")
     types = t if isinstance(t, list) else [t]
     names = [f"list of {prop['items'].get('type', '')}" if x == "array" else x for x in types if x]
     return " or ".join(names)
 
 
-def _bounds(prop: dict[str, Any]) -> str:
-    out = [f"{k} {prop[k]}" for k in _BOUNDS if k in prop and k != "enum"]
-    out += [f"each {k} {v}" for k, v in prop.get("items", {}).items() if k in _BOUNDS]
-    return ", ".join(out)
+def _bounds(prop: dict[str, Any]) -> list[str]:
+    out = [_BOUND_WORDS[k].format(prop[k]) for k in _BOUND_WORDS if k in prop]
+    out += ["each " + _BOUND_WORDS[k].format(v) for k, v in prop.get("items", {}).items() if k in _BOUND_WORDS]
+    return out
 
 
-def _table(props: dict[str, Any], values: dict[str, Any]) -> list[str]:
-    lines = ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
+def _facts(prop: dict[str, Any], default_shown: bool) -> str:
+    """The type where a default does not show it (none, ``null``, a choice among values), then the bounds."""
+    shown = [] if default_shown and not prop.get("enum") else [_type(prop)]
+    return ", ".join(shown + _bounds(prop))
+
+
+def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: dict[tuple, str]) -> list[str]:
+    """Every key of ``section``, one line each: ``* `key` = `default` (type, bounds): meaning``. A key declared
+    exactly so (bounds and meaning) in an earlier section is listed on one line with its default, naming that
+    section; ``seen`` collects the keys across sections."""
+    lines, same = [], {}
     for key, prop in props.items():
         prop = schema()["$defs"][prop["$ref"].rsplit("/", 1)[1]] | prop if "$ref" in prop else prop
-        default = _value(values[key]) if key in values else ""
-        lines.append(f"| `{key}` | {_type(prop)} | {default} | {_bounds(prop)} | {prop.get('description', '')} |")
-    return lines
+        default = f" = {_value(values[key])}" if key in values else ""
+        facts = _facts(prop, key in values and values[key] is not None)
+        first = seen.setdefault((key, facts, prop.get("description", "")), section)
+        if first != section:
+            same.setdefault(first, []).append(f"`{key}`{default}")
+            continue
+        head = f"* `{key}`{default}" + (f" ({facts})" if facts else "")
+        lines.append(f"{head}: {prop['description']}" if prop.get("description") else head)
+    return lines + [f"* as in `{first}`: {', '.join(keys)}" for first, keys in same.items()]
 
 
-def method_section(m: Method) -> list[str]:
+def method_section(m: Method, seen: dict[tuple, str]) -> list[str]:
     """One method's part of the reference: what it is, how it composes, its settings."""
     facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`" + (f": {m.intact_refusal}" if m.intact_refusal else "")]
     facts += [f"optimizer: {m.optimizer}"]
     facts += [f"penalties: {', '.join(m.penalties)}"] if m.penalties else []
     facts += ["starts every task afresh"] if not m.loads_previous_state else []
     facts += ["a whole network (no frozen backbone)"] if not m.uses_backbone else []
-    facts += [f"block lists checked against the backbone's depth: {', '.join(f'`{k}`' for k in m.layer_keys)}"] if m.layer_keys else []
+    depth = ", ".join(f"`{k}`" for k in m.layer_keys)
+    facts += [f"block lists checked against the depth: {depth}"] if m.layer_keys else []
     return [f"### `methods.{m.name}`", "", f"{m.description} ({'; '.join(facts)}).", "",
-            *_table(settings_schema(m)["properties"], defaults(m.settings)), ""]
+            *_table(settings_schema(m)["properties"], defaults(m.settings), f"methods.{m.name}", seen), ""]
 
 
-def benchmark_section(t: BenchmarkType) -> list[str]:
+def benchmark_section(t: BenchmarkType, seen: dict[tuple, str]) -> list[str]:
     """One benchmark type's part of the reference: what it is, its tasks, its keys."""
     props = {k: v for k, v in benchmark_schema(t)["properties"].items() if k not in ("type", "overrides")}
     values = {f.name: t.defaults.get(f.name, f.default) for f in dataclasses.fields(t.settings)
@@ -74,7 +94,8 @@ def benchmark_section(t: BenchmarkType) -> list[str]:
     facts = [f"{len(t.tasks)} tasks, {t.num_classes} classes"]
     facts += [f"required: {', '.join(f'`{k}`' for k in t.required)}"] if t.required else []
     facts += [f"splits: {', '.join(f'`{s}`' for s in t.splits)}"] if t.splits else []
-    return [f"### `type: {t.name}`", "", f"{t.description} ({'; '.join(facts)}).", "", *_table(props, values), ""]
+    return [f"### `type: {t.name}`", "", f"{t.description} ({'; '.join(facts)}).", "",
+            *_table(props, values, f"type: {t.name}", seen), ""]
 
 
 def render() -> str:
@@ -90,13 +111,13 @@ def render() -> str:
              "[protocols.md](protocols.md) section 8.", "",
              *files_section(),
              "## Methods", ""]
-    builtins = METHODS.builtins()  # the project's own methods only, whatever else is installed
+    builtins, seen = METHODS.builtins(), {}  # the project's own methods only, whatever else is installed
     for name in sorted(builtins):
-        lines += method_section(builtins[name])
+        lines += method_section(builtins[name], seen)
     lines += ["## Benchmarks", "", "The keys of `benchmarks.<name>` by `type` (see [adding a benchmark](adding-a-benchmark.md)); "
               "`domains` selects and orders the type's tasks (default: all, in the listed order).", ""]
     for name in BUILTIN_TYPES:
-        lines += benchmark_section(BENCHMARK_TYPES[name])
+        lines += benchmark_section(BENCHMARK_TYPES[name], seen)
     return "\n".join(lines + shared_sections())
 
 
@@ -147,14 +168,15 @@ def files_section() -> list[str]:
 
 def shared_sections() -> list[str]:
     """The sections every run shares, declared in :mod:`intact.settings`: their keys, defaults and bounds."""
-    lines = ["## Shared sections", "", "Declared in `src/intact/settings.py`.", ""]
+    lines, seen = ["## Shared sections", "", "Declared in `src/intact/settings.py`.", ""], {}
     for section, cls in SECTIONS.items():
         lines += [f"### `{section}`", "", " ".join(cls.__doc__.split()), "",
-                  *_table(schema()["properties"][section]["properties"], defaults(cls)), ""]
+                  *_table(schema()["properties"][section]["properties"], defaults(cls), section, seen), ""]
     entry = section_schema(BackboneConfig, skip=("name",))["properties"]
     lines += ["### `backbones.<name>`", "", " ".join(BackboneConfig.__doc__.split()), "",
               *_table({k: v for k, v in entry.items() if k != "pretrain"},
-                      {k: v for k, v in defaults(BackboneConfig).items() if k not in BACKBONE_REQUIRED}), "",
+                      {k: v for k, v in defaults(BackboneConfig).items() if k not in BACKBONE_REQUIRED},
+                      "backbones.<name>", seen), "",
               "### `backbones.<name>.pretrain`", "", " ".join(PretrainConfig.__doc__.split()), "",
-              *_table(entry["pretrain"]["properties"], defaults(PretrainConfig)), ""]
+              *_table(entry["pretrain"]["properties"], defaults(PretrainConfig), "backbones.<name>.pretrain", seen), ""]
     return lines
