@@ -11,7 +11,6 @@ from torch.utils.data import Dataset
 
 from intact.cache import QueryCache, cache_tasks, query_settings
 from intact.settings import RunConfig
-from intact.data.loader import eval_batches
 from intact.io import write_json
 from intact.methods.shared.base import ContinualMethod
 from intact.seeding import configure_torch
@@ -19,17 +18,16 @@ from intact.restore import load_method
 
 
 @torch.no_grad()
-def accuracy(method: ContinualMethod, data: Dataset, batch_size: int, device: torch.device,
-             queries: torch.Tensor | None = None) -> tuple[float, int]:
+def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | None = None) -> tuple[float, int]:
     """Top-1 accuracy (%) of ``method`` on ``data`` and the number of samples; ``queries``: the cached
     query of every image of ``data`` in order (one backbone pass per image instead of two)."""
     method.eval()
-    predict = method.with_queries(method.predict, queries)
-    correct = torch.zeros((), dtype=torch.int64, device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=next(method.parameters()).device)
     total = 0
-    for x, y in eval_batches(data, batch_size, device):
-        correct += (predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
-        total += len(y)
+    with method.using(**({"eval_query": queries} if queries is not None else {})):
+        for x, y in method.batches(data):
+            correct += (method.predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
+            total += len(y)
     return 100.0 * int(correct) / max(total, 1), total
 
 
@@ -54,7 +52,7 @@ def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, d
         data = bench.eval_set(i, run.eval_split)
         tasks = cache_tasks(data, bench, "test", run.eval_split) if stored is not None else None
         queries = stored.for_tasks("test", tasks, device) if tasks is not None else None
-        acc, n = accuracy(method, data, run.optim.eval_batch_size, device, None if queries is None else queries[:, 0])
+        acc, n = accuracy(method, data, None if queries is None else queries[:, 0])
         accs.append(acc)
         sizes.append(n)
     record = {

@@ -12,6 +12,8 @@ live outside the module tree.
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,8 +25,10 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from intact.data.base import Benchmark
+from intact.data.loader import eval_batches
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
+from intact.seeding import task_generator
 from intact.settings import RunConfig
 
 
@@ -103,7 +107,8 @@ class ContinualMethod(nn.Module, ABC):
         self.num_classes = num_classes
         self.num_tasks = num_tasks
         self.task = 0
-        #: features of the current batch read from a cache (see :mod:`intact.cache`), by name
+        #: the current batch's features read from the job's caches (:mod:`intact.cache`), by the names
+        #: :meth:`feature_fns` gives (``"query"``, ``"teacher"``, ...): absent where the job has no cache
         self.cached: dict[str, torch.Tensor] = {}
 
     # ---- feature caches -------------------------------------------------------------------------------
@@ -128,9 +133,11 @@ class ContinualMethod(nn.Module, ABC):
         finally:
             self.cached = {}
 
-    def with_queries(self, forward: Callable[[torch.Tensor], Any], queries: torch.Tensor | None) -> Callable[[torch.Tensor], Any]:
-        """``forward`` for consecutive batches of a pass in order, each given its rows of ``queries`` (a cached
-        query per image) - or ``forward`` itself when there is no cache."""
+    def with_queries(self, forward: Callable[[torch.Tensor], Any],
+                     queries: torch.Tensor | None) -> Callable[[torch.Tensor], Any]:
+        """Deprecated: a pass over data is :meth:`batches` (``self.query(x)`` reads the cached queries in its loop)."""
+        warnings.warn(f"{type(self).__name__}.with_queries is deprecated: iterate over self.batches(data), where "
+                      "self.query(x) reads the job's cached queries (CHANGELOG.md)", DeprecationWarning, stacklevel=2)
         if queries is None:
             return forward
         start = 0
@@ -142,6 +149,29 @@ class ContinualMethod(nn.Module, ABC):
             start += len(x)
             return out
         return run
+
+    # ---- passes over data and seeded draws, for the hooks ---------------------------------------------
+    def batches(self, data: Dataset) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``data``'s ``(x, y)`` batches in order, unaugmented, at ``optim.eval_batch_size`` on the method's device: a
+        pass over data inside a hook (``end_task``'s over the task's data, statistics in ``start_task``). Where
+        the job cached this pass's queries (the end-of-task pass over the training images, as ``cached``'s
+        ``"eval_query"``), :meth:`query` reads each batch's own inside the loop."""
+        queries = self.cached.get("eval_query")
+        device = next(itertools.chain(self.parameters(), self.buffers())).device
+        start = 0
+        for x, y in eval_batches(data, self.run.optim.eval_batch_size, device):
+            if queries is None:
+                yield x, y
+                continue
+            with self.using(query=queries[start:start + len(x)].to(x.device)):
+                yield x, y
+            start += len(x)
+
+    def generator(self, task: int, purpose: str) -> torch.Generator:
+        """A CPU generator seeded by (the run's seed, ``task``, ``purpose``) (:func:`intact.seeding.task_generator`):
+        the draws of one purpose of one task (a prompt's initialisation, a per-step choice), the same in a resumed
+        task - unlike torch's global RNG, which a resumed job does not replay."""
+        return task_generator(self.run.seed, task, purpose)
 
     @property
     def hypercubes(self) -> dict[str, Hypercube]:

@@ -43,11 +43,8 @@ class IntactPenalty(Penalty):
         both in eval mode whatever the caller's mode (which is restored afterwards)."""
         was_training = method.training
         method.eval()
-        device = next(self.reg.model.parameters()).device
-        batches = eval_batches(train_set, method.run.optim.eval_batch_size, device)
-        # the training images' cached queries, in order, when the trainer passes them (intact.cache)
-        forward = method.with_queries(method.predict, method.cached.get("eval_query"))
-        acts = self.reg.collect(forward, (x for x, _ in batches))
+        # (where the job cached the training images' queries, predict reads them in the pass: method.batches)
+        acts = self.reg.collect(method.predict, (x for x, _ in method.batches(train_set)))
         try:
             # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
             # the running statistics that are saved with the task
@@ -104,6 +101,8 @@ class EwcPenalty(Penalty):
             return F.cross_entropy(functional_call(method, p, (x,), strict=False), y, reduction="sum")
 
         device = next(iter(params.values())).device
+        # per-sample gradients of the live forward: not method.batches, whose loop may hand predict a batch's
+        # cached queries
         batches = eval_batches(train_set, method.run.optim.eval_batch_size, device)
         fisher_t = empirical_fisher(nll, params, batches, chunk_size=64)
         with torch.no_grad():

@@ -23,7 +23,6 @@ from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 from intact.models.prefix import Prefix
 from intact.regularizers.regularizer import IntactRegularizer
-from intact.seeding import task_generator
 from intact.settings import RunConfig
 
 
@@ -67,7 +66,7 @@ class PromptMethod(ContinualMethod):
     # ---- hooks ----------------------------------------------------------------------------------
     def start_task(self, task: int, train_set: Dataset) -> None:
         # after the penalties' snapshots: the anchors and the teacher are the previous task's head and pool
-        self.pool.begin_task(task, task_generator(self.run.seed, task, "prompts"))
+        self.pool.begin_task(task, self.generator(task, "prompts"))
 
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q = self.query(x)
