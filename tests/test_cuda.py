@@ -7,7 +7,7 @@ points on every device; these tests pin that down where CPU and CUDA tensors mee
 import pytest
 import torch
 
-from intact.models.coda import CodaPromptPool
+from intact.methods.impl.coda_p import CodaPromptPool
 from intact.regularizers.hypercube import Hypercube
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

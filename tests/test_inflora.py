@@ -11,8 +11,7 @@ import torch
 from intact.config import resolve_run
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
-from intact.models.dualgpm import DualGPM, down_projection, threshold
-from intact.models.lora import KVLoRA, lora_forward
+from intact.methods.impl.inflora import DualGPM, KVLoRA, down_projection, lora_forward, threshold
 
 from conftest import train_on_tiny, train_one
 

@@ -14,8 +14,8 @@ from intact.config import resolve_run
 from intact.io import load_tensors, read_json
 from intact.methods.shared.base import Batch, frozen_prefixes
 from intact.methods import create_method
-from intact.models.dualprompt import DualPromptPool
-from intact.models.l2p import L2PPool, matching_loss, top_k_keys
+from intact.methods.impl.dualprompt import DualPromptPool
+from intact.methods.impl.l2p import L2PPool, matching_loss, top_k_keys
 from intact.models.shared_prompt import SharedPrompt, split_prompt
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
 from intact.regularizers.lwf import distillation_loss

@@ -59,7 +59,7 @@ from intact.data.declare import BenchmarkSettings, BenchmarkType
 class S(BenchmarkSettings):
     pass
 
-BENCHMARK = BenchmarkType("{name}", S, "intact.data.digits:NoSuchClass", "a plugin", tasks=("a", "b"), num_classes=2)
+BENCHMARK = BenchmarkType("{name}", S, "intact.data.image_benchmark:ImageBenchmark", "a plugin", tasks=("a", "b"), num_classes=2)
 '''
 
 #: the same for benchmarks (group ``intact.benchmarks``)

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from intact.models.backbone import FrozenViT, create_vit
-from intact.models.coda import CodaPromptPool, gram_schmidt_
+from intact.methods.impl.coda_p import CodaPromptPool, gram_schmidt_
 from intact.models.prefix import prefix_attention
 
 

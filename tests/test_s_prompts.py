@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from intact.config import ConfigError, resolve_run
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
-from intact.models.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
+from intact.methods.impl.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
 from intact.restore import load_method
 
 from conftest import train_on_tiny, train_one

@@ -34,6 +34,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -89,6 +90,22 @@ def target_problem(target: str) -> str | None:
     if spec.origin and spec.origin.endswith(".py") and attr not in _top_level_names(spec.origin):
         return f"module {module!r} ({spec.origin}) defines no {attr!r}"
     return None
+
+
+def check_implementation(target: str | Callable[[], Any], where: str) -> None:
+    """A declaration's ``implementation``, checked when the declaration is made: a ``"package.module:Class"``
+    string that resolves (:func:`target_problem`: found without importing it, so without torch); a TypeError
+    naming ``where`` otherwise. A function returning the class (the form documented before the implementations
+    became module-level classes) still works, with a DeprecationWarning naming the declaration."""
+    if callable(target):
+        function = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+        warnings.warn(f"{where}: implementation {function} is a function that returns the class; declare the class "
+                      "at module level and name it as 'package.module:Class' (CHANGELOG.md)", DeprecationWarning,
+                      stacklevel=5)
+        return
+    problem = target_problem(target)
+    if problem:
+        raise TypeError(f"{where}: implementation {target!r} does not resolve: {problem}")
 
 
 def _top_level_names(path: str) -> set[str]:

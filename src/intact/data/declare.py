@@ -3,11 +3,14 @@
 A benchmark module (``intact/data/<name>.py``, or a module of another package registered under the
 entry-point group ``intact.benchmarks``) holds, in this order: its settings dataclass (a subclass of
 :class:`BenchmarkSettings`, fields declared with :func:`~intact.settings.setting`: types, defaults,
-bounds, descriptions), its checks, its implementation (a function that imports torch and returns the
-:class:`~intact.data.base.Benchmark` subclass: validating a config never imports torch), and::
+bounds, descriptions), its checks, and::
 
-    BENCHMARK = BenchmarkType("my_bench", MySettings, implementation, "one line for the docs",
+    BENCHMARK = BenchmarkType("my_bench", MySettings, "my_package.my_bench:MyBench", "one line for the docs",
                               tasks=("sunny", "rainy", "night"), num_classes=10)
+
+Its implementation, the :class:`~intact.data.base.Benchmark` subclass named by that string, is a module-level
+class; where its module imports torch (the built-in ``digits``: ``intact/data/impl/digits.py``) only a job
+imports it, and validating a config never imports torch.
 
 Everything else is derived from these declarations (docs/adding-a-benchmark.md): the registry
 (:mod:`intact.data`), the ``benchmarks.<name>`` part of the config schema (:func:`benchmark_schema`), a
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from intact.settings import fields_schema
-from intact.registry import load_target, resolve
+from intact.registry import check_implementation, load_target, resolve
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
@@ -88,7 +91,8 @@ class BenchmarkType:
 
     name: str                   #: the value of ``type:`` in ``benchmarks.<name>``
     settings: type              #: a frozen dataclass subclassing :class:`BenchmarkSettings`
-    #: ``"module:Class"`` or a function returning the :class:`~intact.data.base.Benchmark` subclass (imports torch)
+    #: ``"package.module:Class"``, the :class:`~intact.data.base.Benchmark` subclass (a function returning it still
+    #: works, deprecated: :func:`intact.registry.check_implementation`)
     implementation: str | Callable[[], type]
     description: str
     tasks: tuple[str, ...]      #: every task, in the default order (``domains`` may select and reorder them)
@@ -122,6 +126,7 @@ class BenchmarkType:
             raise TypeError(f"{where}: tasks must name at least one task, each once (got {self.tasks!r})")
         if self.num_classes < 1:
             raise TypeError(f"{where}: num_classes must be >= 1 (got {self.num_classes!r})")
+        _check_declaration(self)
 
     @property
     def settable(self) -> tuple[str, ...]:
@@ -132,6 +137,12 @@ class BenchmarkType:
     def load(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
         return load_target(self.implementation)
+
+
+def _check_declaration(decl: BenchmarkType) -> None:
+    """A declaration checks itself when it is made (at import): its implementation
+    (:func:`intact.registry.check_implementation`)."""
+    check_implementation(decl.implementation, f"benchmark {decl.name!r}")
 
 
 def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:

@@ -28,18 +28,5 @@ def check(s: CodaSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str
                             "(pool_size / tasks new ones per task)")
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
-    from intact.methods.shared.prompt import PromptMethod
-    from intact.models.coda import CodaPromptPool
-
-    class CodaPrompt(PromptMethod):
-        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
-            s = self.cfg
-            return CodaPromptPool(embed_dim, s.pool_size, s.length, s.layers, num_tasks, s.ortho_mu)
-
-    return CodaPrompt
-
-
-METHOD = Method("coda_p", CodaSettings, implementation, "CODA-Prompt (Smith et al., CVPR 2023)",
-                accepts_intact=True, layer_keys=("layers",), check=check)
+METHOD = Method("coda_p", CodaSettings, "intact.methods.impl.coda_p:CodaPrompt",
+                "CODA-Prompt (Smith et al., CVPR 2023)", accepts_intact=True, layer_keys=("layers",), check=check)

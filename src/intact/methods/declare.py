@@ -2,11 +2,13 @@
 
 A method module (``intact/methods/<name>.py``, or a module of another package registered under the
 entry-point group ``intact.methods``) holds, in this order: its settings dataclass (types, defaults, and
-bounds / descriptions as field metadata via :func:`intact.settings.setting`), its consistency checks, its implementation
-(a function that imports torch and returns the class: validating a config never imports torch), and::
+bounds / descriptions as field metadata via :func:`intact.settings.setting`), its consistency checks, and::
 
-    METHOD = Method("my_method", MySettings, implementation, "one line for the docs", accepts_intact=True,
-                    layer_keys=("layers",), check=check)
+    METHOD = Method("my_method", MySettings, "intact.methods.impl.my_method:MyMethod", "one line for the docs",
+                    accepts_intact=True, layer_keys=("layers",), check=check)
+
+Its implementation is a module-level class in a module that imports torch (``intact/methods/impl/<name>.py``),
+named by that string and imported only by a job: validating a config never imports torch.
 
 Everything else is derived from these declarations (docs/adding-a-method.md): the registry
 (:mod:`intact.methods`), the ``methods`` part of the config schema (:func:`settings_schema`), every
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from intact.deprecation import moved
-from intact.registry import load_target, target_problem
+from intact.registry import check_implementation, load_target
 from intact.settings import OPTIMIZERS, check_declared, section_schema
 
 #: ``check(settings, benchmark, backbone) -> [(key, problem), ...]``: the method's own consistency checks,
@@ -38,7 +40,8 @@ class Method:
 
     name: str                   #: the base of its run names (``<name>``, ``<name>+intact``, ``<name>@...``)
     settings: type              #: a frozen dataclass: the keys of ``methods.<name>``, with defaults and bounds
-    #: ``"module:Class"`` or a function returning the class (it imports torch; only a job calls it)
+    #: ``"package.module:Class"``: its module imports torch, so only a job imports it (a function returning the
+    #: class still works, deprecated: :func:`intact.registry.check_implementation`)
     implementation: str | Callable[[], type]
     description: str
     accepts_intact: bool = False  #: ``<name>+intact`` is a valid run (InTAct's terms join the loss)
@@ -77,13 +80,9 @@ class Method:
 
 def _check_declaration(method: Method) -> None:
     """A declaration checks itself when it is made (at import): its settings (:func:`intact.settings.check_declared`)
-    and a ``"module:attr"`` implementation that resolves (found without importing it, so without torch)."""
+    and its implementation (:func:`intact.registry.check_implementation`)."""
     check_declared(method.settings, f"method {method.name!r}")
-    if isinstance(method.implementation, str):
-        problem = target_problem(method.implementation)
-        if problem:
-            raise TypeError(f"method {method.name!r}: implementation {method.implementation!r} does not resolve: "
-                            f"{problem}")
+    check_implementation(method.implementation, f"method {method.name!r}")
 
 
 def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> Iterator[tuple[str, str]]:

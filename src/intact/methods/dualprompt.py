@@ -4,7 +4,6 @@ next ones; the task's own E-prompt in training, the best key's at test."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from intact.methods.declare import Method
 from intact.settings import setting
@@ -21,18 +20,5 @@ class DualPromptSettings:
     match_weight: float = setting(1.0, "weight of the key-matching loss mean_b (1 - cos(q_b, k_task))", minimum=0)
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
-    from intact.methods.shared.prompt import PromptMethod
-    from intact.models.dualprompt import DualPromptPool
-
-    class DualPrompt(PromptMethod):
-        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
-            s = self.cfg
-            return DualPromptPool(embed_dim, num_tasks, s.g_length, s.g_layers, s.e_length, s.e_layers, s.match_weight)
-
-    return DualPrompt
-
-
-METHOD = Method("dualprompt", DualPromptSettings, implementation, "DualPrompt (Wang et al., ECCV 2022)",
-                accepts_intact=True, layer_keys=("g_layers", "e_layers"))
+METHOD = Method("dualprompt", DualPromptSettings, "intact.methods.impl.dualprompt:DualPrompt",
+                "DualPrompt (Wang et al., ECCV 2022)", accepts_intact=True, layer_keys=("g_layers", "e_layers"))

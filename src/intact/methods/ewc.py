@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from intact.methods.finetune import FinetuneSettings, implementation as finetune_implementation
 from intact.methods.declare import Method
+from intact.methods.finetune import FinetuneSettings
 from intact.settings import setting
 
 
@@ -17,5 +17,6 @@ class EwcSettings(FinetuneSettings):
     lambda_ewc: float = setting(100.0, "weight of the EWC penalty", minimum=0)
 
 
-METHOD = Method("ewc", EwcSettings, finetune_implementation, "EWC (Kirkpatrick et al., 2017) on one shared prompt + head",
-                layer_keys=("layers",), penalties=("ewc",))
+METHOD = Method("ewc", EwcSettings, "intact.methods.impl.finetune:Finetune",
+                "EWC (Kirkpatrick et al., 2017) on one shared prompt + head", layer_keys=("layers",),
+                penalties=("ewc",))

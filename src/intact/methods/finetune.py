@@ -9,8 +9,6 @@ stay its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from intact.methods.declare import Method
 from intact.settings import setting
 
@@ -19,24 +17,11 @@ from intact.settings import setting
 class FinetuneSettings:
     """``methods.finetune``: the shared prompt (the same blocks as coda_p; reference: 0-4)."""
 
-    length: int = setting(8, "prompt length per layer (first half keys, second half values)", minimum=2, multipleOf=2)
+    length: int = setting(8, "prompt length per layer (first half keys, second half values)", minimum=2,
+                          multipleOf=2)
     layers: tuple[int, ...] = setting((0, 1, 2), "blocks that get the shared prefix prompt", minItems=1,
                                       items={"minimum": 0})
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
-    from intact.methods.shared.prompt import PromptMethod
-    from intact.models.shared_prompt import SharedPrompt
-
-    class Finetune(PromptMethod):
-        """One prompt for every image and task, trained with cross-entropy (+ the declared penalties)."""
-
-        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
-            return SharedPrompt(embed_dim, self.cfg.length, self.cfg.layers)
-
-    return Finetune
-
-
-METHOD = Method("finetune", FinetuneSettings, implementation, "sequential fine-tuning of one shared prompt + head",
-                accepts_intact=True, layer_keys=("layers",))
+METHOD = Method("finetune", FinetuneSettings, "intact.methods.impl.finetune:Finetune",
+                "sequential fine-tuning of one shared prompt + head", accepts_intact=True, layer_keys=("layers",))

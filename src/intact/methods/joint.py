@@ -9,10 +9,8 @@ the whole sequence. Same trainable set as ``finetune`` (one shared prompt + head
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from intact.methods.finetune import FinetuneSettings, implementation as finetune_implementation
 from intact.methods.declare import Method
+from intact.methods.finetune import FinetuneSettings
 
 
 @dataclass(frozen=True)
@@ -20,18 +18,6 @@ class JointSettings(FinetuneSettings):
     """``methods.joint``: finetune's."""
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
-    from torch.utils.data import ConcatDataset
-
-    class Joint(finetune_implementation()):
-        """Fine-tuning from scratch on all training data seen so far."""
-
-        def training_data(self, bench: Any, task: int) -> Any:
-            return ConcatDataset([bench.train_set(t, self.run.eval_split) for t in range(task + 1)])
-
-    return Joint
-
-
-METHOD = Method("joint", JointSettings, implementation, "upper bound: fresh training on the union of tasks 0..t",
-                layer_keys=("layers",), loads_previous_state=False)
+METHOD = Method("joint", JointSettings, "intact.methods.impl.joint:Joint",
+                "upper bound: fresh training on the union of tasks 0..t", layer_keys=("layers",),
+                loads_previous_state=False)

@@ -15,13 +15,13 @@ class L2PSettings:
     """``methods.l2p`` (reference: pool 30, length 20, top-5, block 0)."""
 
     pool_size: int = setting(10, "key-prompt pairs in the pool", minimum=1)
-    length: int = setting(8, "length of each prompt (first half keys, second half values); the prefix holds top_k of them",
-                          minimum=2, multipleOf=2)
+    length: int = setting(8, "length of each prompt (first half keys, second half values); the prefix holds top_k "
+                          "of them", minimum=2, multipleOf=2)
     top_k: int = setting(3, "prompts selected per image", minimum=1)
     layers: tuple[int, ...] = setting((0,), "blocks that get the selected prompts (reference: block 0 only)",
                                       minItems=1, items={"minimum": 0})
-    match_weight: float = setting(1.0, "weight of the per-sample key-matching loss mean_b sum_selected (1 - cos(q_b, k))",
-                                  minimum=0)
+    match_weight: float = setting(1.0, "weight of the per-sample key-matching loss mean_b sum_selected "
+                                  "(1 - cos(q_b, k))", minimum=0)
 
 
 def check(s: L2PSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
@@ -29,18 +29,6 @@ def check(s: L2PSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]
         yield "top_k", f"larger than methods.l2p.pool_size = {s.pool_size}"
 
 
-def implementation() -> type:
-    """The method itself (imports torch: only a job calls this)."""
-    from intact.methods.shared.prompt import PromptMethod
-    from intact.models.l2p import L2PPool
-
-    class L2P(PromptMethod):
-        def build_pool(self, embed_dim: int, num_tasks: int) -> Any:
-            s = self.cfg
-            return L2PPool(embed_dim, s.pool_size, s.length, s.top_k, s.layers, s.match_weight)
-
-    return L2P
-
-
-METHOD = Method("l2p", L2PSettings, implementation, "L2P++ (Wang et al., CVPR 2022), prefix tuning",
-                accepts_intact=True, layer_keys=("layers",), check=check)
+METHOD = Method("l2p", L2PSettings, "intact.methods.impl.l2p:L2P",
+                "L2P++ (Wang et al., CVPR 2022), prefix tuning", accepts_intact=True, layer_keys=("layers",),
+                check=check)

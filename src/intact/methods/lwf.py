@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from intact.methods.finetune import FinetuneSettings, implementation as finetune_implementation
 from intact.methods.declare import Method
+from intact.methods.finetune import FinetuneSettings
 from intact.settings import setting
 
 
@@ -18,5 +18,5 @@ class LwfSettings(FinetuneSettings):
     temperature: float = setting(2.0, "distillation temperature T", exclusiveMinimum=0)
 
 
-METHOD = Method("lwf", LwfSettings, finetune_implementation, "LwF (Li & Hoiem, 2017) on one shared prompt + head",
-                layer_keys=("layers",), penalties=("lwf",))
+METHOD = Method("lwf", LwfSettings, "intact.methods.impl.finetune:Finetune",
+                "LwF (Li & Hoiem, 2017) on one shared prompt + head", layer_keys=("layers",), penalties=("lwf",))

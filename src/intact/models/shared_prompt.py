@@ -7,7 +7,7 @@ only in how they fight forgetting, not in capacity or in where the backbone is s
 Also home of two conventions every prompt module here follows:
 
 * a prompt of length ``L`` is split into prefix **keys = its first L/2 rows, values = its last L/2 rows**
-  (as :mod:`intact.models.coda` and the reference code), so ``L`` must be even;
+  (as CODA-Prompt, :mod:`intact.methods.impl.coda_p`, and the reference code), so ``L`` must be even;
 * prompts and keys are initialised ``U(0, 1)`` from a task-owned generator (the reference code's
   ``nn.init.uniform_``), so a run is a pure function of its seed.
 """

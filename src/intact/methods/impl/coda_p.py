@@ -1,4 +1,5 @@
-"""CODA-Prompt's decomposed prompt pool (Smith et al., CVPR 2023; the paper's Eq. coda_attn).
+"""CODA-Prompt (Smith et al., CVPR 2023): its decomposed prompt pool (the paper's Eq. coda_attn) on the prompt
+family (:class:`~intact.methods.shared.prompt.PromptMethod`); declared in :mod:`intact.methods.coda_p`.
 
 Per prompted layer ``l``: keys ``K`` (M, D), attention vectors ``A`` (M, D) and prompt components
 ``P`` (M, L_p, D). Each task owns ``M / T`` new components; earlier ones are detached while a later
@@ -13,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from intact.methods.shared.prompt import PromptMethod
 from intact.models.prefix import Prefix
 from intact.models.task_index import TaskIndexed
 
@@ -48,10 +50,12 @@ def ortho_penalty(t: torch.Tensor) -> torch.Tensor:
 class CodaPromptPool(TaskIndexed):
     """The component pool; ``task`` decides which components exist and which train."""
 
-    def __init__(self, embed_dim: int, pool_size: int, length: int, layers: tuple[int, ...], num_tasks: int, ortho_mu: float = 0.0):
+    def __init__(self, embed_dim: int, pool_size: int, length: int, layers: tuple[int, ...], num_tasks: int,
+                 ortho_mu: float = 0.0):
         super().__init__()
         if pool_size < num_tasks:
-            raise ValueError(f"methods.coda_p.pool_size = {pool_size} gives no component per task for {num_tasks} tasks (expected >= {num_tasks})")
+            raise ValueError(f"methods.coda_p.pool_size = {pool_size} gives no component per task for {num_tasks} "
+                             f"tasks (expected >= {num_tasks})")
         self.per_task = pool_size // num_tasks
         self.length = length
         self.layers = tuple(layers)
@@ -98,3 +102,11 @@ class CodaPromptPool(TaskIndexed):
             half = self.length // 2
             prefix[layer] = (p[:, :half], p[:, half:])
         return prefix, aux
+
+
+class CodaPrompt(PromptMethod):
+    """CODA-Prompt: the component pool on a frozen ViT, the shared head."""
+
+    def build_pool(self, embed_dim: int, num_tasks: int) -> CodaPromptPool:
+        s = self.cfg
+        return CodaPromptPool(embed_dim, s.pool_size, s.length, s.layers, num_tasks, s.ortho_mu)

@@ -1,4 +1,5 @@
-"""DualPrompt's two prompt groups (Wang et al., ECCV 2022; the prefix-tuning variant of the CODA-Prompt code).
+"""DualPrompt (Wang et al., ECCV 2022; the prefix-tuning variant of the CODA-Prompt code): its two prompt groups
+on the prompt family; declared in :mod:`intact.methods.dualprompt`.
 
 * **G-prompt**: one prompt per G-layer (reference: length 6 at blocks 0-1), shared by all tasks and
   trained throughout.
@@ -19,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from intact.methods.shared.prompt import PromptMethod
 from intact.models.prefix import Prefix
 from intact.models.shared_prompt import check_length, split_prompt, uniform_
 from intact.models.task_index import TaskIndexed
@@ -34,11 +36,14 @@ class DualPromptPool(TaskIndexed):
         check_length(e_length, "methods.dualprompt.e_length")
         overlap = set(g_layers) & set(e_layers)
         if overlap:
-            raise ValueError(f"methods.dualprompt: blocks {sorted(overlap)} are in both g_layers and e_layers (expected disjoint lists)")
+            raise ValueError(f"methods.dualprompt: blocks {sorted(overlap)} are in both g_layers and e_layers "
+                             "(expected disjoint lists)")
         self.g_layers, self.e_layers = tuple(g_layers), tuple(e_layers)
         self.match_weight = match_weight
-        self.g_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(g_length, embed_dim)) for l in self.g_layers})
-        self.e_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(num_tasks, e_length, embed_dim)) for l in self.e_layers})
+        self.g_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(g_length, embed_dim))
+                                           for l in self.g_layers})
+        self.e_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(num_tasks, e_length, embed_dim))
+                                           for l in self.e_layers})
         self.keys = nn.Parameter(torch.zeros(num_tasks, embed_dim))
         self.register_task()
 
@@ -74,3 +79,11 @@ class DualPromptPool(TaskIndexed):
         else:
             aux = query.new_zeros(())
         return prefix, aux
+
+
+class DualPrompt(PromptMethod):
+    """DualPrompt: the G- and E-prompts on a frozen ViT, the shared head."""
+
+    def build_pool(self, embed_dim: int, num_tasks: int) -> DualPromptPool:
+        s = self.cfg
+        return DualPromptPool(embed_dim, num_tasks, s.g_length, s.g_layers, s.e_length, s.e_layers, s.match_weight)

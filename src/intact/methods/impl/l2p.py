@@ -1,4 +1,5 @@
-"""L2P(++)'s key-prompt pool (Wang et al., CVPR 2022; the prefix-tuning variant of the CODA-Prompt code).
+"""L2P(++) (Wang et al., CVPR 2022; the prefix-tuning variant of the CODA-Prompt code): its key-prompt pool on
+the prompt family; declared in :mod:`intact.methods.l2p`.
 
 A pool of ``M`` learnable keys ``k_i`` (D) and prompts ``P_i`` (L, D). Every image selects the ``k``
 prompts whose keys are most cosine-similar to its query ``q(x)``, at training and at test time alike
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from intact.methods.shared.prompt import PromptMethod
 from intact.models.prefix import Prefix
 from intact.models.shared_prompt import check_length, split_prompt, uniform_
 
@@ -49,7 +51,8 @@ class L2PPool(nn.Module):
         self.layers = tuple(layers)
         self.match_weight = match_weight
         self.keys = nn.Parameter(torch.zeros(pool_size, embed_dim))
-        self.prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(pool_size, length, embed_dim)) for l in self.layers})
+        self.prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(pool_size, length, embed_dim))
+                                         for l in self.layers})
 
     def begin_task(self, task: int, generator: torch.Generator) -> None:
         # The pool is shared by all tasks: drawn once, then trained on from task to task.
@@ -67,3 +70,11 @@ class L2PPool(nn.Module):
         prefix: Prefix = {l: split_prompt(self.prompts[str(l)][idx]) for l in self.layers}
         aux = self.match_weight * matching_loss(cos, idx) if self.training else query.new_zeros(())
         return prefix, aux
+
+
+class L2P(PromptMethod):
+    """L2P++: the key-prompt pool on a frozen ViT, the shared head."""
+
+    def build_pool(self, embed_dim: int, num_tasks: int) -> L2PPool:
+        s = self.cfg
+        return L2PPool(embed_dim, s.pool_size, s.length, s.top_k, s.layers, s.match_weight)

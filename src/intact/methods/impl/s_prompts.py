@@ -1,4 +1,5 @@
-"""S-Prompts' parts (Wang et al., NeurIPS 2022): input prompt tokens, domain centres, nearest-centre choice.
+"""S-Prompts (Wang et al., NeurIPS 2022): one prompt and one head per domain, the domain chosen by k-means;
+declared in :mod:`intact.methods.s_prompts`. Its parts: input prompt tokens, domain centres, nearest-centre choice.
 
 As the official ViT version (``models/sinet.py``, ``methods/sprompt.py``): a domain's prompt tokens are
 inserted right after [CLS], after the position embedding (the prompts get none); the domain centres are
@@ -10,11 +11,17 @@ reading (nearest neighbour in the usual, Euclidean sense).
 
 from __future__ import annotations
 
+import math
+from typing import Any, Callable
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from intact.methods.shared.base import ContinualMethod
 from intact.models.backbone import FrozenViT
+from intact.models.heads import Head
 
 DISTANCES = ("l1", "l2")
 
@@ -44,3 +51,55 @@ def choose_domain(features: torch.Tensor, centres: torch.Tensor, distance: str =
     diff = f[:, None, None, :] - c[None]                               # (B, T, k, D)
     d = diff.abs().sum(-1) if distance == "l1" else diff.pow(2).sum(-1).sqrt()
     return d.min(dim=2).values.argmin(dim=1)
+
+
+class SPrompts(ContinualMethod):
+    """Per-domain prompt tokens and heads on a frozen ViT; the domain chosen by the nearest k-means centre."""
+
+    def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
+        super().__init__(run, settings, backbone, num_classes, num_tasks)
+        D = backbone.embed_dim
+        self.prompts = nn.ParameterList([nn.Parameter(torch.zeros(self.cfg.length, D)) for _ in range(num_tasks)])
+        self.heads = nn.ModuleList([Head(D, num_classes, run.head) for _ in range(num_tasks)])
+        self.register_buffer("centres", torch.zeros(num_tasks, self.cfg.clusters, D))
+        self.register_buffer("domains", torch.tensor(0, dtype=torch.long))   #: domains with centres
+
+    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
+        return {"query": self.query}
+
+    def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        t = self.task
+        z = forward_with_tokens(self.backbone, x, self.prompts[t].expand(len(x), -1, -1))
+        return self.heads[t](z), None, None
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        n = max(int(self.domains), 1)
+        domain = (choose_domain(self.query(x), self.centres[:n], self.cfg.distance) if int(self.domains)
+                  else x.new_zeros(len(x), dtype=torch.long))
+        tokens = torch.stack(list(self.prompts[:n]))[domain]
+        z = forward_with_tokens(self.backbone, x, tokens)
+        logits = torch.stack([self.heads[d](z) for d in range(n)], dim=1)       # (B, n, C)
+        return logits[torch.arange(len(x), device=x.device), domain]
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        o, t = self.run.optim, self.task
+        return [
+            {"params": list(self.heads[t].parameters()), "lr": o.lr_head, "name": "head"},
+            {"params": [self.prompts[t]], "lr": o.lr_prompt, "name": "prompts"},
+        ]
+
+    def start_task(self, task: int, train_set: Any) -> None:
+        # the official prompt is an nn.Linear(D, L) weight: U(-1/sqrt(D), 1/sqrt(D)); drawn from the task's generator
+        bound = 1 / math.sqrt(self.backbone.embed_dim)
+        g = self.generator(task, "prompts")
+        with torch.no_grad():
+            p = self.prompts[task]
+            p.copy_((torch.rand(p.shape, generator=g, dtype=p.dtype) * 2 - 1) * bound)
+
+    @torch.no_grad()
+    def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
+        """The domain's k-means centres of its training images' normalised unprompted [CLS]."""
+        feats = torch.cat([self.query(x) for x, _ in self.batches(train_set)])
+        self.centres[task] = kmeans_centres(F.normalize(feats.float(), dim=1), self.cfg.clusters).to(self.centres)
+        self.domains.fill_(task + 1)
+        return {"kmeans": {"clusters": self.cfg.clusters, "images": len(feats)}}
