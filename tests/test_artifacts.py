@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
 from intact.io import ArtifactError, load_tensors
-from intact.results import collect_run, load_metrics
+from intact.results import collect_run, read_run
 from intact.train import Preempted, train_task
 
 METHOD = "coda_p+intact"
@@ -122,8 +122,40 @@ def test_nonfinite_losses_or_metrics_never_reach_a_table(two_tasks, tmp_path):
     metrics = work / "metrics.json"
     metrics.write_text(json.dumps({"method": METHOD, "seed": 0, "aa": float("nan"), "aa_evolution": [1.0, float("nan")]}))
     with pytest.raises(ArtifactError) as err:
-        load_metrics([metrics])                            # what every table and figure reads
+        read_run(work)                                     # what every table, figure and choice reads
     assert "aa" in str(err.value) and "kept out of every table" in str(err.value)
+
+
+R3 = [[90.0, 80.0, 70.0], [20.0, 85.0, 60.0], [10.0, 30.0, 75.123456]]
+
+
+def _edit_json(path, **values):
+    path.write_text(json.dumps({**json.loads(path.read_text()), **values}, indent=2))
+
+
+@pytest.mark.parametrize("name, damage, fragment", [
+    ("metrics.json", lambda p: _edit_json(p, aa=1.0), "aa = 1.0, its task records give 68.37"),   # valid JSON
+    ("metrics.json", lambda p: _edit_json(p, aa_evolution=[90.0, 82.5, 1.0]), "aa_evolution"),
+    ("metrics.json", lambda p: _edit_json(p, method="coda_p+intact"), "method"),
+    ("metrics.json", _truncate, "not valid JSON"),
+    ("R.csv", _truncate, "R.csv"),
+    ("R.csv", lambda p: p.write_text(p.read_text().replace("75.1235", "75.2")), "R[d2, d2] = 75.2"),
+    ("R.csv", lambda p: p.write_text("".join(p.read_text().splitlines(True)[:-1])), "tasks"),   # a row lost
+    ("R.csv", lambda p: p.write_text(""), "not a readable accuracy matrix"),
+    ("R.csv", lambda p: p.unlink(), "missing"),
+])
+def test_a_derived_record_that_its_task_records_do_not_give_is_refused(tmp_path, name, damage, fragment):
+    """R.csv is checked against the tasks' eval.json, metrics.json against what those records give: an edited
+    (valid) number, a truncated or lost file is refused in one line naming it and the command that redoes it."""
+    from stored_run import write_run
+
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", R3)
+    assert read_run(run).metrics["aa"] == pytest.approx((70 + 60 + 75.123456) / 3)     # as written: accepted
+    damage(run / name)
+    with pytest.raises(ArtifactError) as err:
+        read_run(run)
+    _assert_names(err, run / name, f"snakemake --forcerun {run / name}")
+    assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
 def test_damaged_manifest_names_the_file(tiny_bench, two_tasks, tmp_path):

@@ -17,11 +17,12 @@ import yaml
 
 from conftest import REPO, snakemake
 from intact.metrics import Paired
-from intact.report.paper import StoredResults, StoredRun, pairs, paper_numbers, without_intact
+from intact.report.paper import pairs, paper_numbers, stored_results, without_intact
 from intact.plan import PAPER_TABLES
 from intact.settings import IntactConfig
 from intact.report.paper_tables import paper_tables
 from intact.report.render import to_latex, write_table
+from intact.results import StoredResults, StoredRun
 
 PAPER_TEX = REPO.parent / "shared/paper/intact-paper.tex"
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -131,10 +132,17 @@ def test_measured_cells_differences_and_paired_wins(tmp_path):
     paired = pd.read_csv(tmp_path / "main_paired.csv").set_index(["a", "b", "benchmark"])
     p = paired.loc[("coda_p+intact", "coda_p", "imagenet_r")]
     d = np.array([intact[s] - plain[s] for s in plain])
-    assert (p["diff_mean"], p["diff_std"], p["wins"], p["seeds"]) == pytest.approx((d.mean(), d.std(ddof=1), 3, 3))
+    assert (p["diff_mean"], p["diff_std"], p["better"], p["seeds"]) == pytest.approx((d.mean(), d.std(ddof=1), 3, 3))
+    half = 4.303 * d.std(ddof=1) / 3 ** 0.5                  # t(0.975, 2) from a printed table
+    assert (p["ci_low"], p["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half), abs=2e-3)
     assert paired.loc[("coda_p+intact@preset=reference", "coda_p+intact", "digits"), "diff_mean"] == pytest.approx(3.0)
     md = (tmp_path / "main.md").read_text()
-    assert f"+{d.mean():.2f} ± {d.std(ddof=1):.2f} | 3 of 3" in md
+    assert "+3.00 / +0.50 / +4.00 | +2.50 | [-1.98, +6.98] | 3 of 3" in md and "Student's t" in md
+    # ours beside the paper's mean, with our interval and whether the paper's mean lies inside it
+    s = np.array(list(intact.values()))
+    lo, hi = s.mean() - 4.303 * s.std(ddof=1) / 3 ** 0.5, s.mean() + 4.303 * s.std(ddof=1) / 3 ** 0.5
+    assert (row["here_ci_low"], row["here_ci_high"]) == pytest.approx((lo, hi), abs=2e-3)
+    assert row["here_paper_in_ci"] == (lo <= 74.23 <= hi) and f"[{lo:.2f}, {hi:.2f}] out" in md
     # bold marks the best measured cell of a column, never a '—'
     assert f"**{np.mean(list(intact.values())):.2f} ± " in md and "**—**" not in md
     eff = pd.read_csv(tmp_path / "efficiency.csv").set_index(["benchmark", "run"])
@@ -231,13 +239,14 @@ def test_efficiency_fields_count_parameters_and_time_inference():
 
 def test_stored_results_skip_runs_of_an_older_config(tmp_path):
     from intact.config import resolve_run
-    from intact.io import write_json
+    from stored_run import write_run
 
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     for seed, h in ((0, resolve_run(cfg, "digits", "coda_p", 0).hash()), (1, "stale")):
-        write_json(tmp_path / f"runs/digits/coda_p/seed{seed}/metrics.json", {"config_hash": h, "num_tasks": 0, "aa": 1.0})
-    stored = StoredResults.load(cfg, tmp_path)
+        write_run(tmp_path / f"runs/digits/coda_p/seed{seed}", [[50.0, 40.0], [10.0, 60.0]], seed=seed, config_hash=h)
+    stored = stored_results(cfg, tmp_path)
     assert [(r.method, r.seed) for r in stored.runs] == [("coda_p", 0)] and stored.stale == ["digits/coda_p/seed1"]
+    assert stored.values("digits", "coda_p") == {0: 50.0}
 
 
 @pytest.mark.slow

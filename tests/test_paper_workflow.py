@@ -151,8 +151,8 @@ def test_integration_entries_give_their_settings_to_the_intact_run_only():
                              "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3",
                              "c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact", "inflora", "inflora+intact")
     runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
-    table = integration_table(runs, study.spec["methods"])
-    assert list(table["method"]) == ["l2p"] and table.loc[0, "delta_aa"] == pytest.approx(3.0)
+    table = integration_table("t", runs, "digits", study.spec["methods"]).data
+    assert list(table["method"]) == ["l2p"] and table.loc[0, "diff_mean"] == pytest.approx(3.0)
 
 
 # ---- the base + overlay layout (issue 15 item 4, issue 17 items 1-4) -------------------------------------
@@ -225,11 +225,11 @@ def test_input_normalisation_defaults_to_the_code_and_the_paper_reading_is_a_nam
 
 
 def test_the_table_notes_name_the_backbone_of_every_here_column():
-    from intact.report.paper import StoredResults
+    from intact.report.paper import stored_results
     from intact.report.paper_tables import paper_tables
 
     cfg = layered("imagenet_mix")
-    tables = paper_tables(cfg, StoredResults.load(cfg, "/nonexistent"))
+    tables = paper_tables(cfg, stored_results(cfg, "/nonexistent"))
     for name in ("main", "ablation", "efficiency"):
         if name in tables:
             notes = " ".join(tables[name].notes)

@@ -55,6 +55,7 @@ def test_files_of_a_target_against_brute_force():
     assert {f for f in default if "/runs/" in f} == expected
     assert {f for f in default if "/runs/" not in f} == {
         "results/tables/digits/default_run.csv", "results/tables/digits/default_run.md",
+        "results/tables/digits/default_run_paired.csv",
         "results/figures/digits/default_run_aa_evolution.png", "results/figures/digits/domains.png"}
     paper = set(plan.paper_targets())
     assert len(paper) == len(PAPER_TABLES) * 3 + 2 + len(PAPER_FIGURES) * 2
@@ -62,7 +63,7 @@ def test_files_of_a_target_against_brute_force():
     full = set(plan.full_targets())
     assert full >= set(plan.all_targets()) and all(set(plan.study_targets(s)) <= full for s in plan.studies)
     assert "results/figures/digits/study_sensitivity_lambda_var.png" in full
-    assert set(plan.record_files(plan.default_runs())) == {f for f in expected if f.endswith(("metrics.json", "train.json"))}
+    assert set(plan.record_files(plan.default_runs())) == {f for f in expected if f.endswith(("metrics.json", "R.csv", "eval.json", "train.json"))}
 
 
 def test_tracking_off_lists_no_markers_and_stored_reports_need_every_run():

@@ -6,8 +6,12 @@ import pytest
 
 from conftest import tiny_config
 from intact.config import ConfigError, resolve_run, validate_config
+from intact.report.paper_tables import ablation_table
+from intact.report.render import to_markdown
 from intact.report.studies import write_study_report
-from intact.report.tables import ablation_table, integration_table, sensitivity_table, summarize_runs, to_markdown
+from intact.report.paper import default_points
+from intact.report.tables import integration_table, sensitivity_table, summary_table
+from intact.results import StoredResults, StoredRun
 from intact.studies import ablation_variants, expand_studies, format_value, sensitivity_grid
 
 
@@ -54,29 +58,55 @@ def test_sweep_values_get_readable_names():
     assert [format_value(v) for v in (1e-6, 1e-4, 0.01, 0.5, 1, 10, 2.5e-4)] == ["1e-6", "1e-4", "0.01", "0.5", "1", "10", "0.00025"]
 
 
-def _fake_runs(methods_aa: dict[str, list[float]]) -> pd.DataFrame:
-    rows = []
+def _fake_runs(methods_aa: dict[str, list[float]], benchmark: str = "digits") -> StoredResults:
+    """Stored runs (no files) with the given final AA per seed."""
+    runs = []
     for method, aas in methods_aa.items():
         for seed, aa in enumerate(aas):
-            rows.append({"method": method, "seed": seed, "eval_split": "test", "aa": aa, "forgetting_max": 100 - aa,
-                         "forgetting_one_step": 1.0, "bwt": -1.0, "caa": aa + 5, "aa_evolution": [aa + 10, aa + 5, aa],
-                         "task_names": ["a", "b", "c"], "certificate": [None, 0.5, 0.25], "train_seconds": 3.0})
-    return pd.DataFrame(rows)
+            metrics = {"method": method, "seed": seed, "eval_split": "test", "aa": aa, "forgetting_max": 100 - aa,
+                       "forgetting_one_step": 1.0, "bwt": -1.0, "caa": aa + 5, "aa_evolution": [aa + 10, aa + 5, aa],
+                       "task_names": ["a", "b", "c"], "num_tasks": 3, "certificate": [None, 0.5, 0.25],
+                       "train_seconds": 3.0}
+            runs.append(StoredRun(benchmark, method, seed, metrics, ()))
+    return StoredResults(runs)
 
 
 def test_summary_ablation_and_integration_tables():
     runs = _fake_runs({"m": [40, 42], "m+intact": [50, 54], "m+intact-no_var": [49, 51]})
-    s = summarize_runs(runs, ["m", "m+intact"])
-    assert list(s["method"]) == ["m", "m+intact"]
-    assert s.loc[1, "aa_mean"] == 52 and s.loc[1, "aa_std"] == pytest.approx(np.std([50, 54], ddof=1))
-    assert s.loc[1, "certificate_last_mean"] == 0.25
+    s = summary_table("default_run", "t", runs, "digits", ["m", "m+intact", "not_run"])
+    assert list(s.data["method"]) == ["m", "m+intact"]                 # a method without runs is left out
+    assert s.data.loc[1, "aa_mean"] == 52 and s.data.loc[1, "aa_std"] == pytest.approx(np.std([50, 54], ddof=1))
+    assert s.data.loc[1, "certificate_last_mean"] == 0.25
     md = to_markdown(s)
     assert "52.00 ± 2.83" in md and "Forgetting (max-final)" in md
-    abl = ablation_table(runs, "m+intact", {"var": "m+intact-no_var", "feat": "m+intact-no_feat"})
-    assert list(abl["method"]) == ["m+intact", "m+intact-no_var"]           # missing variants are skipped
-    assert abl.loc[1, "delta_aa"] == pytest.approx(-2.0) and not abl.loc[1, "var"] and abl.loc[1, "feat"]
-    integ = integration_table(runs, ["m"])
-    assert integ.loc[0, "delta_aa"] == pytest.approx(11.0)
+    # InTAct's paired gain: d = 10, 12; mean 11, sd sqrt(2), t(0.975, 1) = 12.706: 11 ± 12.706 sqrt(2) / sqrt(2)
+    gain = s.blocks[0].data.iloc[0]
+    assert (gain["a"], gain["b"], gain["diff_mean"], gain["better"], gain["seeds"]) == ("m+intact", "m", 11.0, 2, 2)
+    assert (gain["ci_low"], gain["ci_high"]) == pytest.approx((11 - 12.7062, 11 + 12.7062), abs=1e-4)
+    assert "+10.00 / +12.00 | +11.00 | [-1.71, +23.71] | 2 of 2" in md and "Student's t" in md
+    abl = ablation_table(runs, {"method": "m+intact", "terms": ["var", "feat"]}, ["digits"]).data
+    assert list(abl["run"]) == ["m+intact", "m+intact-no_var", "m+intact-no_feat"]
+    assert abl.loc[1, "diff_mean"] == pytest.approx(-2.0) and abl.loc[1, "full_better"] == 2
+    assert np.isnan(abl.loc[2, "here_mean"])                           # not run: '—'
+    integ = integration_table("t", runs, "digits", ["m"]).data
+    assert integ.loc[0, "diff_mean"] == pytest.approx(11.0) and integ.loc[0, "better"] == 2
+
+
+def test_sensitivity_compares_each_value_with_its_default():
+    """The default of a swept λ is the grid value whose run resolves to the study's method (cfg: λ_Var 1e-4)."""
+    cfg = _studies_config()
+    spec = {"method": "coda_p+intact", "grid": {"lambda_var": [1e-4, 0.1], "lambda_intdrift": [1e-4, 1]}}
+    defaults = default_points(cfg, "digits", spec["method"], sensitivity_grid(spec))
+    assert defaults == {"lambda_var": 1e-4, "lambda_intdrift": None}
+    grid = sensitivity_grid(spec)
+    runs = _fake_runs({grid["lambda_var"][1e-4]: [50, 52, 51], grid["lambda_var"][0.1]: [47, 52, 48],
+                       grid["lambda_intdrift"][1]: [40, 40, 40]})
+    table = sensitivity_table("t", runs, "digits", spec, defaults)
+    data = table.data.set_index("method")
+    point = data.loc[grid["lambda_var"][0.1]]
+    assert (point["diff_mean"], point["better"], point["worse"], point["seeds"]) == pytest.approx((-2.0, 0, 2, 3))
+    assert data.loc[grid["lambda_var"][1e-4], "default"] and np.isnan(data.loc[grid["lambda_intdrift"][1], "diff_mean"])
+    assert "(default)" in to_markdown(table) and "No grid value of lambda_intdrift equals the default" in to_markdown(table)
 
 
 def test_study_reports_are_written_from_metrics(tmp_path):
@@ -86,11 +116,11 @@ def test_study_reports_are_written_from_metrics(tmp_path):
     runs = _fake_runs({name: [40 + i] for i, points in enumerate(grid.values()) for name in points.values()})
     outputs = {"csv": tmp_path / "s.csv", "md": tmp_path / "s.md", "figure": tmp_path / "s.png",
                **{f"figure_{k}": tmp_path / f"s_{k}.png" for k in grid}}
-    write_study_report("sensitivity", spec, runs, outputs, "digits")
+    write_study_report("sensitivity", spec, runs, outputs, "digits", cfg)
     assert all(p.stat().st_size > 0 for p in outputs.values())
-    table = sensitivity_table(runs, grid)
+    table = pd.read_csv(outputs["csv"])
     assert set(table["lambda"]) == {"lambda_var", "lambda_intdrift"} and len(table) == 4
     abl_spec = cfg["studies"]["ablation"]
     runs = _fake_runs({abl_spec["method"]: [50], **{n: [45] for n in ablation_variants(abl_spec).values()}})
-    write_study_report("ablation", abl_spec, runs, {"csv": tmp_path / "a.csv", "md": tmp_path / "a.md"}, "digits")
+    write_study_report("ablation", abl_spec, runs, {"csv": tmp_path / "a.csv", "md": tmp_path / "a.md"}, "digits", cfg)
     assert "-5.00" in (tmp_path / "a.md").read_text()

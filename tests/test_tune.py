@@ -4,6 +4,7 @@ the chosen point's final runs, as a step of the workflow (intact.tune, workflow/
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -85,6 +86,34 @@ def test_the_choice_is_the_best_mean_validation_aa_with_the_declared_tie_rule():
     assert select(s, metrics, (0, 1), tie="min_forgetting", tolerance=1.0)["chosen"]["index"] == 2
     with pytest.raises(ValueError, match="validation-split records only"):
         select(s, _metrics(s, [[50, 52], [49, 55], [52, 50]], [10, 20, 5], split="test"), (0, 1), tie="first", tolerance=0.0)
+
+
+def test_an_edited_search_record_never_makes_the_choice(tmp_path):
+    """The choice reads each point through intact.results.read_run: a valid-JSON edit of a point's metrics.json
+    (aa -> 1.0, issue 33) or a truncated R.csv is refused naming the file, never chosen from."""
+    from intact.io import ArtifactError
+    from intact.tune import choose
+    from stored_run import write_run
+
+    cfg = tune_config()
+    s = expand_tune(cfg).search("coda_p+intact")
+    paths = []
+    for name, aa in zip(s.val_names, (60.0, 50.0)):                 # point 0 is the better one
+        for seed in (0, 1):
+            run = write_run(tmp_path / f"results/runs/digits/{name}/seed{seed}", [[aa + 10, aa + seed], [5.0, aa + seed]],
+                            method=name, seed=seed, split="val")
+            paths.append(run / "metrics.json")
+    assert choose(cfg, "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
+    edited = paths[0]                                               # point 0, seed 0: its AA edited to 1.0
+    edited.write_text(json.dumps({**json.loads(edited.read_text()), "aa": 1.0}))
+    with pytest.raises(ArtifactError, match=f"{re.escape(str(edited))}.*aa = 1.0.*--forcerun {re.escape(str(edited))}"):
+        choose(cfg, "digits", "coda_p+intact", paths)
+    write_run(edited.parent, [[70.0, 60.0], [5.0, 60.0]], method=s.val_names[0], split="val")   # redone
+    assert choose(cfg, "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
+    r_csv = paths[3].with_name("R.csv")                             # point 1, seed 1: R.csv truncated
+    r_csv.write_bytes(r_csv.read_bytes()[:20])
+    with pytest.raises(ArtifactError, match=f"{re.escape(str(r_csv))} is damaged.*--forcerun {re.escape(str(r_csv))}"):
+        choose(cfg, "digits", "coda_p+intact", paths)
 
 
 # ---- the workflow ----------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The Snakemake workflow: DAG dry-runs, lint, bad input, and a real end-to-end run of a tiny config."""
 
+import json
 import re
 import shutil
 
@@ -153,7 +154,7 @@ def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, 
 
     work = tmp_path / "w"
     shutil.copytree(tiny_run, work, symlinks=True)
-    tables, metrics = REPO / "src/intact/report/tables.py", REPO / "src/intact/metrics.py"
+    tables, metrics = REPO / "src/intact/report/studies.py", REPO / "src/intact/metrics.py"
     saved = {p: (p.read_bytes(), p.stat()) for p in (tables, metrics)}
     try:
         now = time.time() + 5
@@ -169,6 +170,28 @@ def test_editing_aggregation_code_rebuilds_reports_without_retraining(tiny_run, 
         for path, (data, st) in saved.items():
             path.write_bytes(data)
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.slow
+def test_an_edited_or_truncated_derived_record_is_refused_by_the_next_call(tiny_run, tmp_path):
+    """Issue 33: what reads a run lists its R.csv and metrics.json as inputs and checks both against the task
+    records (intact.results.read_run), so the next `snakemake` after a truncated R.csv, or a valid-JSON edit of
+    metrics.json, refuses it naming the file and the --forcerun that redoes it; that command restores the tables."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    run = "results/runs/digits/coda_p+intact/seed0"
+    table = work / "results/tables/digits/default_run.md"
+    before = table.read_text()
+    for name, damage in (("R.csv", lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])),
+                         ("metrics.json", lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "aa": 1.0})))):
+        damage(work / run / name)
+        proc = snakemake(work, check=False)
+        logs = "".join(p.read_text() for p in (work / "results/logs").rglob("*.log"))
+        assert proc.returncode != 0 and "train_task" not in proc.stdout + proc.stderr
+        assert f"{run}/{name} is damaged or foreign" in proc.stderr + logs
+        assert f"snakemake --forcerun {run}/{name}`" in proc.stderr + logs
+        snakemake(work, "--forcerun", f"{run}/{name}")
+        assert table.read_text() == before
 
 
 @pytest.mark.slow

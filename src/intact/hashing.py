@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -35,3 +35,15 @@ def json_default(o: Any) -> Any:
     if isinstance(o, (set, frozenset)):
         return sorted(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def files_digest(files: Iterable[str | os.PathLike]) -> str:
+    """One sha256 over the paths and contents of ``files`` (with their count): a Snakemake param, so that a
+    rule reruns when one of them changes without listing them as inputs (the paper tables: an input would let
+    Snakemake schedule training to refresh a stored run)."""
+    h = hashlib.sha256()
+    count = 0
+    for f in files:
+        h.update(str(f).encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
+        count += 1
+    return f"{count}:{h.hexdigest()}"

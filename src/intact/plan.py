@@ -29,6 +29,7 @@ TASK_FILES = ("state.safetensors", "hypercube.safetensors", "train.json", "eval.
 DEFAULT_RUN_REPORT = {
     "csv": f"{RESULTS}/tables/{{benchmark}}/default_run.csv",
     "md": f"{RESULTS}/tables/{{benchmark}}/default_run.md",
+    "paired": f"{RESULTS}/tables/{{benchmark}}/default_run_paired.csv",  # InTAct's gain, seed by seed
     "plot": f"{RESULTS}/figures/{{benchmark}}/default_run_aa_evolution.png",
 }
 #: a benchmark's picture of its tasks (written when its data is prepared)
@@ -57,6 +58,7 @@ def report_files(study: str, spec: Mapping[str, Any]) -> dict[str, str]:
     figures = f"{RESULTS}/figures/{{benchmark}}/study_{study}"
     out = {"csv": f"{tables}.csv", "md": f"{tables}.md"}
     if study == "main":
+        out["paired"] = f"{tables}_paired.csv"  # InTAct's gains, seed by seed
         out["plot"] = f"{figures}_aa_evolution.png"
     elif study == "sensitivity":
         out["figure"] = f"{figures}.png"
@@ -212,9 +214,18 @@ class Plan:
         return files
 
     def record_files(self, runs: Runs) -> list[str]:
-        """The records the paper's tables and figures read: ``metrics.json`` and every ``train.json``."""
+        """The records every table, figure and choice reads (:func:`intact.results.read_run`): ``metrics.json``,
+        ``R.csv``, and every task's ``eval.json`` and ``train.json``."""
         return [f for b, m, s in each_run(runs)
-                for f in [f"{run_dir(b, m, s)}/metrics.json", *self.task_files(b, m, s, "train.json")]]
+                for f in [f"{run_dir(b, m, s)}/metrics.json", f"{run_dir(b, m, s)}/R.csv",
+                          *(f"{task_dir(b, m, s, t)}/{name}" for t in range(self.num_tasks(b))
+                            for name in ("eval.json", "train.json"))]]
+
+    def stored_records(self, exists: Callable[[str], bool]) -> list[str]:
+        """The records (:meth:`record_files`) of every declared run whose ``metrics.json`` exists: what the
+        paper's tables read whatever the target (a digest of them is a param of the paper rules)."""
+        stored = [(b, m, s) for b, m, s in each_run(self.declared_runs()) if exists(f"{run_dir(b, m, s)}/metrics.json")]
+        return [f for b, m, s in stored for f in self.record_files({b: {m: (s,)}}) if exists(f)]
 
     def markers(self, runs: Runs) -> list[str]:
         """The MLflow tracking markers of the runs ([] when tracking is off)."""

@@ -1,21 +1,30 @@
-"""The per-run results files: R.csv and metrics.json, built from the per-task JSON records.
+"""The per-run results files: R.csv and metrics.json, built from the per-task JSON records, and the one
+reader of stored runs (:func:`read_run`), which checks both against those records.
 
-These (with train.json) are the source of truth for every table and figure: a machine holding only
-the ``results/`` tree can regenerate all reports.
+The per-task records (``task<t>/eval.json``, ``task<t>/train.json``) are the primary ones; ``R.csv`` and
+``metrics.json`` are derived from them. A machine holding only the ``results/`` tree's JSON and CSV files can
+regenerate every report, and an edited or truncated derived file is refused, never read.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from intact.io import ArtifactError, damaged, read_json, redo_hint, write_json, write_text
 from intact.metrics import summarize
+from intact.train_record import FILENAME as TRAIN_JSON
 
+#: the files of a run folder (and of each task folder) that :func:`read_run` reads
+R_CSV, METRICS_JSON, EVAL_JSON = "R.csv", "metrics.json", "eval.json"
+#: R.csv's number format, and how far a value read back may lie from its eval record (half its last digit)
+R_FORMAT, R_TOLERANCE = "%.4f", 0.5e-4 + 1e-9
 
 #: metrics.json keys that must be finite for a run to enter a table (certificates may be absent or NaN)
 FINITE_METRICS = ("aa", "aa_weighted", "aa_evolution", "forgetting_max", "forgetting_one_step", "bwt", "fwt_vs_chance", "caa")
@@ -73,15 +82,11 @@ def nonfinite_fields(obj: Any, prefix: str = "") -> list[str]:
     return []
 
 
-def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: Path, metrics_json: Path, num_classes: int) -> dict[str, Any]:
-    """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run (both listed in task order)."""
-    trains = [read_json(p) for p in train_paths]
-    evals = [read_json(p) for p in eval_paths]
-    reference = {k: trains[0].get(k) for k in ("method", "seed", "config_hash")}
-    check_records(train_paths, trains, reference, finite="epochs")      # the per-epoch loss terms
-    check_records(eval_paths, evals, reference, finite="accuracy")
+def run_record(evals: Sequence[dict[str, Any]], trains: Sequence[dict[str, Any]],
+               num_classes: int | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """R and the ``metrics.json`` record of one run from its per-task records (task order): what
+    :func:`collect_run` writes and what :func:`read_run` checks the stored files against."""
     R = accuracy_matrix(evals)
-    write_text(r_csv, R.to_csv(float_format="%.4f"))
     first = evals[0]
     record: dict[str, Any] = {
         "benchmark": first["benchmark"], "method": first["method"], "seed": first["seed"],
@@ -98,19 +103,148 @@ def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: 
         "config_hash": trains[-1]["config_hash"],
         "provenance": trains[-1].get("provenance"),
     }
+    return R, record
+
+
+def _checked_records(eval_paths: Sequence[Path], train_paths: Sequence[Path]) -> tuple[list[dict], list[dict]]:
+    """The per-task records of one run, read and checked (:func:`check_records`)."""
+    trains = [read_json(p) for p in train_paths]
+    evals = [read_json(p) for p in eval_paths]
+    reference = {k: trains[0].get(k) for k in ("method", "seed", "config_hash")}
+    check_records(train_paths, trains, reference, finite="epochs")      # the per-epoch loss terms
+    check_records(eval_paths, evals, reference, finite="accuracy")
+    return evals, trains
+
+
+def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: Path, metrics_json: Path,
+                num_classes: int) -> dict[str, Any]:
+    """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run (both listed in task order)."""
+    R, record = run_record(*_checked_records(eval_paths, train_paths), num_classes)
+    write_text(r_csv, R.to_csv(float_format=R_FORMAT))
     write_json(metrics_json, record)
     return record
 
 
-def load_metrics(paths: Sequence[Path]) -> pd.DataFrame:
-    """One row per run from ``metrics.json`` files; a run with a non-finite metric is refused (a diverged
-    run never reaches a table, even if its metrics were written by hand or by older code)."""
-    rows = []
-    for p in paths:
-        rec = read_json(p)
-        bad = [k for k in nonfinite_fields(rec) if k.split("[")[0].split(".")[0] in FINITE_METRICS]
-        if bad:
-            raise ArtifactError(f"{p} holds non-finite metrics ({', '.join(bad[:5])}): the run diverged and is kept out "
-                                f"of every table; {redo_hint(p)} after fixing its settings")
-        rows.append(rec)
-    return pd.DataFrame(rows)
+# --------------------------------------------------------------------------------------------------
+# The one reader of stored runs: every table, figure, choice and MLflow view reads a run through it
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One finished run: its ``metrics.json`` and per-task ``train.json`` / ``eval.json`` records (task order)."""
+
+    benchmark: str
+    method: str
+    seed: int
+    metrics: Mapping[str, Any]
+    trains: tuple[Mapping[str, Any], ...]
+    evals: tuple[Mapping[str, Any], ...] = ()
+    path: Path | None = None
+
+    def diagonal_mean(self) -> float:
+        """Mean of R's diagonal: how well each task is learned when it is learned (plasticity)."""
+        return float(np.mean([e["accuracy"][e["task"]] for e in self.evals]))
+
+
+def read_run(path: str | Path) -> StoredRun:
+    """Read the run folder ``path``, checking each derived record against its sources: ``R.csv`` against the
+    tasks' ``eval.json``, ``metrics.json`` against what those records (and ``train.json``) give. A damaged,
+    truncated, edited or foreign file is refused (:class:`~intact.io.ArtifactError`) in one line naming it
+    and the ``snakemake --forcerun`` that redoes it: no edited number reaches a table or a choice."""
+    path = Path(path)
+    metrics = read_json(path / METRICS_JSON)
+    bad = [k for k in nonfinite_fields(metrics) if k.split("[")[0].split(".")[0] in FINITE_METRICS]
+    if bad:
+        raise ArtifactError(f"{path / METRICS_JSON} holds non-finite metrics ({', '.join(bad[:5])}): the run "
+                            f"diverged and is kept out of every table; {redo_hint(path / METRICS_JSON)} after fixing "
+                            "its settings")
+    first = path / "task0" / EVAL_JSON
+    if not first.is_file():
+        raise damaged(path / METRICS_JSON, f"its task records are missing ({first}): it cannot be checked")
+    names = read_json(first).get("task_names")
+    if not isinstance(names, list) or not names:
+        raise damaged(first, "it names no tasks (task_names)")
+    tasks = range(len(names))
+    evals, trains = _checked_records([path / f"task{t}" / EVAL_JSON for t in tasks],
+                                     [path / f"task{t}" / TRAIN_JSON for t in tasks])
+    R, record = run_record(evals, trains, _num_classes(path, evals[0]["benchmark"]))
+    _check_r_csv(path / R_CSV, R)
+    for key, want in record.items():
+        if key not in metrics or not _same(metrics[key], want):
+            got = f"{key} = {_short(metrics[key])}" if key in metrics else f"no {key}"
+            raise damaged(path / METRICS_JSON, f"it holds {got}, its task records give {_short(want)}")
+    return StoredRun(record["benchmark"], record["method"], int(record["seed"]), metrics, tuple(trains), tuple(evals),
+                     path)
+
+
+def _check_r_csv(path: Path, R: pd.DataFrame) -> None:
+    """``R.csv`` must hold R as its eval records give it, to the 4 decimals it is written with."""
+    try:
+        stored = pd.read_csv(path, index_col=0)
+        values = stored.to_numpy(dtype=float)
+    except FileNotFoundError:
+        raise damaged(path, "missing") from None
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise damaged(path, f"not a readable accuracy matrix ({err})") from None
+    if [list(map(str, x)) for x in (stored.index, stored.columns)] != [list(R.index), list(R.columns)]:
+        raise damaged(path, f"it holds tasks {list(stored.index)} x {list(stored.columns)}, its eval records "
+                            f"give {list(R.index)}")
+    wrong = np.argwhere(~(np.abs(values - R.to_numpy()) <= R_TOLERANCE))
+    if len(wrong):
+        i, j = wrong[0]
+        raise damaged(path, f"R[{R.index[i]}, {R.columns[j]}] = {values[i, j]}, task{j}/{EVAL_JSON} gives "
+                            f"{R.iat[i, j]:.4f}")
+
+
+def _num_classes(path: Path, benchmark: str) -> int | None:
+    """The benchmark's class count from its prepared manifest beside the run's results folder
+    (``<results>/data/<benchmark>/manifest.json``), None where the folder holds no manifest (then
+    ``fwt_vs_chance`` is not checked)."""
+    manifest = path.parents[3] / "data" / benchmark / "manifest.json" if len(path.parents) > 3 else None
+    return int(read_json(manifest)["num_classes"]) if manifest is not None and manifest.is_file() else None
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Equal as JSON values; numbers to 1e-9 (a copy on another machine may differ in the last bits)."""
+    if isinstance(want, (int, float)) and not isinstance(want, bool):
+        return (isinstance(got, (int, float)) and not isinstance(got, bool)
+                and math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9))
+    if isinstance(want, (list, tuple)):
+        return isinstance(got, list) and len(got) == len(want) and all(map(_same, got, want))
+    if isinstance(want, dict):
+        return isinstance(got, dict) and got.keys() == want.keys() and all(_same(got[k], want[k]) for k in want)
+    return got == want
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass
+class StoredResults:
+    """A set of finished runs, each read by :func:`read_run`; ``stale``: runs skipped as of an older config;
+    ``backbones``: benchmark -> the backbone its runs ran on, in words."""
+
+    runs: list[StoredRun] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    backbones: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, metrics_paths: Sequence[str | Path]) -> "StoredResults":
+        """The runs whose ``metrics.json`` files are listed (a report rule's inputs)."""
+        return cls([read_run(Path(p).parent) for p in metrics_paths])
+
+    def benchmarks(self) -> list[str]:
+        return list(dict.fromkeys(r.benchmark for r in self.runs))
+
+    def select(self, benchmark: str, method: str) -> list[StoredRun]:
+        return [r for r in self.runs if r.benchmark == benchmark and r.method == method]
+
+    def methods(self, benchmark: str | None = None) -> list[str]:
+        return list(dict.fromkeys(r.method for r in self.runs if benchmark in (None, r.benchmark)))
+
+    def values(self, benchmark: str, method: str, key: str = "aa") -> dict[int, float]:
+        """seed -> ``metrics.json[key]`` of the stored runs of (benchmark, method)."""
+        return {r.seed: float(r.metrics[key]) for r in self.select(benchmark, method)}
+

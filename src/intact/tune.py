@@ -27,6 +27,7 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from intact.studies import format_value
@@ -209,14 +210,16 @@ def select(search: Search, metrics: Mapping[tuple[str, int], Mapping[str, Any]],
 
 def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str]) -> dict[str, Any]:
     """The choice record of search ``run`` on ``benchmark`` from its points' ``metrics.json`` (checkpoint
-    ``tune_select``): :func:`select`'s record with the benchmark and the final runs it asks for."""
-    from intact.io import read_json
+    ``tune_select``): :func:`select`'s record with the benchmark and the final runs it asks for. Each point's
+    run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or ``R.csv`` that its
+    task records do not give (an edited number never makes a choice)."""
+    from intact.results import read_run  # numpy and pandas: not when the Snakefile imports this module
 
     study = expand_tune(cfg)
     if study is None:
         raise ValueError("studies.tune is not declared")
-    records = [read_json(p) for p in metrics_paths]
-    metrics = {(r["method"], int(r["seed"])): r for r in records}
+    runs = [read_run(Path(p).parent) for p in metrics_paths]
+    metrics = {(r.method, r.seed): r.metrics for r in runs}
     out = select(study.search(run), metrics, study.selection_seeds, tie=study.tie, tolerance=study.tolerance)
     out["benchmark"] = benchmark
     out["final_runs"] = {"method": out["chosen"]["final_name"], "seeds": list(study.seeds), "eval_split": "test"}

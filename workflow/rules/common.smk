@@ -186,6 +186,13 @@ def run_metrics(methods, seeds):
     return lambda w: PLAN.metrics_files(w.benchmark, methods, seeds)
 
 
+def r_csv(metrics):
+    """An input function: ``R.csv`` beside each ``metrics.json`` that the input function ``metrics`` lists. What
+    reads a run checks both against its task records (intact.results.read_run), so an edited or truncated
+    R.csv reruns it, as an edited metrics.json does."""
+    return lambda w: [f"{os.path.dirname(p)}/R.csv" for p in metrics(w)]
+
+
 def when_requested(targets, *args):
     """An input function for a target rule's list of files, ``targets(*args)``: a plain list is made into
     Snakemake's file objects when the Snakefile is parsed, in every process (each ``snakemake`` call, each

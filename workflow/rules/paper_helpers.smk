@@ -1,13 +1,13 @@
 # Helpers of the paper rules (workflow/rules/paper.smk): outputs, and the inputs / params that keep
 # `paper_tables` from ever scheduling training. The file names come from intact.plan.
 from intact.plan import PAPER_FIGURES, PAPER_TABLES, TABLE_BLOCKS, paper_figure_file, paper_table_file
-from intact.report.paper import files_digest, stored_files
+from intact.hashing import files_digest
 
 PAPER_SETTINGS = {k: config[k] for k in ("run", "studies", "benchmarks", "backbones", "methods", "head", "intact", "optim") if k in config}
 
 
 def requested_runs(wildcards=None):
-    """The run files (metrics.json, train.json) that the requested targets themselves produce: the paper
+    """The run records (metrics.json, R.csv, eval.json, train.json) that the requested targets themselves produce: the paper
     outputs wait for them. Stored runs are read whatever the target, but through a content digest (a param),
     never as inputs - an input would let Snakemake retrain a copied run to refresh it. The targets are
     Snakemake's own DAG settings (`snakemake` alone: `all`)."""
@@ -18,7 +18,7 @@ def stored_digest(wildcards=None):
     """Digest of the stored run files that are not inputs (inputs are tracked by Snakemake already; keeping
     them out makes a repeated `snakemake` find nothing to do)."""
     inputs = set(requested_runs())
-    return files_digest(f for f in stored_files(config, "results") if str(f) not in inputs)
+    return files_digest(f for f in PLAN.stored_records(os.path.exists) if f not in inputs)
 
 
 def _table_outputs():

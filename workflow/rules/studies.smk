@@ -11,6 +11,7 @@ for _study in STUDIES:
             f"report_study_{_study}"
         input:
             metrics=run_metrics(STUDIES[_study].methods, STUDIES[_study].seeds),
+            R=r_csv(run_metrics(STUDIES[_study].methods, STUDIES[_study].seeds)),
             code=script_code("report_study.py"),
         output:
             # every table and figure of the study enters the HTML report (`snakemake --report`), with a caption

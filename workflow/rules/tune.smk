@@ -10,6 +10,7 @@ if TUNE:
         """Choose one search's point by mean validation AA over the selection seeds (tie rule declared)."""
         input:
             metrics=tune_search_metrics,
+            R=r_csv(tune_search_metrics),
             code=script_code("tune_select.py"),
         output:
             choice=TUNE_CHOICE,
@@ -34,6 +35,7 @@ if TUNE:
             # every choice listed on its own, so that all searches are scheduled at once
             choices=lambda w: [TUNE_CHOICE.format(benchmark=w.benchmark, tuned=s.run) for s in TUNE.searches],
             metrics=tune_report_metrics,
+            R=r_csv(tune_report_metrics),
             code=script_code("report_tune.py"),
         output:
             **TUNE_REPORT,

@@ -5,12 +5,12 @@ hand_off()  # before the imports: a warm parent runs this job in a fresh child (
 
 from intact.runtime.joblog import log_to
 from intact.plan import PAPER_FIGURES
-from intact.report.paper import StoredResults
-from intact.report.paper_figures import paper_figures
+from intact.report.paper import stored_results
+from intact.report.figures import paper_figures
 from intact.report.paper_tables import main_methods
 
 with log_to(snakemake.log[0], snakemake.rule):
-    stored = StoredResults.load(snakemake.config, "results")
+    stored = stored_results(snakemake.config, "results")
     outputs = {f: [snakemake.output[f"{f}_png"], snakemake.output[f"{f}_pdf"]] for f in PAPER_FIGURES}
     spec = (snakemake.config.get("studies") or {}).get("sensitivity")
     paper_figures(stored, snakemake.wildcards.benchmark, main_methods(snakemake.config), spec, outputs)

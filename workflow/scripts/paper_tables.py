@@ -4,13 +4,13 @@ from intact.runtime.warm import hand_off
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.runtime.joblog import log_to
-from intact.report.paper import StoredResults
+from intact.report.paper import stored_results
 from intact.plan import PAPER_TABLES
 from intact.report.paper_tables import paper_tables
 from intact.report.render import write_table
 
 with log_to(snakemake.log[0], snakemake.rule):
-    stored = StoredResults.load(snakemake.config, "results")
+    stored = stored_results(snakemake.config, "results")
     tables = paper_tables(snakemake.config, stored)
     for name in PAPER_TABLES:
         out = snakemake.output

@@ -4,22 +4,22 @@ Two sources feed every paper-shaped table and figure:
 
 * :func:`paper_numbers` - ``paper_numbers.yaml`` beside this module: every number the paper reports,
   each section naming the paper table it copies;
-* :class:`StoredResults` - the runs a config declares (``run:`` and ``studies:``) whose ``metrics.json``
-  is under ``results/`` and was computed with the config's current settings (same config hash), with
-  their per-task ``train.json`` records. Nothing else is read (no states, hypercubes or checkpoints),
-  so a copied ``results/`` tree gives byte-identical tables.
+* :func:`stored_results` - the runs a config declares (``run:`` and ``studies:``) whose ``metrics.json``
+  is under ``results/`` and was computed with the config's current settings (same config hash), read and
+  checked by :func:`intact.results.read_run` (``metrics.json``, ``R.csv``, each task's ``eval.json`` and
+  ``train.json``). Nothing else is read (no states, hypercubes or checkpoints), so a copied ``results/``
+  tree gives byte-identical tables.
 
 This module imports no torch.
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -29,7 +29,7 @@ from intact.io import read_json
 from intact.naming import parse_method_name
 from intact.paths import RUN_KEY, run_dir
 from intact.plan import Plan, each_run
-from intact.train_record import FILENAME as TRAIN_JSON, read_train_record, train_record_path
+from intact.results import METRICS_JSON, StoredResults, read_run
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 
@@ -68,38 +68,17 @@ def benchmark_title(name: str) -> str:
 # Stored runs
 
 
-@dataclass(frozen=True)
-class StoredRun:
-    """One finished run: its ``metrics.json`` and per-task ``train.json`` records (task order)."""
+def default_points(cfg: Mapping[str, Any], benchmark: str, method: str,
+                   grid: Mapping[str, Mapping[float, str]]) -> dict[str, float | None]:
+    """Per swept key of a sensitivity study (``grid``: :func:`intact.studies.sensitivity_grid`), the value whose
+    run is ``method`` at its defaults (the same resolved settings, apart from the name); None where the grid
+    does not hold it."""
+    def settings(name: str) -> dict[str, Any]:
+        return {k: v for k, v in resolve_run(cfg, benchmark, name, 0).to_dict().items() if k != "method"}
 
-    benchmark: str
-    method: str
-    seed: int
-    metrics: Mapping[str, Any]
-    trains: tuple[Mapping[str, Any], ...]
-
-
-def stored_files(cfg: Mapping[str, Any], root: str | Path = "results") -> list[Path]:
-    """The ``metrics.json`` and ``train.json`` files of declared runs that exist (what the tables read)."""
-    files = []
-    for b, m, s in each_run(Plan(cfg).declared_runs()):
-        d = Path(run_dir(b, m, s, root))
-        if (d / "metrics.json").exists():
-            files.append(d / "metrics.json")
-            files += sorted(d.glob(f"task*/{TRAIN_JSON}"), key=lambda p: int(p.parent.name[4:]))
-    return files
-
-
-def files_digest(files: Iterable[Path]) -> str:
-    """One sha256 over the paths and contents of ``files``: a Snakemake param, so the paper tables are
-    rebuilt when a stored result changes, without listing those files as inputs (which would let
-    Snakemake schedule training to refresh them)."""
-    h = hashlib.sha256()
-    count = 0
-    for f in files:
-        h.update(str(f).encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
-        count += 1
-    return f"{count}:{h.hexdigest()}"
+    default = settings(method)
+    return {key: next((v for v, name in points.items() if settings(name) == default), None)
+            for key, points in grid.items()}
 
 
 def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
@@ -113,44 +92,21 @@ def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-@dataclass
-class StoredResults:
-    """The current config's finished runs under a ``results/`` root."""
-
-    runs: list[StoredRun] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
-    #: benchmark -> the backbone its "here" column ran on, in words (:func:`backbone_descriptions`)
-    backbones: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, cfg: Mapping[str, Any], root: str | Path = "results") -> "StoredResults":
-        out = cls(backbones=backbone_descriptions(cfg))
-        for b, m, s in each_run(Plan(cfg).declared_runs()):
-            d = Path(run_dir(b, m, s, root))
-            if not (d / "metrics.json").exists():
-                continue
-            metrics = read_json(d / "metrics.json")
-            # a run of an older config (its settings changed since) is not what the config says
-            if metrics.get("config_hash") != resolve_run(cfg, b, m, s).hash():
-                out.stale.append(RUN_KEY.format(benchmark=b, method=m, seed=s))
-                continue
-            trains = tuple(read_train_record(d / f"task{t}") for t in range(metrics["num_tasks"])
-                           if train_record_path(d / f"task{t}").exists())
-            out.runs.append(StoredRun(b, m, s, metrics, trains))
-        return out
-
-    def benchmarks(self) -> list[str]:
-        return list(dict.fromkeys(r.benchmark for r in self.runs))
-
-    def select(self, benchmark: str, method: str) -> list[StoredRun]:
-        return [r for r in self.runs if r.benchmark == benchmark and r.method == method]
-
-    def methods(self, benchmark: str | None = None) -> list[str]:
-        return list(dict.fromkeys(r.method for r in self.runs if benchmark in (None, r.benchmark)))
-
-    def values(self, benchmark: str, method: str, key: str = "aa") -> dict[int, float]:
-        """seed -> ``metrics.json[key]`` of the stored runs of (benchmark, method)."""
-        return {r.seed: float(r.metrics[key]) for r in self.select(benchmark, method)}
+def stored_results(cfg: Mapping[str, Any], root: str | Path = "results") -> StoredResults:
+    """The runs ``cfg`` declares (``run:`` and ``studies:``) that are stored under ``root`` with the config's
+    current settings, each read and checked by :func:`~intact.results.read_run`; a run of an older config
+    (its config hash differs) is skipped and counted in ``stale``."""
+    out = StoredResults(backbones=backbone_descriptions(cfg))
+    for b, m, s in each_run(Plan(cfg).declared_runs()):
+        d = Path(run_dir(b, m, s, root))
+        if not (d / METRICS_JSON).exists():
+            continue
+        # a run of an older config (its settings changed since) is not what the config says
+        if read_json(d / METRICS_JSON).get("config_hash") != resolve_run(cfg, b, m, s).hash():
+            out.stale.append(RUN_KEY.format(benchmark=b, method=m, seed=s))
+            continue
+        out.runs.append(dataclasses.replace(read_run(d), benchmark=b, method=m, seed=s))
+    return out
 
 
 def without_intact(name: str) -> str | None:

@@ -1,7 +1,7 @@
 """The paper's tables (main, ablation, integration, hyperparameters, efficiency) in the paper's shape, with
 the paper's numbers, ours ("here") and their difference side by side; ``—`` wherever a cell was not
 reported or not run. Built from :func:`~intact.report.paper.paper_numbers` and
-:class:`~intact.report.paper.StoredResults` only.
+:func:`~intact.report.paper.stored_results` only.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from intact.config import resolve_run
 from intact.naming import TERMS, parse_method_name, with_protocol
 from intact.protocols import changes, same_as_default
 from intact.metrics import Paired, Stat
-from intact.report.paper import (AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, StoredResults, benchmark_title, fmt, pairs,
-                                 paper_numbers)
+from intact.report.paper import AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, benchmark_title, fmt, paper_numbers
 from intact.report.render import Column, Table, bold_best
+from intact.report.tables import (CI_NOTE, backbone_note, ci_cell, ci_record, paired_cells, paired_columns, paired_note,
+                                  paired_record, paired_table, pm)
+from intact.results import StoredResults
 from intact.studies import ablation_variants, format_value
 
 #: the protocol whose runs the main table sets beside the paper's numbers (the paper copies KA-Prompt's)
@@ -35,16 +37,8 @@ OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc
               "c_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
 
 
-def pm(stat: Stat | None) -> str:
-    return "—" if stat is None else f"{stat.mean:.2f} ± {stat.std:.2f}"
-
-
 def paper_pm(pair: Sequence[float] | None) -> str:
     return "—" if pair is None else f"{pair[0]:.2f} ± {pair[1]:.2f}"
-
-
-def paired_cells(p: Paired | None) -> tuple[str, str]:
-    return ("—", "—") if p is None else (f"{p.stat.mean:+.2f} ± {p.stat.std:.2f}", f"{p.better} of {len(p.seeds)}")
 
 
 def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
@@ -58,14 +52,6 @@ def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
     if stored.stale:
         text += f" Skipped {len(stored.stale)} stored run(s) of an older config (config hash differs)."
     return text
-
-
-def backbone_note(stored: StoredResults) -> str:
-    """Which backbone every "here" column ran on: a number is never compared across checkpoints by accident."""
-    if not stored.backbones:
-        return "Here: no benchmark of this config declares a backbone."
-    return "Backbone of each \"here\" column: " + "; ".join(
-        f"{benchmark_title(b)}: {text}" for b, text in stored.backbones.items()) + "."
 
 
 def average_stat(stored: StoredResults, method: str, benchmarks: Sequence[str]) -> Stat | None:
@@ -94,22 +80,38 @@ def _stat(stored: StoredResults, run: str | None, benchmark: str, columns: Seque
     return average_stat(stored, run, columns) if benchmark == "average" else Stat.of(list(stored.values(benchmark, run).values()))
 
 
-def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str],
-                     stored: StoredResults, official: Mapping[str, str | None] | None = None,
-                     official_note: str = "") -> Table:
-    """Main / integration shape: one row per method, per benchmark paper | here | Δ, then our benchmarks.
-    ``official`` (our run -> its run under the official protocol, None: none): per benchmark also that run and
-    its Δ to the paper, which ran it so (docs/protocols.md, "The two protocols"); ``official_note`` says which
-    rows show their default run there, and why."""
-    columns = [c for c in section["columns"] if c != "average"]
-    extra = _extra_benchmarks(stored)
+def _comparison_columns(columns: Sequence[str], extra: Sequence[str], official: bool) -> list[Column]:
     cols = [Column("method", "Method", align="l")]
     for b in [*columns, "average"]:
         group = "Average" if b == "average" else benchmark_title(b)
-        cols += [Column(f"{b}_paper", "paper", group), Column(f"{b}_here", "here", group), Column(f"{b}_delta", "Δ", group)]
-        if official is not None:
-            cols += [Column(f"{b}_official", "official", group), Column(f"{b}_official_delta", "Δ off.", group)]
-    cols += [Column(f"{b}_here", "here", benchmark_title(b)) for b in extra]
+        cols += [Column(f"{b}_paper", "paper", group), Column(f"{b}_here", "here", group),
+                 Column(f"{b}_ci", "95 % CI", group), Column(f"{b}_delta", "Δ", group)]
+        if official:
+            cols += [Column(f"{b}_official", "official", group), Column(f"{b}_official_ci", "off. 95 % CI", group),
+                     Column(f"{b}_official_delta", "Δ off.", group)]
+    return cols + [c for b in extra for c in (Column(f"{b}_here", "here", benchmark_title(b)),
+                                              Column(f"{b}_ci", "95 % CI", benchmark_title(b)))]
+
+
+def _here(stat: Stat | None, paper: Sequence[float] | None) -> tuple[list[str], dict[str, Any]]:
+    """Our mean ± std, its 95 % interval (and whether the paper's mean lies inside), Δ = ours − paper: the
+    three cells and the CSV fields (mean, std, seeds, delta, ci_low, ci_high, paper_in_ci)."""
+    delta = stat.mean - paper[0] if (stat and paper) else None
+    cells = [pm(stat), ci_cell(stat, paper[0] if paper else None), fmt(delta, signed=True)]
+    return cells, {"mean": stat.mean if stat else None, "std": stat.std if stat else None,
+                   "seeds": stat.n if stat else None, "delta": delta, **ci_record(stat, paper[0] if paper else None)}
+
+
+def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str],
+                     stored: StoredResults, official: Mapping[str, str | None] | None = None,
+                     official_note: str = "") -> Table:
+    """Main / integration shape: one row per method, per benchmark paper | here | 95 % CI | Δ, then our
+    benchmarks. ``official`` (our run -> its run under the official protocol, None: none): per benchmark also
+    that run, its interval and its Δ to the paper, which ran it so (docs/protocols.md, "The two protocols");
+    ``official_note`` says which rows show their default run there, and why."""
+    columns = [c for c in section["columns"] if c != "average"]
+    extra = _extra_benchmarks(stored)
+    cols = _comparison_columns(columns, extra, official is not None)
     table = Table(name, title, cols)
     values, stats, records = [], [], []
     rows = _rows_and_labels(section["rows"], ours)
@@ -121,17 +123,20 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         for b in [*columns, "average", *extra]:
             paper = row["aa"].get(b) if row else None
             here = _stat(stored, run, b, columns)
-            delta = here.mean - paper[0] if (here and paper) else None
-            cells.update({f"{b}_paper": paper_pm(paper), f"{b}_here": pm(here), f"{b}_delta": fmt(delta, signed=True)})
+            cells[f"{b}_paper"] = paper_pm(paper)
             nums.update({f"{b}_paper": paper[0] if paper else None, f"{b}_here": here.mean if here else None})
             stats.append(here)
+            shown, fields = _here(here, paper)
+            cells.update(zip((f"{b}_here", f"{b}_ci", f"{b}_delta"), shown))
             record = {"method": label, "run": run, "benchmark": b,
                       "paper_mean": paper[0] if paper else None, "paper_std": paper[1] if paper else None,
                       "paper_seeds": section["seeds"] if paper else None,
-                      "here_mean": here.mean if here else None, "here_std": here.std if here else None,
-                      "here_seeds": here.n if here else None, "delta": delta}
+                      **{("delta" if k == "delta" else f"here_{k}"): v for k, v in fields.items()}}
             if official is not None:
-                record.update(_official_cells(cells, stored, official.get(run) if run else None, b, columns, paper))
+                off = official.get(run) if run else None
+                shown, fields = _here(_stat(stored, off, b, columns), paper)
+                cells.update(zip((f"{b}_official", f"{b}_official_ci", f"{b}_official_delta"), shown))
+                record.update({"official_run": off, **{f"official_{k}": v for k, v in fields.items()}})
             records.append(record)
         table.rows.append(cells)
         values.append(nums)
@@ -140,7 +145,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: mean ± std over {section['seeds']} runs (paper table {section['table']}). {section['caption']}",
-        seeds_note(stats, stored), backbone_note(stored),
+        seeds_note(stats, stored), CI_NOTE, backbone_note(stored),
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
@@ -159,95 +164,64 @@ OFFICIAL_NOTE = ("here: the intact protocol (every row under the config's one bu
                  "has no run under it. docs/protocols.md, \"The two protocols\".")
 
 
-def _official_cells(cells: dict[str, str], stored: StoredResults, run: str | None, b: str, columns: Sequence[str],
-                    paper: Sequence[float] | None) -> dict[str, Any]:
-    """The official-protocol cells of one row and benchmark (into ``cells``) and their record fields."""
-    stat = _stat(stored, run, b, columns)
-    delta = stat.mean - paper[0] if (stat and paper) else None
-    cells.update({f"{b}_official": pm(stat), f"{b}_official_delta": fmt(delta, signed=True)})
-    return {"official_run": run, "official_mean": stat.mean if stat else None, "official_std": stat.std if stat else None,
-            "official_seeds": stat.n if stat else None, "official_delta": delta}
+def ablation_spec(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's ablation study, else the paper's (coda_p+intact, every term)."""
+    return (cfg.get("studies") or {}).get("ablation") or {"method": "coda_p+intact", "terms": list(TERMS)}
 
 
-def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults, benchmarks: Sequence[str]) -> Table:
-    """Each InTAct run minus its partner (without InTAct, or InTAct as the paper writes it) seed by seed,
-    on the ``benchmarks`` that have stored runs (all of them if none has)."""
-    benchmarks = [b for b in benchmarks if b in stored.benchmarks()] or list(benchmarks)
-    cols = [Column("pair", "Comparison (A − B)", align="l")]
-    for b in benchmarks:
-        cols += [Column(f"{b}_diff", "Δ AA", benchmark_title(b)), Column(f"{b}_wins", "A wins", benchmark_title(b))]
-    table = Table(name, title, cols)
-    records = []
-    for a, b_ in pairs(list(methods)):
-        cells = {"pair": f"`{a}` − `{b_}`"}
-        for b in benchmarks:
-            p = Paired.of(stored.values(b, a), stored.values(b, b_))
-            cells[f"{b}_diff"], cells[f"{b}_wins"] = paired_cells(p)
-            records.append({"a": a, "b": b_, "benchmark": b, "diff_mean": p.stat.mean if p else None,
-                            "diff_std": p.stat.std if p else None, "wins": p.better if p else None,
-                            "seeds": len(p.seeds) if p else None})
-        table.rows.append(cells)
-    table.data = pd.DataFrame(records, columns=["a", "b", "benchmark", "diff_mean", "diff_std", "wins", "seeds"])
-    table.notes = [
-        "Per seed s present in both runs: d_s = AA(A, s) − AA(B, s); mean ± sample std of d_s, and on how many "
-        "seeds A is better (A wins k of n). The same seed means the same data order and initial prompts, so "
-        "the pairing removes the seed-to-seed variance the unpaired ± above still contains.",
-        AA_NOTE, FORGETTING_NOTE, backbone_note(stored),
-    ]
-    if not table.rows:
-        table.notes.insert(0, "No pair of runs (with and without +intact) is declared in this study.")
-    return table
-
-
-def ablation_table(stored: StoredResults, cfg: Mapping[str, Any]) -> Table:
-    paper = paper_numbers()["ablation"]
-    spec = (cfg.get("studies") or {}).get("ablation") or {"method": "coda_p+intact", "terms": list(TERMS)}
-    full, variants = spec["method"], ablation_variants(spec)
-    order = [None] + [t for t in PAPER_TERM_ORDER if t in variants] + [t for t in variants if t not in PAPER_TERM_ORDER]
-    benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
+def _ablation_columns(paper_benchmark: str, benchmarks: Sequence[str]) -> list[Column]:
+    group = f"Paper ({benchmark_title(paper_benchmark)})"
     cols = [Column(t, TERM_TITLES.get(t, t)) for t in PAPER_TERM_ORDER]
-    cols += [Column("paper_aa", "AA", f"Paper ({benchmark_title(paper['benchmark'])})"), Column("paper_delta", "Δ", f"Paper ({benchmark_title(paper['benchmark'])})")]
+    cols += [Column("paper_aa", "AA", group), Column("paper_delta", "Δ", group)]
     for b in benchmarks:
         g = f"Here ({benchmark_title(b)})"
-        cols += [Column(f"{b}_aa", "AA", g), Column(f"{b}_delta", "Δ", g), Column(f"{b}_paired", "paired Δ", g), Column(f"{b}_wins", "full wins", g)]
-    table = Table("ablation", f"Ablation of {full}: each InTAct term removed", cols)
+        cols += [Column(f"{b}_aa", "AA", g), Column(f"{b}_ci", "95 % CI", g),
+                 *paired_columns(f"{b}_", g, better="full better")]
+    return cols
+
+
+def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: Sequence[str] | None = None,
+                   title: str | None = None) -> Table:
+    """The full method and each term removed (``spec``: an ablation study), on the paper's benchmark and every
+    stored one (or on ``benchmarks``): AA with its interval beside the paper's, and each variant − full by seed."""
+    paper = paper_numbers()["ablation"]
+    full, variants = spec["method"], ablation_variants(spec)
+    order = [None] + [t for t in PAPER_TERM_ORDER if t in variants] + [t for t in variants if t not in PAPER_TERM_ORDER]
+    if benchmarks is None:
+        benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
+    cols = _ablation_columns(paper["benchmark"], benchmarks)
+    table = Table("ablation", title or f"Ablation of {full}: each InTAct term removed", cols, rules={1})
     values, stats, records = [], [], []
-    for i, term in enumerate(order):
+    for term in order:
         run = full if term is None else variants[term]
+        paper_aa = paper["full"] if term is None else paper["removed"].get(term)
         cells = {t: "✗" if t == term else "✓" for t in PAPER_TERM_ORDER}
-        cells["paper_aa"] = fmt(paper["full"] if term is None else paper["removed"].get(term))
-        cells["paper_delta"] = "—" if term is None else fmt(paper["delta"].get(term), signed=True)
-        nums = {"paper_aa": paper["full"] if term is None else paper["removed"].get(term)}
+        cells.update(paper_aa=fmt(paper_aa), paper_delta="—" if term is None else fmt(paper["delta"].get(term), signed=True))
+        nums = {"paper_aa": paper_aa}
         for b in benchmarks:
-            here, base = stored.values(b, run), stored.values(b, full)
-            s = Stat.of(list(here.values()))
+            on_paper = b == paper["benchmark"]
+            s = Stat.of(list(stored.values(b, run).values()))
+            p = Paired.of(stored.values(b, run), stored.values(b, full)) if term is not None else None
             stats.append(s)
-            delta = s.mean - Stat.of(list(base.values())).mean if (s and base and term is not None) else None
-            p = Paired.of(base, here) if term is not None else None
-            cells[f"{b}_aa"] = pm(s)
-            cells[f"{b}_delta"] = "—" if term is None else fmt(delta, signed=True)
-            # shown as variant − full (negative = the term helps); "full wins" counts seeds where it helps
-            cells[f"{b}_paired"] = "—" if p is None else f"{-p.stat.mean:+.2f} ± {p.stat.std:.2f}"
-            cells[f"{b}_wins"] = paired_cells(p)[1]
             nums[f"{b}_aa"] = s.mean if s else None
-            records.append({"removed": term or "", "run": run, "benchmark": b,
-                            "paper_aa": nums["paper_aa"] if b == paper["benchmark"] else None,
-                            "paper_delta": (paper["delta"].get(term) if term else None) if b == paper["benchmark"] else None,
-                            "here_mean": s.mean if s else None, "here_std": s.std if s else None, "here_seeds": s.n if s else None,
-                            "delta": delta, "paired_mean": -p.stat.mean if p else None, "paired_std": p.stat.std if p else None,
-                            "full_wins": p.better if p else None, "paired_seeds": len(p.seeds) if p else None})
+            cells.update({f"{b}_aa": pm(s), f"{b}_ci": ci_cell(s, paper_aa if on_paper else None),
+                          **paired_cells(p, f"{b}_", better_is_worse=True)})
+            records.append({"removed": term or "", "run": run, "benchmark": b, "paper_aa": paper_aa if on_paper else None,
+                            "paper_delta": paper["delta"].get(term) if (term and on_paper) else None,
+                            "here_mean": s.mean if s else None, "here_std": s.std if s else None,
+                            "here_seeds": s.n if s else None,
+                            **{f"here_{k}": v for k, v in ci_record(s, paper_aa if on_paper else None).items()},
+                            **paired_record(p), "full_better": p.worse if p else None})
         table.rows.append(cells)
         values.append(nums)
-        if i == 0:
-            table.rules.add(1)
     bold_best(table, [c.key for c in cols if c.key.endswith("_aa")], values)
     table.data = pd.DataFrame(records)
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
-        seeds_note(stats, stored), backbone_note(stored),
-        "Δ = mean AA without the term − mean AA of the full method. Paired Δ: the same per seed "
-        "(mean ± std over the seeds both have); full wins k of n: seeds on which removing the term lowers AA.",
+        seeds_note(stats, stored), CI_NOTE, backbone_note(stored),
+        "Δ: AA without the term − AA of the full method (negative: the term helps). "
+        + paired_note("full better: the seeds with d_s < 0"),
     ]
     return table
 
@@ -296,6 +270,24 @@ def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
     return {k: Stat.of(v) for k, v in per.items()}
 
 
+def _efficiency_cells(row: Mapping[str, Any] | None, e: Mapping[str, Stat | None], aa: Stat | None) -> dict[str, str]:
+    """The paper's and our cells of one efficiency row (``e``: :func:`efficiency_stats`)."""
+    def here(key: str, digits: int = 2) -> str:
+        return fmt(e[key].mean if e[key] else None, digits)
+
+    return {
+        "total_paper": f"{row['total_parameters']:,}" if row else "—",
+        "trainable_paper": f"{row['trainable_parameters']:,}" if row else "—",
+        "memory_paper": fmt(row["gpu_memory_gb"]) if row else "—", "batch_paper": fmt(row["batch_seconds"]) if row else "—",
+        "aa_paper": paper_pm(row["aa"]) if row else "—",
+        "total_here": f"{e['total'].mean:,.0f}" if e["total"] else "—",
+        "trainable_here": f"{e['trainable'].mean:,.0f}" if e["trainable"] else "—",
+        "memory_here": here("memory"), "train_batch_here": here("train_batch", 3),
+        "inference_batch_here": here("inference_batch", 3), "images_per_s_here": here("images_per_s", 0),
+        "aa_here": pm(aa), "aa_ci": ci_cell(aa, row["aa"][0] if row else None),
+    }
+
+
 def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
     paper = paper_numbers()["efficiency"]
     benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
@@ -306,7 +298,7 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
             Column("memory_paper", "paper", G["memory"]), Column("memory_here", "here", G["memory"]),
             Column("batch_paper", "paper", G["batch"]), Column("train_batch_here", "train", G["batch"]),
             Column("inference_batch_here", "inference", G["batch"]), Column("images_per_s_here", "img/s train", "Throughput"),
-            Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"])]
+            Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"]), Column("aa_ci", "95 % CI", G["aa"])]
     table = Table("efficiency", "Efficiency: parameters, memory and time per batch", cols)
     records, devices = [], set()
     for b in benchmarks:
@@ -321,28 +313,17 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
             aa = Stat.of([float(r.metrics["aa"]) for r in runs])
             if first:
                 table.rules.add(len(table.rows))
-            cells = {"benchmark": benchmark_title(b) if first else "", "method": label + (f" (`{run}`)" if run else "")}
+            table.rows.append({"benchmark": benchmark_title(b) if first else "",
+                               "method": label + (f" (`{run}`)" if run else ""), **_efficiency_cells(row, e, aa)})
             first = False
-            cells["total_paper"] = f"{row['total_parameters']:,}" if row else "—"
-            cells["trainable_paper"] = f"{row['trainable_parameters']:,}" if row else "—"
-            cells["memory_paper"] = fmt(row["gpu_memory_gb"]) if row else "—"
-            cells["batch_paper"] = fmt(row["batch_seconds"]) if row else "—"
-            cells["aa_paper"] = paper_pm(row["aa"]) if row else "—"
-            cells["total_here"] = f"{e['total'].mean:,.0f}" if e["total"] else "—"
-            cells["trainable_here"] = f"{e['trainable'].mean:,.0f}" if e["trainable"] else "—"
-            cells["memory_here"] = fmt(e["memory"].mean if e["memory"] else None)
-            cells["train_batch_here"] = fmt(e["train_batch"].mean if e["train_batch"] else None, 3)
-            cells["inference_batch_here"] = fmt(e["inference_batch"].mean if e["inference_batch"] else None, 3)
-            cells["images_per_s_here"] = fmt(e["images_per_s"].mean if e["images_per_s"] else None, 0)
-            cells["aa_here"] = pm(aa)
-            table.rows.append(cells)
             rec = {"benchmark": b, "method": label, "run": run,
-                   **{f"paper_{k}": (row[k] if row else None) for k in ("total_parameters", "trainable_parameters", "gpu_memory_gb", "batch_seconds")},
+                   **{f"paper_{k}": (row[k] if row else None) for k in
+                      ("total_parameters", "trainable_parameters", "gpu_memory_gb", "batch_seconds")},
                    "paper_aa": row["aa"][0] if row else None}
             for k, s in e.items():
                 rec[f"here_{k}"], rec[f"here_{k}_std"] = (s.mean, s.std) if s else (None, None)
             rec["here_aa"], rec["here_seeds"] = (aa.mean, aa.n) if aa else (None, None)
-            records.append(rec)
+            records.append({**rec, **{f"here_aa_{k}": v for k, v in ci_record(aa, row["aa"][0] if row else None).items()}})
     table.data = pd.DataFrame(records)
     table.notes = [
         f"Paper: {benchmark_title(paper['benchmark'])} on {paper['device']} (paper table {paper['table']}; baselines "
@@ -353,7 +334,7 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
         "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per second. "
         f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
         AA_NOTE, FORGETTING_NOTE, seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
-        backbone_note(stored),
+        CI_NOTE, backbone_note(stored),
     ]
     return table
 
@@ -408,7 +389,7 @@ def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Tab
     return {
         "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg),
                                  stored, official, official_note(cfg, official)),
-        "ablation": ablation_table(stored, cfg),
+        "ablation": ablation_table(stored, ablation_spec(cfg)),
         "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"], integration_methods(cfg), stored),
         "hyperparameters": hyperparameter_table(cfg),
         "efficiency": efficiency_table(stored, main_methods(cfg)),

@@ -1,4 +1,5 @@
-"""One table, three formats: CSV (the numbers), Markdown (to read), LaTeX (booktabs, to paste into a paper).
+"""One table, three formats: CSV (the numbers), Markdown (to read), LaTeX (booktabs, to paste into a paper): the
+one renderer of every table (the default run's, the studies', the tune study's and the paper's).
 
 A :class:`Table` holds display cells (already formatted, ``—`` where not run), which cells are bold,
 column groups (a paper/measured/Δ triple under one benchmark), notes stated under the table, and the
@@ -153,10 +154,11 @@ def to_latex(table: Table) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def write_table(table: Table, csv: str | Path, md: str | Path, latex: str | Path) -> None:
-    """CSV (+ one ``<name>_<block>.csv`` per block beside it), Markdown and LaTeX, atomically."""
+def write_table(table: Table, csv: str | Path, md: str | Path, latex: str | Path | None = None) -> None:
+    """CSV (+ one ``<block name>.csv`` per block beside it), Markdown and (where asked) LaTeX, atomically."""
     write_text(csv, table.data.to_csv(index=False, lineterminator="\n"))  # full precision: numbers round-trip
     for block in table.blocks:
         write_text(Path(csv).with_name(f"{block.name}.csv"), block.data.to_csv(index=False, lineterminator="\n"))
     write_text(md, to_markdown(table))
-    write_text(latex, to_latex(table))
+    if latex is not None:
+        write_text(latex, to_latex(table))

@@ -1,35 +1,49 @@
-"""One report per study (tables + figures), from the runs' metrics.json only."""
+"""The default run's report and one report per study (tables + figures) of one benchmark, from stored runs
+only (:func:`intact.results.read_run`), with the tables and figures the paper's report uses."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-import pandas as pd
+from intact.report import figures
+from intact.report.paper_tables import ablation_table
+from intact.report.render import write_table
+from intact.report.paper import default_points
+from intact.report.tables import integration_table, sensitivity_table, summary_table
+from intact.results import StoredResults
+from intact.studies import expand_study, sensitivity_grid
 
-from intact.report import plots, tables
-from intact.studies import ablation_variants, expand_study, sensitivity_grid
+
+def write_default_report(stored: StoredResults, methods: Sequence[str], outputs: Mapping[str, str], benchmark: str) -> None:
+    """The default run's table (``csv``, ``md``, and its paired block: ``paired``) and AA-evolution ``plot``."""
+    title = f"{benchmark} ({_split(stored)} split)"
+    write_table(summary_table("default_run", title, stored, benchmark, methods), outputs["csv"], outputs["md"])
+    figures.aa_evolution(stored, benchmark, methods, [outputs["plot"]], title=f"AA evolution - {benchmark}")
 
 
-def write_study_report(name: str, spec: Mapping[str, Any], runs: pd.DataFrame, outputs: Mapping[str, str], benchmark: str) -> None:
+def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults, outputs: Mapping[str, str],
+                       benchmark: str, cfg: Mapping[str, Any]) -> None:
     """Write the outputs of study ``name`` (keys: csv, md, and plot / figure paths) for ``benchmark``."""
-    split = runs["eval_split"].iloc[0]
-    title = f"{benchmark} ({split} split)"
+    title = f"{benchmark} ({_split(stored)} split)"
     if name == "main":
         methods = list(expand_study(name, spec, (0,)).methods)
-        summary = tables.summarize_runs(runs, methods)
-        tables.write_table(summary, tables.to_markdown(summary, title=f"Methods - {title}"), outputs["csv"], outputs["md"])
-        plots.aa_evolution_plot(runs, outputs["plot"], methods, title=f"AA evolution - {benchmark}")
+        table = summary_table("study_main", f"Methods - {title}", stored, benchmark, methods)
+        figures.aa_evolution(stored, benchmark, methods, [outputs["plot"]], title=f"AA evolution - {benchmark}")
     elif name == "integration":
-        table = tables.integration_table(runs, spec["methods"])
-        tables.write_table(table, tables.integration_markdown(table, f"InTAct on prompt methods - {title}"), outputs["csv"], outputs["md"])
+        table = integration_table(f"InTAct on prompt methods - {title}", stored, benchmark, spec["methods"])
     elif name == "ablation":
-        table = tables.ablation_table(runs, spec["method"], ablation_variants(spec))
-        tables.write_table(table, tables.ablation_markdown(table, f"Ablation of {spec['method']} - {title}"), outputs["csv"], outputs["md"])
+        table = ablation_table(stored, spec, [benchmark], f"Ablation of {spec['method']} - {title}")
     elif name == "sensitivity":
-        grid = sensitivity_grid(spec)
-        table = tables.sensitivity_table(runs, grid)
-        tables.write_table(table, tables.sensitivity_markdown(table, f"Sensitivity of {spec['method']} - {title}"), outputs["csv"], outputs["md"])
-        per_family = {key: outputs[f"figure_{key}"] for key in grid}
-        plots.sensitivity_plots(runs, grid, outputs["figure"], per_family)
+        table = sensitivity_table(f"Sensitivity of {spec['method']} - {title}", stored, benchmark, spec,
+                                  default_points(cfg, benchmark, spec["method"], sensitivity_grid(spec)))
+        figures.sensitivity(stored, benchmark, spec, [outputs["figure"]], keys=list(spec["grid"]))
+        for key in sensitivity_grid(spec):
+            figures.sensitivity(stored, benchmark, spec, [outputs[f"figure_{key}"]], keys=[key])
     else:
         raise ValueError(f"unknown study {name!r}")
+    write_table(table, outputs["csv"], outputs["md"])
+
+
+def _split(stored: StoredResults) -> str:
+    """The split the runs were evaluated on (``test`` unless they are a search's validation runs)."""
+    return stored.runs[0].metrics["eval_split"] if stored.runs else "test"

@@ -1,161 +1,209 @@
-"""Aggregated tables (mean +- std over seeds) from per-run metrics, written as CSV and Markdown.
-
-Every table says which forgetting definition it uses (both are computed, see :mod:`intact.metrics`).
+"""The tables of one benchmark's stored runs (the default run's, the studies'), and the cells every table
+shares: mean ± std, the 95 % interval of a mean beside the paper's number, and each comparison of two runs
+seed by seed (:class:`intact.metrics.Paired`: the differences, their mean, a Student's t interval, and how
+many seeds are better). Rendered by :mod:`intact.report.render`; the paper's tables are built from the same
+pieces (:mod:`intact.report.paper_tables`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Sequence
+import math
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from intact.io import write_text
-from intact.naming import TERMS
-from intact.studies import integration_pair
+from intact.metrics import Paired, Stat
+from intact.report.paper import AA_NOTE, FORGETTING_NOTE, benchmark_title, pairs
+from intact.report.render import Column, Table
+from intact.results import StoredResults
+from intact.studies import format_value, integration_pair, sensitivity_grid
 
-#: metric key -> column title
-METRICS = {
-    "aa": "AA",
-    "forgetting_max": "Forgetting (max-final)",
-    "forgetting_one_step": "Forgetting (one-step)",
-    "bwt": "BWT",
-    "caa": "CAA",
-}
+#: metric key -> column title of the per-method summary
+METRICS = {"aa": "AA", "forgetting_max": "Forgetting (max-final)", "forgetting_one_step": "Forgetting (one-step)",
+           "bwt": "BWT", "caa": "CAA"}
 
-NOTE = (
-    "AA: mean accuracy (%) over all tasks after the last task. Forgetting (max-final): Chaudhry et al.'s mean over "
-    "tasks of the best accuracy after learning the task, before the last task, minus the final one (can be negative; "
-    "not Mammoth's form, whose max includes the last task, nor Avalanche's first-minus-final = −BWT; metrics.json "
-    "also holds forgetting_mammoth). Forgetting (one-step): "
-    "CODA-Prompt's mean drop per new task. BWT: mean final minus just-learned accuracy. CAA: mean of the "
-    "AA evolution. Certificate: worst-case |logit drift| of the head over the previous hypercube after "
-    "the last task (the InTAct guarantee, measured). Mean ± sample std over seeds."
+SUMMARY_NOTE = (
+    "Forgetting (one-step): CODA-Prompt's mean drop per new task. BWT: mean final minus just-learned accuracy. "
+    "CAA: mean of the AA evolution. Certificate: worst-case |logit drift| of the head over the previous hypercube "
+    "after the last task (the InTAct guarantee, measured). Mean ± sample std over seeds."
 )
+def paired_note(better: str = "better: the seeds with d_s > 0") -> str:
+    """How every comparison of two runs is computed (the caption of its table); ``better``: what its count says."""
+    return PAIRED_NOTE + f" {better} (d_s = 0 counts as neither)."
 
 
-def summarize_runs(runs: pd.DataFrame, methods: Sequence[str] | None = None, metrics: dict[str, str] = METRICS) -> pd.DataFrame:
-    """One row per method: seeds, and mean / std (sample std, ddof=1) of each metric over seeds."""
-    order = list(methods) if methods is not None else list(dict.fromkeys(runs["method"]))
-    rows = []
-    for method in order:
-        sub = runs[runs["method"] == method]
-        if sub.empty:
+PAIRED_NOTE = (
+    "Paired by seed: d_s = A(s) − B(s) on every seed s both runs have (the same seed: the same data order and "
+    "initial prompts, so the pairing removes the seed-to-seed variance the unpaired ± still holds). Δ = mean of "
+    "d_s. 95 % CI: Student's t on the paired differences, Δ ± t(0.975, n − 1) · sd(d) / sqrt(n); none with one "
+    "seed, a single point where every d_s is the same (identical runs: [+0.00, +0.00]). An interval that excludes "
+    "0 is a difference these seeds resolve; one that contains 0 is not."
+)
+CI_NOTE = ("95 % CI of ours: Student's t interval of the mean over our seeds, mean ± t(0.975, n − 1) · sd / sqrt(n) "
+           "(none with one seed); in / out: whether the paper's mean lies inside it.")
+#: the CSV fields of a paired comparison (:func:`paired_record`)
+PAIRED_FIELDS = ("diff_mean", "diff_std", "ci_low", "ci_high", "better", "worse", "seeds", "seed_ids", "diffs")
+
+
+def pm(stat: Stat | None) -> str:
+    """``mean ± std``; ``—`` where nothing was run."""
+    return "—" if stat is None else f"{stat.mean:.2f} ± {stat.std:.2f}"
+
+
+def interval_cell(interval: tuple[float, float] | None, signed: bool = False) -> str:
+    if interval is None:
+        return "—"
+    return "[" + ", ".join(f"{x:+.2f}" if signed else f"{x:.2f}" for x in interval) + "]"
+
+
+def ci_cell(stat: Stat | None, paper: float | None = None) -> str:
+    """Our mean's 95 % interval, and whether the paper's mean ``paper`` lies inside it (``in`` / ``out``)."""
+    interval = stat.interval() if stat else None
+    if interval is None or paper is None:
+        return interval_cell(interval)
+    return f"{interval_cell(interval)} {'in' if interval[0] <= paper <= interval[1] else 'out'}"
+
+
+def ci_record(stat: Stat | None, paper: float | None = None) -> dict[str, Any]:
+    """The CSV fields of :func:`ci_cell`: ``ci_low``, ``ci_high`` and ``paper_in_ci``."""
+    interval = stat.interval() if stat else None
+    low, high = interval if interval else (None, None)
+    inside = None if interval is None or paper is None else bool(low <= paper <= high)
+    return {"ci_low": low, "ci_high": high, "paper_in_ci": inside}
+
+
+def paired_columns(prefix: str = "", group: str = "", better: str = "A better") -> list[Column]:
+    return [Column(f"{prefix}per_seed", "Δ per seed", group), Column(f"{prefix}diff", "Δ", group),
+            Column(f"{prefix}ci", "Δ 95 % CI", group), Column(f"{prefix}better", better, group)]
+
+
+def paired_cells(p: Paired | None, prefix: str = "", better_is_worse: bool = False) -> dict[str, str]:
+    """The cells of :func:`paired_columns`; ``better_is_worse``: count the seeds where A is worse (an ablation's
+    "full better": the variant minus the full method below 0)."""
+    keys = [f"{prefix}{k}" for k in ("per_seed", "diff", "ci", "better")]
+    if p is None:
+        return dict.fromkeys(keys, "—")
+    wins = p.worse if better_is_worse else p.better
+    values = [" / ".join(f"{d:+.2f}" for d in p.diffs), f"{p.stat.mean:+.2f}", interval_cell(p.interval(), True),
+              f"{wins} of {len(p.seeds)}"]
+    return dict(zip(keys, values))
+
+
+def paired_record(p: Paired | None) -> dict[str, Any]:
+    """The CSV fields (:data:`PAIRED_FIELDS`) of one comparison; None throughout where it has no seed."""
+    if p is None:
+        return dict.fromkeys(PAIRED_FIELDS)
+    low, high = p.interval() or (None, None)
+    return {"diff_mean": p.stat.mean, "diff_std": p.stat.std, "ci_low": low, "ci_high": high, "better": p.better,
+            "worse": p.worse, "seeds": len(p.seeds), "seed_ids": " ".join(map(str, p.seeds)),
+            "diffs": " ".join(map(repr, p.diffs))}
+
+
+def backbone_note(stored: StoredResults) -> str:
+    """Which backbone every "here" column ran on: a number is never compared across checkpoints by accident."""
+    if not stored.backbones:
+        return "Here: no benchmark of this config declares a backbone."
+    return "Backbone of each \"here\" column: " + "; ".join(
+        f"{benchmark_title(b)}: {text}" for b, text in stored.backbones.items()) + "."
+
+
+def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults, benchmarks: Sequence[str]) -> Table:
+    """Each InTAct run minus its partner (without InTAct, or InTAct as the paper writes it) seed by seed,
+    on the ``benchmarks`` that have stored runs (all of them if none has)."""
+    benchmarks = [b for b in benchmarks if b in stored.benchmarks()] or list(benchmarks)
+    cols = [Column("pair", "Comparison (A − B)", align="l")]
+    for b in benchmarks:
+        cols += paired_columns(f"{b}_", benchmark_title(b))
+    table = Table(name, title, cols)
+    records = []
+    for a, b_ in pairs(list(methods)):
+        cells = {"pair": f"`{a}` − `{b_}`"}
+        for b in benchmarks:
+            p = Paired.of(stored.values(b, a), stored.values(b, b_))
+            cells.update(paired_cells(p, f"{b}_"))
+            records.append({"a": a, "b": b_, "benchmark": b, **paired_record(p)})
+        table.rows.append(cells)
+    table.data = pd.DataFrame(records, columns=["a", "b", "benchmark", *PAIRED_FIELDS])
+    table.notes = [paired_note(), AA_NOTE, FORGETTING_NOTE, backbone_note(stored)]
+    if not table.rows:
+        table.notes.insert(0, "No pair of runs (with and without +intact) is declared here.")
+    return table
+
+
+def summary_table(name: str, title: str, stored: StoredResults, benchmark: str, methods: Sequence[str]) -> Table:
+    """One row per method (mean ± std over seeds of AA, forgetting, BWT, CAA; the last certificate and the
+    training time), then InTAct's paired gain over each partner (:func:`paired_table`) as a block."""
+    cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"), *(Column(k, t) for k, t in METRICS.items()),
+            Column("certificate", "Certificate (last task)"), Column("train_seconds", "Train s / run")]
+    table, records = Table(name, title, cols), []
+    for m in methods:
+        runs = stored.select(benchmark, m)
+        if not runs:
             continue
-        row: dict[str, object] = {"method": method, "seeds": len(sub)}
-        for key in metrics:
-            vals = sub[key].astype(float).to_numpy()
-            row[f"{key}_mean"] = float(vals.mean())
-            row[f"{key}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
-        if "certificate" in sub:
-            last = [c[-1] for c in sub["certificate"] if c and c[-1] is not None]
-            row["certificate_last_mean"] = float(np.mean(last)) if last else float("nan")
-        if "train_seconds" in sub:
-            row["train_seconds_mean"] = float(sub["train_seconds"].mean())
-        rows.append(row)
-    return pd.DataFrame(rows)
+        stats = {k: Stat.of([float(r.metrics[k]) for r in runs]) for k in METRICS}
+        last = [c[-1] for c in (r.metrics.get("certificate") for r in runs) if c and c[-1] is not None]
+        certificate = float(np.mean(last)) if last else math.nan
+        seconds = float(np.mean([r.metrics["train_seconds"] for r in runs]))
+        table.rows.append({"method": f"`{m}`", "seeds": str(len(runs)), **{k: pm(s) for k, s in stats.items()},
+                           "certificate": "n/a" if math.isnan(certificate) else f"{certificate:.3g}",
+                           "train_seconds": f"{seconds:.3g}"})
+        records.append({"method": m, "seeds": len(runs), **{f"{k}_{f}": getattr(s, f) for k, s in stats.items()
+                                                             for f in ("mean", "std")},
+                        "certificate_last_mean": certificate, "train_seconds_mean": seconds})
+    table.data = pd.DataFrame(records)
+    table.notes = [AA_NOTE, FORGETTING_NOTE, SUMMARY_NOTE]
+    table.blocks.append(paired_table(f"{name}_paired", f"{title}: InTAct's paired gain", methods, stored, [benchmark]))
+    return table
 
 
-def pm(row: pd.Series | dict, key: str) -> str:
-    """``mean ± std`` of metric ``key`` in a summary row."""
-    return f"{row[f'{key}_mean']:.2f} ± {row[f'{key}_std']:.2f}"
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None, note: str | None = None) -> str:
-    """A GitHub-flavoured Markdown table."""
-    lines = [f"### {title}", ""] if title else []
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    if note:
-        lines += ["", note]
-    return "\n".join(lines) + "\n"
-
-
-def to_markdown(summary: pd.DataFrame, metrics: dict[str, str] = METRICS, title: str | None = None, note: str | None = NOTE) -> str:
-    """The summary of :func:`summarize_runs` with ``mean ± std`` cells."""
-    optional = [(c, t) for c, t in (("certificate_last_mean", "Certificate (last task)"), ("train_seconds_mean", "Train s / run")) if c in summary]
-    header = ["Method", "Seeds", *metrics.values(), *(t for _, t in optional)]
-    rows = []
-    for _, r in summary.iterrows():
-        cells = [f"`{r['method']}`", str(int(r["seeds"]))] + [pm(r, k) for k in metrics]
-        cells += ["n/a" if np.isnan(r[c]) else f"{r[c]:.3g}" for c, _ in optional]
-        rows.append(cells)
-    return markdown_table(header, rows, title, note)
-
-
-def ablation_table(runs: pd.DataFrame, full: str, variants: dict[str, str]) -> pd.DataFrame:
-    """The full method and each term removed (``variants``: term -> run name), with the AA change."""
-    summary = summarize_runs(runs, [full, *variants.values()]).set_index("method")
-    rows = []
-    for term, name in [(None, full), *variants.items()]:
-        if name not in summary.index:
-            continue
-        r = summary.loc[name]
-        rows.append({
-            "method": name, **{t: t != term for t in TERMS}, "seeds": int(r["seeds"]),
-            "aa_mean": r["aa_mean"], "aa_std": r["aa_std"],
-            "forgetting_max_mean": r["forgetting_max_mean"], "forgetting_max_std": r["forgetting_max_std"],
-            "delta_aa": r["aa_mean"] - summary.loc[full, "aa_mean"] if full in summary.index else float("nan"),
-        })
-    return pd.DataFrame(rows)
-
-
-def ablation_markdown(table: pd.DataFrame, title: str | None = None) -> str:
-    header = ["L_IntDrift", "L_Var", "L_Align", "L_Feat", "Run", "Seeds", "AA", "Δ AA", "Forgetting (max-final)"]
-    rows = []
-    for _, r in table.iterrows():
-        marks = ["✓" if r[t] else "✗" for t in ("intdrift", "var", "align", "feat")]
-        delta = "—" if r["delta_aa"] == 0 and all(r[t] for t in TERMS) else f"{r['delta_aa']:+.2f}"
-        rows.append([*marks, f"`{r['method']}`", str(r["seeds"]), pm(r, "aa"), delta, pm(r, "forgetting_max")])
-    return markdown_table(header, rows, title, "Δ AA: change of mean AA relative to the full method. " + NOTE)
-
-
-def integration_table(runs: pd.DataFrame, bases: Sequence[str]) -> pd.DataFrame:
-    """Each prompt method with and without InTAct."""
-    summary = summarize_runs(runs).set_index("method")
-    rows = []
-    for entry in bases:
+def integration_table(title: str, stored: StoredResults, benchmark: str, entries: Sequence[str]) -> Table:
+    """Each method with and without InTAct (``entries``: :func:`intact.studies.integration_pair`), paired by seed."""
+    cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"), Column("aa", "AA"),
+            Column("aa_intact", "AA + InTAct"), *paired_columns(better="+ InTAct better"),
+            Column("forgetting", "Forgetting (max-final)"), Column("forgetting_intact", "Forgetting + InTAct")]
+    table, records = Table("integration", title, cols), []
+    for entry in entries:
         base, with_ = integration_pair(entry)
-        if base not in summary.index or with_ not in summary.index:
+        b, w = (Stat.of(list(stored.values(benchmark, m).values())) for m in (base, with_))
+        if b is None or w is None:
             continue
-        b, w = summary.loc[base], summary.loc[with_]
-        rows.append({
-            "method": base, "seeds": int(min(b["seeds"], w["seeds"])),
-            "aa_mean": b["aa_mean"], "aa_std": b["aa_std"],
-            "aa_intact_mean": w["aa_mean"], "aa_intact_std": w["aa_std"],
-            "delta_aa": w["aa_mean"] - b["aa_mean"],
-            "forgetting_max_mean": b["forgetting_max_mean"], "forgetting_max_std": b["forgetting_max_std"],
-            "forgetting_max_intact_mean": w["forgetting_max_mean"], "forgetting_max_intact_std": w["forgetting_max_std"],
-        })
-    return pd.DataFrame(rows)
+        fb, fw = (Stat.of(list(stored.values(benchmark, m, "forgetting_max").values())) for m in (base, with_))
+        p = Paired.of(stored.values(benchmark, with_), stored.values(benchmark, base))
+        table.rows.append({"method": f"`{base}`", "seeds": str(min(b.n, w.n)), "aa": pm(b), "aa_intact": pm(w),
+                           **paired_cells(p), "forgetting": pm(fb), "forgetting_intact": pm(fw)})
+        records.append({"method": base, "run": with_, "aa_mean": b.mean, "aa_std": b.std, "aa_intact_mean": w.mean,
+                        "aa_intact_std": w.std, **paired_record(p), "forgetting_max_mean": fb.mean,
+                        "forgetting_max_std": fb.std, "forgetting_max_intact_mean": fw.mean,
+                        "forgetting_max_intact_std": fw.std})
+    table.data = pd.DataFrame(records)
+    table.notes = ["A = the method with InTAct, B = without. " + paired_note("+ InTAct better: the seeds with d_s > 0"), AA_NOTE, FORGETTING_NOTE,
+                   "Mean ± sample std over seeds."]
+    return table
 
 
-def integration_markdown(table: pd.DataFrame, title: str | None = None) -> str:
-    header = ["Method", "Seeds", "AA", "AA + InTAct", "Δ AA", "Forgetting (max-final)", "Forgetting + InTAct"]
-    rows = [[f"`{r['method']}`", str(r["seeds"]), pm(r, "aa"), pm(r, "aa_intact"), f"{r['delta_aa']:+.2f}",
-             pm(r, "forgetting_max"), pm(r, "forgetting_max_intact")] for _, r in table.iterrows()]
-    return markdown_table(header, rows, title, NOTE)
-
-
-def sensitivity_table(runs: pd.DataFrame, grid: dict[str, dict[float, str]]) -> pd.DataFrame:
-    """Final AA per swept value (``grid``: lambda -> {value: run name})."""
-    summary = summarize_runs(runs).set_index("method")
-    rows = [
-        {"lambda": key, "value": value, "method": name, "seeds": int(summary.loc[name, "seeds"]),
-         "aa_mean": summary.loc[name, "aa_mean"], "aa_std": summary.loc[name, "aa_std"],
-         "forgetting_max_mean": summary.loc[name, "forgetting_max_mean"], "forgetting_max_std": summary.loc[name, "forgetting_max_std"]}
-        for key, points in grid.items() for value, name in points.items() if name in summary.index
-    ]
-    return pd.DataFrame(rows)
-
-
-def sensitivity_markdown(table: pd.DataFrame, title: str | None = None) -> str:
-    header = ["λ", "Value", "Seeds", "AA", "Forgetting (max-final)"]
-    rows = [[r["lambda"], f"{r['value']:g}", str(r["seeds"]), pm(r, "aa"), pm(r, "forgetting_max")] for _, r in table.iterrows()]
-    return markdown_table(header, rows, title, NOTE)
-
-
-def write_table(table: pd.DataFrame, markdown: str, csv_path: str | Path, md_path: str | Path) -> None:
-    write_text(csv_path, table.to_csv(index=False, float_format="%.4f"))
-    write_text(md_path, markdown)
+def sensitivity_table(title: str, stored: StoredResults, benchmark: str, spec: Mapping[str, Any],
+                      defaults: Mapping[str, float | None]) -> Table:
+    """Final AA per swept value, and each value against the family's default (``defaults``: :func:`~intact.report.paper.default_points`)."""
+    cols = [Column("lambda", "λ", align="l"), Column("value", "Value"), Column("seeds", "Seeds"), Column("aa", "AA"),
+            Column("forgetting", "Forgetting (max-final)"), *paired_columns(group="vs the default", better="better")]
+    table, records = Table("sensitivity", title, cols), []
+    for key, points in sensitivity_grid(spec).items():
+        ref = points.get(defaults.get(key))
+        for value, name in points.items():
+            aa, forgetting = (Stat.of(list(stored.values(benchmark, name, k).values())) for k in ("aa", "forgetting_max"))
+            if aa is None:
+                continue
+            p = Paired.of(stored.values(benchmark, name), stored.values(benchmark, ref)) if ref and ref != name else None
+            table.rows.append({"lambda": key, "value": format_value(value) + (" (default)" if name == ref else ""),
+                               "seeds": str(aa.n), "aa": pm(aa), "forgetting": pm(forgetting), **paired_cells(p)})
+            records.append({"lambda": key, "value": value, "method": name, "default": name == ref, "runs": aa.n,
+                            "aa_mean": aa.mean, "aa_std": aa.std, "forgetting_max_mean": forgetting.mean,
+                            "forgetting_max_std": forgetting.std, **paired_record(p)})
+    table.data = pd.DataFrame(records)
+    missing = [k for k in sensitivity_grid(spec) if defaults.get(k) is None]
+    table.notes = [f"A = the row's run, B = the default of its λ (the grid value that equals {spec['method']}'s "
+                   "setting). " + paired_note(), AA_NOTE, FORGETTING_NOTE, "Mean ± sample std over seeds."]
+    if missing:
+        table.notes.insert(1, f"No grid value of {', '.join(missing)} equals the default: no comparison for it.")
+    return table

@@ -1,7 +1,8 @@
 """A finished run folder read into what MLflow gets: params, metrics, tags, artifacts (no mlflow).
 
 Everything is read from the files the pipeline already wrote (``R.csv``, ``metrics.json``, ``task*/train.json``,
-``task*/eval.json``, ``task*/hypercube.safetensors``); nothing here can change or lose a result.
+``task*/eval.json`` through :func:`intact.results.read_run`, which checks them against each other;
+``task*/hypercube.safetensors``); nothing here can change or lose a result.
 
 What lands in MLflow
 --------------------
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from intact.tracking.settings import TRACKER_VERSION
-from intact.train_record import FILENAME as TRAIN_JSON, read_train_record
+from intact.train_record import FILENAME as TRAIN_JSON
 
 
 @dataclass(frozen=True)
@@ -98,31 +99,24 @@ class RunFolder:
 
 
 def read_run_folder(path: str | os.PathLike) -> RunFolder:
-    """Parse a run folder; a clear error names the missing or inconsistent file."""
+    """A finished run folder, read and checked by :func:`intact.results.read_run` (a clear error names the
+    missing, damaged or inconsistent file), with the artifact files MLflow gets."""
+    from intact.results import read_run  # numpy and pandas: not at import (the Snakefile imports this package)
+
     path = Path(path)
-    for name in ("R.csv", "metrics.json"):
-        if not (path / name).is_file():
-            raise FileNotFoundError(f"{path / name}: missing (is the run finished? expected R.csv and metrics.json)")
-    metrics = json.loads((path / "metrics.json").read_text())
-    T = int(metrics["num_tasks"])
+    run = read_run(path)
     files = {"R.csv": path / "R.csv", "metrics.json": path / "metrics.json"}
-    trains, evals = [], []
-    for t in range(T):
-        task = path / f"task{t}"
+    for t in range(len(run.evals)):
         for name in (TRAIN_JSON, "eval.json", "hypercube.safetensors"):
-            f = task / name
+            f = path / f"task{t}" / name
             if not f.is_file():
-                raise FileNotFoundError(f"{f}: missing (metrics.json says {T} tasks)")
+                raise FileNotFoundError(f"{f}: missing (metrics.json says {len(run.evals)} tasks)")
             files[f"tasks/task{t}/{name}"] = f
-        trains.append(read_train_record(task))
-        evals.append(json.loads((task / "eval.json").read_text()))
-        for rec, name in ((trains[-1], TRAIN_JSON), (evals[-1], "eval.json")):
-            if rec.get("task") != t:
-                raise ValueError(f"{task / name}: 'task' = {rec.get('task')!r}, expected {t}")
-    tune = tune_choice(path, metrics)
+    tune = tune_choice(path, run.metrics)
     if tune is not None:
         files[f"tune/{tune['path'].parent.name}/choice.json"] = tune["path"]
-    return RunFolder(path=path, metrics=metrics, trains=trains, evals=evals, files=files, tune=tune)
+    return RunFolder(path=path, metrics=dict(run.metrics), trains=list(run.trains), evals=list(run.evals), files=files,
+                     tune=tune)
 
 
 def tune_choice(path: Path, metrics: Mapping[str, Any]) -> dict[str, Any] | None:

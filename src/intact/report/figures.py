@@ -1,8 +1,11 @@
-"""The paper's figures and three diagnostics no other codebase draws, per benchmark, PNG + PDF, from stored
-results only (``metrics.json`` and ``train.json`` via :class:`~intact.report.paper.StoredResults`):
+"""Every figure of stored runs: the paper's figures and three diagnostics no other codebase draws, per
+benchmark, PNG + PDF, and the default run's and the studies' figures, drawn by the same functions, from stored
+results only (read and checked by :func:`intact.results.read_run`):
 
-* ``aa_evolution``: AA after each task, one line per method, markers, ±1 std band over seeds;
-* ``sensitivity``: the paper's three panels (λ_IntDrift, λ_Var, λ_Feat), AA evolution per λ value;
+* ``aa_evolution``: AA after each task, one line per method, markers, ±1 std band over seeds (also the default
+  run's ``default_run_aa_evolution.png`` and the main study's);
+* ``sensitivity``: the paper's three panels (λ_IntDrift, λ_Var, λ_Feat), AA evolution per λ value (the
+  sensitivity study: one panel per swept λ, together and each alone);
 * ``certificate``: the worst-case |logit drift| of the head inside the previous hypercube after each task
   (the sound bound) beside the largest drift seen at points sampled in the box;
 * ``hypercube``: the cumulative hypercube's log-volume and mean width after each task;
@@ -24,7 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from intact.io import atomic_path  # noqa: E402
-from intact.report.paper import StoredResults, benchmark_title  # noqa: E402
+from intact.report.paper import benchmark_title  # noqa: E402
+from intact.results import StoredResults  # noqa: E402
 from intact.studies import format_value, sensitivity_grid  # noqa: E402
 
 SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
@@ -87,7 +91,8 @@ def _legend(ax: "plt.Axes", n: int, **kw: Any) -> None:
         ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), **kw)
 
 
-def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
+def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path],
+                 title: str | None = None) -> None:
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
     drawn, names = 0, []
     for i, m in enumerate(methods):
@@ -104,15 +109,17 @@ def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], 
         _legend(ax, drawn, title="method (final AA, seeds)", title_fontsize=8)
     else:
         _empty(ax, f"no stored runs on {benchmark} yet")
-    ax.set_title(f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
+    ax.set_title(title or f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
     save(fig, paths)
 
 
-def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] | None, paths: Sequence[str | Path]) -> None:
+def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] | None, paths: Sequence[str | Path],
+                keys: Sequence[str] = SENSITIVITY_PANELS) -> None:
+    """One panel per swept key of ``keys`` (the paper's three by default): AA evolution per value."""
     grid = sensitivity_grid(spec) if spec else {}
-    fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.2), squeeze=False)
-    for ax, key in zip(axes[0], SENSITIVITY_PANELS):
-        ax.set_title(f"Sensitivity to {_LAMBDA[key]} on {benchmark_title(benchmark)}")
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 4.2), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        ax.set_title(f"Sensitivity to {_LAMBDA.get(key, key)} on {benchmark_title(benchmark)}")
         points = grid.get(key, {})
         cmap = plt.get_cmap("viridis")
         drawn, names = 0, []
@@ -128,7 +135,7 @@ def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] |
         if drawn:
             _task_axis(ax, names)
             ax.set_ylabel("AA over the tasks seen so far (%)")
-            ax.legend(fontsize=7, title=f"{_LAMBDA[key]} (final AA, seeds)", title_fontsize=8)
+            ax.legend(fontsize=7, title=f"{_LAMBDA.get(key, key)} (final AA, seeds)", title_fontsize=8)
         else:
             _empty(ax, "not in the sensitivity study" if key not in grid else "no stored runs yet")
     fig.tight_layout()
