@@ -116,6 +116,28 @@ def test_an_edited_search_record_never_makes_the_choice(tmp_path):
         choose(cfg, "digits", "coda_p+intact", paths)
 
 
+def test_the_report_pairs_the_choice_with_its_baseline_seed_by_seed(tmp_path):
+    """Chosen − baseline per seed on the test split, its mean, Student's t 95 % interval and the seeds better."""
+    from intact.report.tune import write_tune_report
+    from intact.results import StoredResults, StoredRun
+
+    s = Search("m+intact", "m", tuple(grid_points({"lambda_feat": [1.0, 2.0]})))
+    choice = select(s, _metrics(s, [[50, 52], [49, 55]], [10, 20]), (0, 1), tie="first", tolerance=0.0)
+    choice["benchmark"] = "digits"
+    evals = lambda aa: tuple({"task": t, "accuracy": [aa, aa]} for t in range(2))  # noqa: E731  (diag = aa)
+    runs = [StoredRun("digits", m, seed, {"aa": aa, "forgetting_max": 1.0, "eval_split": "test"}, (), evals(aa))
+            for m, aas in ((s.test_names[1], [53.0, 52.5, 58.0]), ("m", [50.0, 52.0, 54.0])) for seed, aa in enumerate(aas)]
+    out = {k: tmp_path / f"t.{k}" for k in ("csv", "md", "search", "paired")}
+    table = write_tune_report([choice], StoredResults(runs), [0, 1, 2], out, "digits")
+    row = table.iloc[0]
+    half = 4.303 * 3.25 ** 0.5 / 3 ** 0.5                       # d = 3, 0.5, 4 (tests/test_metrics.py)
+    assert (row["delta_aa_mean"], row["better_seeds"]) == (2.5, 3)
+    assert (row["delta_aa_ci_low"], row["delta_aa_ci_high"]) == pytest.approx((2.5 - half, 2.5 + half), abs=2e-3)
+    md = out["md"].read_text()
+    assert "+3.00 / +0.50 / +4.00 | +2.50 | [-1.98, +6.98] | 3 of 3" in md and "Student's t" in md
+    assert pd.read_csv(out["paired"])["delta_aa"].tolist() == [3.0, 0.5, 4.0]
+
+
 # ---- the workflow ----------------------------------------------------------------------------------------
 
 def test_tune_dag_dry_run_lists_the_searches_and_the_checkpoint(tmp_path):

@@ -27,7 +27,8 @@ R_CSV, METRICS_JSON, EVAL_JSON = "R.csv", "metrics.json", "eval.json"
 R_FORMAT, R_TOLERANCE = "%.4f", 0.5e-4 + 1e-9
 
 #: metrics.json keys that must be finite for a run to enter a table (certificates may be absent or NaN)
-FINITE_METRICS = ("aa", "aa_weighted", "aa_evolution", "forgetting_max", "forgetting_one_step", "bwt", "fwt_vs_chance", "caa")
+FINITE_METRICS = ("aa", "aa_weighted", "aa_evolution", "forgetting_max", "forgetting_one_step", "bwt", "fwt_vs_chance",
+                  "caa")
 
 
 def accuracy_matrix(evals: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -55,7 +56,8 @@ def _box(train: dict[str, Any], key: str) -> float | None:
     return _first(per_layer)["cumulative"][key] if per_layer else None
 
 
-def check_records(paths: Sequence[Path], records: Sequence[dict[str, Any]], reference: dict[str, Any], finite: str) -> None:
+def check_records(paths: Sequence[Path], records: Sequence[dict[str, Any]], reference: dict[str, Any],
+                  finite: str) -> None:
     """The per-task records of one run, in task order, must all be this run's (method, seed, config hash)
     and their field ``finite`` must hold no NaN / Inf: a foreign or diverged record never reaches R,
     metrics or a table."""

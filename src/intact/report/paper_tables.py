@@ -17,8 +17,8 @@ from intact.protocols import changes, same_as_default
 from intact.metrics import Paired, Stat
 from intact.report.paper import AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, benchmark_title, fmt, paper_numbers
 from intact.report.render import Column, Table, bold_best
-from intact.report.tables import (CI_NOTE, backbone_note, ci_cell, ci_record, paired_cells, paired_columns, paired_note,
-                                  paired_record, paired_table, pm)
+from intact.report.tables import (CAPTION, CI_NOTE, backbone_note, ci_cell, ci_record, paired_cells, paired_columns,
+                                  paired_note, paired_record, paired_table, pm)
 from intact.results import StoredResults
 from intact.studies import ablation_variants, format_value
 
@@ -112,7 +112,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     columns = [c for c in section["columns"] if c != "average"]
     extra = _extra_benchmarks(stored)
     cols = _comparison_columns(columns, extra, official is not None)
-    table = Table(name, title, cols)
+    table = Table(name, f"{title} (ours with its Student's t 95 % CI beside the paper's mean)", cols)
     values, stats, records = [], [], []
     rows = _rows_and_labels(section["rows"], ours)
     for i, (label, run, row) in enumerate(rows):
@@ -154,7 +154,8 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     # a paper row's note: how our run of it differs, or why it is reported only (ESN, CPrompt)
     table.notes += [row["note"] for _, _, row in rows if row and row.get("note")]
     runs = [r for _, r, _ in rows if r]
-    table.blocks.append(paired_table(f"{name}_paired", f"{title}: paired per-seed differences", runs, stored, [*columns, *extra]))
+    table.blocks.append(paired_table(f"{name}_paired", f"{title}: paired per-seed differences", runs, stored,
+                                     [*columns, *extra]))
     return table
 
 
@@ -190,13 +191,15 @@ def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: S
     if benchmarks is None:
         benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
     cols = _ablation_columns(paper["benchmark"], benchmarks)
-    table = Table("ablation", title or f"Ablation of {full}: each InTAct term removed", cols, rules={1})
+    title = (title or f"Ablation of {full}: each InTAct term removed") + f" ({CAPTION} against the full method)"
+    table = Table("ablation", title, cols, rules={1})
     values, stats, records = [], [], []
     for term in order:
         run = full if term is None else variants[term]
         paper_aa = paper["full"] if term is None else paper["removed"].get(term)
         cells = {t: "✗" if t == term else "✓" for t in PAPER_TERM_ORDER}
-        cells.update(paper_aa=fmt(paper_aa), paper_delta="—" if term is None else fmt(paper["delta"].get(term), signed=True))
+        cells.update(paper_aa=fmt(paper_aa),
+                     paper_delta="—" if term is None else fmt(paper["delta"].get(term), signed=True))
         nums = {"paper_aa": paper_aa}
         for b in benchmarks:
             on_paper = b == paper["benchmark"]
@@ -206,7 +209,8 @@ def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: S
             nums[f"{b}_aa"] = s.mean if s else None
             cells.update({f"{b}_aa": pm(s), f"{b}_ci": ci_cell(s, paper_aa if on_paper else None),
                           **paired_cells(p, f"{b}_", better_is_worse=True)})
-            records.append({"removed": term or "", "run": run, "benchmark": b, "paper_aa": paper_aa if on_paper else None,
+            records.append({"removed": term or "", "run": run, "benchmark": b,
+                            "paper_aa": paper_aa if on_paper else None,
                             "paper_delta": paper["delta"].get(term) if (term and on_paper) else None,
                             "here_mean": s.mean if s else None, "here_std": s.std if s else None,
                             "here_seeds": s.n if s else None,
@@ -278,7 +282,8 @@ def _efficiency_cells(row: Mapping[str, Any] | None, e: Mapping[str, Stat | None
     return {
         "total_paper": f"{row['total_parameters']:,}" if row else "—",
         "trainable_paper": f"{row['trainable_parameters']:,}" if row else "—",
-        "memory_paper": fmt(row["gpu_memory_gb"]) if row else "—", "batch_paper": fmt(row["batch_seconds"]) if row else "—",
+        "memory_paper": fmt(row["gpu_memory_gb"]) if row else "—",
+        "batch_paper": fmt(row["batch_seconds"]) if row else "—",
         "aa_paper": paper_pm(row["aa"]) if row else "—",
         "total_here": f"{e['total'].mean:,.0f}" if e["total"] else "—",
         "trainable_here": f"{e['trainable'].mean:,.0f}" if e["trainable"] else "—",
@@ -298,7 +303,8 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
             Column("memory_paper", "paper", G["memory"]), Column("memory_here", "here", G["memory"]),
             Column("batch_paper", "paper", G["batch"]), Column("train_batch_here", "train", G["batch"]),
             Column("inference_batch_here", "inference", G["batch"]), Column("images_per_s_here", "img/s train", "Throughput"),
-            Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"]), Column("aa_ci", "95 % CI", G["aa"])]
+            Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"]),
+            Column("aa_ci", "95 % CI", G["aa"])]
     table = Table("efficiency", "Efficiency: parameters, memory and time per batch", cols)
     records, devices = [], set()
     for b in benchmarks:
@@ -323,7 +329,8 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
             for k, s in e.items():
                 rec[f"here_{k}"], rec[f"here_{k}_std"] = (s.mean, s.std) if s else (None, None)
             rec["here_aa"], rec["here_seeds"] = (aa.mean, aa.n) if aa else (None, None)
-            records.append({**rec, **{f"here_aa_{k}": v for k, v in ci_record(aa, row["aa"][0] if row else None).items()}})
+            ci = ci_record(aa, row["aa"][0] if row else None)
+            records.append({**rec, **{f"here_aa_{k}": v for k, v in ci.items()}})
     table.data = pd.DataFrame(records)
     table.notes = [
         f"Paper: {benchmark_title(paper['benchmark'])} on {paper['device']} (paper table {paper['table']}; baselines "

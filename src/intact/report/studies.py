@@ -14,7 +14,8 @@ from intact.results import StoredResults
 from intact.studies import expand_study, sensitivity_grid
 
 
-def write_default_report(stored: StoredResults, methods: Sequence[str], outputs: Mapping[str, str], benchmark: str) -> None:
+def write_default_report(stored: StoredResults, methods: Sequence[str], outputs: Mapping[str, str],
+                         benchmark: str) -> None:
     """The default run's table (``csv``, ``md``, and its paired block: ``paired``) and AA-evolution ``plot``."""
     title = f"{benchmark} ({_split(stored)} split)"
     write_table(summary_table("default_run", title, stored, benchmark, methods), outputs["csv"], outputs["md"])

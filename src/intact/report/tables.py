@@ -28,11 +28,6 @@ SUMMARY_NOTE = (
     "CAA: mean of the AA evolution. Certificate: worst-case |logit drift| of the head over the previous hypercube "
     "after the last task (the InTAct guarantee, measured). Mean ± sample std over seeds."
 )
-def paired_note(better: str = "better: the seeds with d_s > 0") -> str:
-    """How every comparison of two runs is computed (the caption of its table); ``better``: what its count says."""
-    return PAIRED_NOTE + f" {better} (d_s = 0 counts as neither)."
-
-
 PAIRED_NOTE = (
     "Paired by seed: d_s = A(s) − B(s) on every seed s both runs have (the same seed: the same data order and "
     "initial prompts, so the pairing removes the seed-to-seed variance the unpaired ± still holds). Δ = mean of "
@@ -40,10 +35,17 @@ PAIRED_NOTE = (
     "seed, a single point where every d_s is the same (identical runs: [+0.00, +0.00]). An interval that excludes "
     "0 is a difference these seeds resolve; one that contains 0 is not."
 )
-CI_NOTE = ("95 % CI of ours: Student's t interval of the mean over our seeds, mean ± t(0.975, n − 1) · sd / sqrt(n) "
-           "(none with one seed); in / out: whether the paper's mean lies inside it.")
+CI_NOTE = ("95 % CI of ours: Student's t interval of the mean over our seeds, mean ± t(0.975, n − 1) · sd / "
+           "sqrt(n) (none with one seed); in / out: whether the paper's mean lies inside it.")
+#: what the caption (title) of every comparison table says about its interval
+CAPTION = "paired by seed, Δ with its Student's t 95 % CI"
 #: the CSV fields of a paired comparison (:func:`paired_record`)
 PAIRED_FIELDS = ("diff_mean", "diff_std", "ci_low", "ci_high", "better", "worse", "seeds", "seed_ids", "diffs")
+
+
+def paired_note(better: str = "better: the seeds with d_s > 0") -> str:
+    """How every comparison of two runs is computed (the caption of its table); ``better``: what its count says."""
+    return PAIRED_NOTE + f" {better} (d_s = 0 counts as neither)."
 
 
 def pm(stat: Stat | None) -> str:
@@ -108,14 +110,15 @@ def backbone_note(stored: StoredResults) -> str:
         f"{benchmark_title(b)}: {text}" for b, text in stored.backbones.items()) + "."
 
 
-def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults, benchmarks: Sequence[str]) -> Table:
+def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults,
+                 benchmarks: Sequence[str]) -> Table:
     """Each InTAct run minus its partner (without InTAct, or InTAct as the paper writes it) seed by seed,
     on the ``benchmarks`` that have stored runs (all of them if none has)."""
     benchmarks = [b for b in benchmarks if b in stored.benchmarks()] or list(benchmarks)
     cols = [Column("pair", "Comparison (A − B)", align="l")]
     for b in benchmarks:
         cols += paired_columns(f"{b}_", benchmark_title(b))
-    table = Table(name, title, cols)
+    table = Table(name, f"{title} ({CAPTION})", cols)
     records = []
     for a, b_ in pairs(list(methods)):
         cells = {"pair": f"`{a}` − `{b_}`"}
@@ -125,7 +128,7 @@ def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredRe
             records.append({"a": a, "b": b_, "benchmark": b, **paired_record(p)})
         table.rows.append(cells)
     table.data = pd.DataFrame(records, columns=["a", "b", "benchmark", *PAIRED_FIELDS])
-    table.notes = [paired_note(), AA_NOTE, FORGETTING_NOTE, backbone_note(stored)]
+    table.notes = [paired_note(), AA_NOTE, FORGETTING_NOTE, *([backbone_note(stored)] if stored.backbones else [])]
     if not table.rows:
         table.notes.insert(0, "No pair of runs (with and without +intact) is declared here.")
     return table
@@ -134,8 +137,9 @@ def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredRe
 def summary_table(name: str, title: str, stored: StoredResults, benchmark: str, methods: Sequence[str]) -> Table:
     """One row per method (mean ± std over seeds of AA, forgetting, BWT, CAA; the last certificate and the
     training time), then InTAct's paired gain over each partner (:func:`paired_table`) as a block."""
-    cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"), *(Column(k, t) for k, t in METRICS.items()),
-            Column("certificate", "Certificate (last task)"), Column("train_seconds", "Train s / run")]
+    cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"),
+            *(Column(k, t) for k, t in METRICS.items()), Column("certificate", "Certificate (last task)"),
+            Column("train_seconds", "Train s / run")]
     table, records = Table(name, title, cols), []
     for m in methods:
         runs = stored.select(benchmark, m)
@@ -162,7 +166,7 @@ def integration_table(title: str, stored: StoredResults, benchmark: str, entries
     cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"), Column("aa", "AA"),
             Column("aa_intact", "AA + InTAct"), *paired_columns(better="+ InTAct better"),
             Column("forgetting", "Forgetting (max-final)"), Column("forgetting_intact", "Forgetting + InTAct")]
-    table, records = Table("integration", title, cols), []
+    table, records = Table("integration", f"{title} ({CAPTION})", cols), []
     for entry in entries:
         base, with_ = integration_pair(entry)
         b, w = (Stat.of(list(stored.values(benchmark, m).values())) for m in (base, with_))
@@ -177,24 +181,28 @@ def integration_table(title: str, stored: StoredResults, benchmark: str, entries
                         "forgetting_max_std": fb.std, "forgetting_max_intact_mean": fw.mean,
                         "forgetting_max_intact_std": fw.std})
     table.data = pd.DataFrame(records)
-    table.notes = ["A = the method with InTAct, B = without. " + paired_note("+ InTAct better: the seeds with d_s > 0"), AA_NOTE, FORGETTING_NOTE,
+    table.notes = ["A = the method with InTAct, B = without. " + paired_note("+ InTAct better: the seeds with d_s > 0"),
+                   AA_NOTE, FORGETTING_NOTE,
                    "Mean ± sample std over seeds."]
     return table
 
 
 def sensitivity_table(title: str, stored: StoredResults, benchmark: str, spec: Mapping[str, Any],
                       defaults: Mapping[str, float | None]) -> Table:
-    """Final AA per swept value, and each value against the family's default (``defaults``: :func:`~intact.report.paper.default_points`)."""
+    """Final AA per swept value, and each value against the family's default (``defaults``:
+    :func:`~intact.report.paper.default_points`)."""
     cols = [Column("lambda", "λ", align="l"), Column("value", "Value"), Column("seeds", "Seeds"), Column("aa", "AA"),
             Column("forgetting", "Forgetting (max-final)"), *paired_columns(group="vs the default", better="better")]
-    table, records = Table("sensitivity", title, cols), []
+    table, records = Table("sensitivity", f"{title} ({CAPTION} against the default)", cols), []
     for key, points in sensitivity_grid(spec).items():
         ref = points.get(defaults.get(key))
         for value, name in points.items():
-            aa, forgetting = (Stat.of(list(stored.values(benchmark, name, k).values())) for k in ("aa", "forgetting_max"))
+            aa, forgetting = (Stat.of(list(stored.values(benchmark, name, k).values()))
+                              for k in ("aa", "forgetting_max"))
             if aa is None:
                 continue
-            p = Paired.of(stored.values(benchmark, name), stored.values(benchmark, ref)) if ref and ref != name else None
+            p = (Paired.of(stored.values(benchmark, name), stored.values(benchmark, ref))
+                 if ref and ref != name else None)
             table.rows.append({"lambda": key, "value": format_value(value) + (" (default)" if name == ref else ""),
                                "seeds": str(aa.n), "aa": pm(aa), "forgetting": pm(forgetting), **paired_cells(p)})
             records.append({"lambda": key, "value": value, "method": name, "default": name == ref, "runs": aa.n,

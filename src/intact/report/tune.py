@@ -12,7 +12,7 @@ import pandas as pd
 from intact.io import write_text
 from intact.metrics import Paired, Stat
 from intact.report.render import Column, Table, write_table
-from intact.report.tables import paired_cells, paired_columns, paired_note, pm
+from intact.report.tables import CAPTION, paired_cells, paired_columns, paired_note, pm
 from intact.results import StoredResults
 
 NOTE = ("Search on the validation split (train minus a validation part of it; the test split is never read), "
@@ -44,7 +44,8 @@ def paired_rows(choice: Mapping[str, Any], stored: StoredResults, seeds: Sequenc
     return rows
 
 
-def _summary(c: Mapping[str, Any], stored: StoredResults, seeds: Sequence[int]) -> tuple[dict[str, str], dict[str, Any]]:
+def _summary(c: Mapping[str, Any], stored: StoredResults,
+             seeds: Sequence[int]) -> tuple[dict[str, str], dict[str, Any]]:
     """One search's cells and CSV record: its choice, the chosen point's test AA, and the paired comparison."""
     final, base, b = c["chosen"]["final_name"], c["baseline"], c["benchmark"]
     per = {(m, k): {s: v for s, v in _per_seed(stored, b, m, k).items() if s in seeds}
@@ -83,7 +84,8 @@ def write_tune_report(choices: Sequence[Mapping[str, Any]], stored: StoredResult
             Column("val", "val AA"), Column("test", "test AA"), Column("baseline", "baseline", align="l"),
             Column("baseline_aa", "baseline AA"), *paired_columns(better="better"),
             Column("forgetting", "Δ forgetting"), Column("diag", "diag (chosen / baseline)")]
-    table = Table("study_tune", f"Tuned runs - {benchmark} (seeds {', '.join(map(str, seeds))})", cols)
+    table = Table("study_tune", f"Tuned runs - {benchmark} (seeds {', '.join(map(str, seeds))}; chosen vs baseline "
+                                f"{CAPTION})", cols)
     rows = [_summary(c, stored, seeds) for c in choices]
     table.rows = [cells for cells, _ in rows]
     table.data = pd.DataFrame([record for _, record in rows])
