@@ -376,12 +376,13 @@ def test_html_report_holds_every_table_and_figure(tiny_run, tmp_path):
 
 @pytest.mark.slow
 def test_paper_tables_from_copied_results_are_byte_identical(tiny_run, tmp_path):
-    """A copy of results/ holding only R.csv / metrics.json / train.json (fresh mtimes, no states): plain
-    `snakemake paper_tables` trains nothing and writes the same tables and figures, byte for byte."""
+    """A copy of results/ holding only the runs' records, R.csv / metrics.json / eval.json / train.json (fresh
+    mtimes, no states; the reader checks the first two against the others): plain `snakemake paper_tables`
+    trains nothing and writes the same tables and figures, byte for byte."""
     copy = tmp_path / "copy"
     shutil.copy(tiny_run / "config.yaml", copy.mkdir() or copy / "config.yaml")
     for src in (tiny_run / "results/runs").rglob("*"):
-        if src.is_file() and src.name in ("R.csv", "metrics.json", "train.json"):
+        if src.is_file() and src.name in ("R.csv", "metrics.json", "eval.json", "train.json"):
             dst = copy / src.relative_to(tiny_run)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst)
