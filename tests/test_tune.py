@@ -88,6 +88,35 @@ def test_the_choice_is_the_best_mean_validation_aa_with_the_declared_tie_rule():
         select(s, _metrics(s, [[50, 52], [49, 55], [52, 50]], [10, 20, 5], split="test"), (0, 1), tie="first", tolerance=0.0)
 
 
+def test_the_choice_says_how_decisive_it_is():
+    """Issue 32 item 7: each point's validation AA with its spread over the selection seeds, the chosen point's
+    lead over the runner-up, and whether the lead exceeds the spread (hand-computed below)."""
+    s = Search("m+intact", "m", tuple(grid_points({"lambda_feat": [1.0, 2.0, 3.0]})))
+    clear = select(s, _metrics(s, [[60, 62], [50, 51], [40, 44]], [0, 0, 0]), (0, 1), tie="first", tolerance=0.0)
+    d = clear["decisiveness"]
+    assert d["runner_up"]["index"] == 1 and d["lead"] == pytest.approx(10.5) and d["decisive"] is True
+    assert d["spread"] == pytest.approx(2 ** 0.5) and d["better_seeds"] == 2 and not d["identical_tie"]
+    # paired differences 10 and 11: mean 10.5, sd 0.7071, t(0.975, 1) = 12.7062 -> 10.5 +- 6.353
+    assert d["lead_interval"] == pytest.approx([10.5 - 6.3531, 10.5 + 6.3531], abs=1e-3)
+    close = select(s, _metrics(s, [[60, 50], [58, 51], [40, 44]], [0, 0, 0]), (0, 1), tie="first", tolerance=0.0)
+    assert close["decisiveness"]["lead"] == pytest.approx(0.5) and close["decisiveness"]["decisive"] is False
+    assert close["points"][0]["val_aa_sd"] == pytest.approx(50 ** 0.5)
+
+
+def test_identical_runs_are_a_tie_not_a_preference():
+    """Two points whose runs are the same on every selection seed (lambda_feat 0 under either L_Feat gate) are
+    recorded as identical; choosing between them is the tie rule's, and the record says so."""
+    s = Search("m+intact", "m", tuple(grid_points({"lambda_feat": [0.0, 3.0], "feat_gate": ["a", "b"]})))
+    metrics = _metrics(s, [[70, 72], [70, 72], [60, 61], [65, 60]], [0, 0, 0, 0])
+    same = {(n, k): ("twin" if i < 2 else f"{i}-{k}") for i, n in enumerate(s.val_names) for k in (0, 1)}
+    choice = select(s, metrics, (0, 1), tie="first", tolerance=0.0, fingerprints=same)
+    assert choice["identical"] == [[0, 1]] and choice["chosen"]["index"] == 0 and choice["chosen"]["identical_to"] == [1]
+    d = choice["decisiveness"]
+    assert d["identical_tie"] is True and d["runner_up"]["index"] == 3   # the runner-up is not the chosen's twin
+    # without fingerprints (records from before): nothing is called identical
+    assert select(s, metrics, (0, 1), tie="first", tolerance=0.0)["identical"] == []
+
+
 def test_an_edited_search_record_never_makes_the_choice(tmp_path):
     """The choice reads each point through intact.results.read_run: a valid-JSON edit of a point's metrics.json
     (aa -> 1.0, issue 33) or a truncated R.csv is refused naming the file, never chosen from."""

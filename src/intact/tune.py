@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -181,13 +182,16 @@ def tune_run_count(cfg: Mapping[str, Any]) -> int:
 
 
 def select(search: Search, metrics: Mapping[tuple[str, int], Mapping[str, Any]], seeds: Sequence[int], *,
-           tie: str, tolerance: float) -> dict[str, Any]:
-    """Pick ``search``'s point with the highest validation AA averaged over ``seeds``.
+           tie: str, tolerance: float, fingerprints: Mapping[tuple[str, int], str] | None = None) -> dict[str, Any]:
+    """Pick ``search``'s point with the highest validation AA averaged over ``seeds``, and say how decisive
+    the pick is.
 
     ``metrics[(val name, seed)]`` is a search point's ``metrics.json``: only validation-split records are
     accepted, so no test number can reach the choice. Points within ``tolerance`` (AA points) of the best
     mean tie; ``tie`` breaks it: ``first`` (declaration order) or ``min_forgetting`` (lowest mean
-    forgetting, then declaration order)."""
+    forgetting, then declaration order). ``fingerprints[(val name, seed)]`` (:func:`run_fingerprint`): points
+    whose runs are the same on every selection seed are *identical* - the record says so, and a choice among
+    identical points is a tie, not a preference (:func:`decisiveness`)."""
     rows = []
     for i, point in enumerate(search.points):
         recs = [metrics[(search.val_name(point), s)] for s in seeds]
@@ -199,13 +203,62 @@ def select(search: Search, metrics: Mapping[tuple[str, int], Mapping[str, Any]],
         forgetting = [float(r["forgetting_max"]) for r in recs]
         rows.append({"index": i, "name": search.val_name(point), "final_name": search.test_name(point),
                      "settings": dict(point), "val_aa": aa, "val_aa_mean": sum(aa) / len(aa),
+                     "val_aa_sd": statistics.stdev(aa) if len(aa) > 1 else 0.0,
                      "val_forgetting_mean": sum(forgetting) / len(forgetting)})
+    groups = identical_groups(rows, seeds, fingerprints)
+    for row in rows:
+        row["identical_to"] = [j for g in groups if row["index"] in g for j in g if j != row["index"]]
     best = max(r["val_aa_mean"] for r in rows)
     tied = [r for r in rows if r["val_aa_mean"] >= best - tolerance]
     chosen = min(tied, key=(lambda r: r["index"]) if tie == "first" else (lambda r: (r["val_forgetting_mean"], r["index"])))
     return {"run": search.run, "baseline": search.baseline, "selection_seeds": list(seeds), "tie": tie,
-            "tolerance": tolerance, "points": rows, "tied": [r["index"] for r in tied],
-            "chosen": {k: chosen[k] for k in ("index", "name", "final_name", "settings", "val_aa_mean")}}
+            "tolerance": tolerance, "points": rows, "tied": [r["index"] for r in tied], "identical": groups,
+            "decisiveness": decisiveness(chosen, rows, seeds),
+            "chosen": {k: chosen[k] for k in ("index", "name", "final_name", "settings", "val_aa_mean", "val_aa_sd",
+                                              "identical_to")}}
+
+
+def identical_groups(rows: Sequence[Mapping[str, Any]], seeds: Sequence[int],
+                     fingerprints: Mapping[tuple[str, int], str] | None) -> list[list[int]]:
+    """The groups (point indices, two or more) of points whose runs have the same fingerprint on every seed."""
+    if not fingerprints:
+        return []
+    by_runs: dict[tuple[str, ...], list[int]] = {}
+    for r in rows:
+        by_runs.setdefault(tuple(fingerprints[(r["name"], s)] for s in seeds), []).append(r["index"])
+    return [g for g in by_runs.values() if len(g) > 1]
+
+
+def decisiveness(chosen: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
+    """How decisive the choice is: the runner-up (the best point not identical to the chosen one), the chosen
+    point's lead over it in mean validation AA, the spread (the larger of the two points' standard deviations
+    over the selection seeds), ``decisive`` (the lead exceeds the spread), and the paired per-seed differences'
+    95 % interval (Student's t, :class:`intact.metrics.Paired`). ``identical_tie``: the chosen point's runs are
+    the same as another point's, so the choice between them is the tie rule's, not the data's."""
+    from intact.metrics import Paired  # numpy: not when the Snakefile imports this module
+
+    others = [r for r in rows if r["index"] != chosen["index"] and r["index"] not in chosen["identical_to"]]
+    out: dict[str, Any] = {"identical_tie": bool(chosen["identical_to"]), "runner_up": None, "lead": None,
+                           "spread": None, "decisive": None, "lead_interval": None, "better_seeds": None}
+    if not others:
+        return out
+    runner = max(others, key=lambda r: (r["val_aa_mean"], -r["index"]))
+    paired = Paired.of(dict(zip(seeds, chosen["val_aa"])), dict(zip(seeds, runner["val_aa"])))
+    lead, spread = chosen["val_aa_mean"] - runner["val_aa_mean"], max(chosen["val_aa_sd"], runner["val_aa_sd"])
+    interval = paired.interval()
+    out.update(runner_up={k: runner[k] for k in ("index", "name", "val_aa_mean", "val_aa_sd")}, lead=lead,
+               spread=spread, decisive=lead > spread, lead_interval=list(interval) if interval else None,
+               better_seeds=paired.better)
+    return out
+
+
+def run_fingerprint(run: Any) -> str:
+    """What makes two runs the same run: every task's accuracies (R) and the per-epoch training loss and
+    accuracy of every task, at full precision (timings left out)."""
+    from intact.hashing import stable_hash
+
+    epochs = [[{k: e.get(k) for k in ("ce", "acc")} for e in t["epochs"]] for t in run.trains]
+    return stable_hash({"R": [e["accuracy"] for e in run.evals], "epochs": epochs}, length=16)
 
 
 def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str]) -> dict[str, Any]:
@@ -220,7 +273,9 @@ def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequ
         raise ValueError("studies.tune is not declared")
     runs = [read_run(Path(p).parent) for p in metrics_paths]
     metrics = {(r.method, r.seed): r.metrics for r in runs}
-    out = select(study.search(run), metrics, study.selection_seeds, tie=study.tie, tolerance=study.tolerance)
+    fingerprints = {(r.method, r.seed): run_fingerprint(r) for r in runs}
+    out = select(study.search(run), metrics, study.selection_seeds, tie=study.tie, tolerance=study.tolerance,
+                 fingerprints=fingerprints)
     out["benchmark"] = benchmark
     out["final_runs"] = {"method": out["chosen"]["final_name"], "seeds": list(study.seeds), "eval_split": "test"}
     return out

@@ -18,6 +18,9 @@ from intact.results import StoredResults
 NOTE = ("Search on the validation split (train minus a validation part of it; the test split is never read), "
         "choice by mean validation AA over the selection seeds; the chosen point and its baseline then train on the "
         "full train split and are evaluated on the test split. A = the chosen point, B = its baseline. "
+        "val AA = the chosen point's mean ± std over the selection seeds; how decisive = its lead over the best "
+        "other point against the larger of the two points' std over the selection seeds (decisive: the lead "
+        "exceeds it), or a tie where the points' runs are identical (the tie rule, not the data, chose). "
         "diag = mean of R's diagonal (accuracy on a task right after learning it).")
 KEYS = ("aa", "forgetting_max", "diag")
 
@@ -51,10 +54,14 @@ def _summary(c: Mapping[str, Any], stored: StoredResults,
     per = {(m, k): {s: v for s, v in _per_seed(stored, b, m, k).items() if s in seeds}
            for m in (final, base) if m for k in KEYS}
     settings = ", ".join(f"{k}={v}" for k, v in c["chosen"]["settings"].items())
+    verdict, decided = how_decisive(c)
     record = {"run": c["run"], "chosen": final, "settings": settings, "points": len(c["points"]),
-              "val_aa_mean": c["chosen"]["val_aa_mean"], "baseline": base, "seeds": len(per[(final, "aa")])}
-    cells = {"run": f"`{c['run']}`", "chosen": settings or "(no settings)", "val": f"{c['chosen']['val_aa_mean']:.2f}",
-             "test": pm(Stat.of(list(per[(final, "aa")].values())))}
+              "val_aa_mean": c["chosen"]["val_aa_mean"], "val_aa_sd": c["chosen"].get("val_aa_sd"),
+              "choice": verdict, "lead": decided.get("lead"), "spread": decided.get("spread"),
+              "decisive": decided.get("decisive"), "identical_tie": decided.get("identical_tie"),
+              "baseline": base, "seeds": len(per[(final, "aa")])}
+    cells = {"run": f"`{c['run']}`", "chosen": settings or "(no settings)", "val": _val(c["chosen"]),
+             "choice": verdict, "test": pm(Stat.of(list(per[(final, "aa")].values())))}
     for key in KEYS:
         record[f"{key}_mean"] = Stat.of(list(per[(final, key)].values())).mean
     if not base:
@@ -71,17 +78,39 @@ def _summary(c: Mapping[str, Any], stored: StoredResults,
     return cells, record
 
 
+def _val(chosen: Mapping[str, Any]) -> str:
+    sd = chosen.get("val_aa_sd")
+    return f"{chosen['val_aa_mean']:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
+
+
+def how_decisive(choice: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """The choice's verdict in words (:func:`intact.tune.decisiveness`) and its record: a tie between identical
+    runs, a lead over the runner-up that exceeds the points' spread over the selection seeds, or one that
+    does not."""
+    d = choice.get("decisiveness") or {}
+    if d.get("identical_tie"):
+        twins = ", ".join(str(i) for i in choice["chosen"]["identical_to"])
+        return f"tie: runs identical to point(s) {twins}; the tie rule ({choice['tie']}) picked", d
+    if d.get("lead") is None:
+        return "one point", d
+    sign = ">" if d["decisive"] else "≤"
+    word = "decisive" if d["decisive"] else "not decisive"
+    return f"{word}: lead {d['lead']:.2f} {sign} spread {d['spread']:.2f} over point {d['runner_up']['index']}", d
+
+
 def write_tune_report(choices: Sequence[Mapping[str, Any]], stored: StoredResults, seeds: Sequence[int],
                       outputs: Mapping[str, str | Path], benchmark: str) -> pd.DataFrame:
     """The study's tables: the summary (csv, md), every search point (search) and the paired seeds (paired)."""
     search = pd.DataFrame([{"run": c["run"], "point": p["name"], "final_name": p["final_name"],
                             **{f"setting.{k}": v for k, v in p["settings"].items()},
                             **{f"val_aa_seed{s}": a for s, a in zip(c["selection_seeds"], p["val_aa"])},
-                            "val_aa_mean": p["val_aa_mean"], "val_forgetting_mean": p["val_forgetting_mean"],
+                            "val_aa_mean": p["val_aa_mean"], "val_aa_sd": p.get("val_aa_sd"),
+                            "val_forgetting_mean": p["val_forgetting_mean"],
+                            "identical_to": " ".join(map(str, p.get("identical_to", []))),
                             "chosen": p["index"] == c["chosen"]["index"]} for c in choices for p in c["points"]])
     paired = pd.DataFrame([r for c in choices for r in paired_rows(c, stored, seeds)])
     cols = [Column("run", "run", align="l"), Column("chosen", "chosen on validation", align="l"),
-            Column("val", "val AA"), Column("test", "test AA"), Column("baseline", "baseline", align="l"),
+            Column("val", "val AA"), Column("choice", "how decisive", align="l"), Column("test", "test AA"), Column("baseline", "baseline", align="l"),
             Column("baseline_aa", "baseline AA"), *paired_columns(better="better"),
             Column("forgetting", "Δ forgetting"), Column("diag", "diag (chosen / baseline)")]
     table = Table("study_tune", f"Tuned runs - {benchmark} (seeds {', '.join(map(str, seeds))}; chosen vs baseline "
