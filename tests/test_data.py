@@ -90,3 +90,102 @@ def test_tensor_batches_are_dataloaders_bit_for_bit(tiny_bench, drop_last):
         for (x, y), (u, v) in zip(fast, slow):
             assert x.dtype == u.dtype and torch.equal(x, u) and y.dtype == v.dtype and torch.equal(y, v)
             assert x.data_ptr() != data.tensors[0].data_ptr()  # a copy: a caller may change it in place
+
+
+def _mismatch(manifest, expected):
+    from intact.data.manifest import ManifestError
+
+    with pytest.raises(ManifestError) as err:
+        open_benchmark(manifest, expected)
+    msg = str(err.value)
+    assert "\n" not in msg and f"snakemake --forcerun {manifest}" in msg, msg
+    return msg
+
+
+def test_a_job_refuses_data_prepared_otherwise_than_its_run(tiny_bench):
+    """Every job opens the prepared data with its resolved benchmark (open_benchmark(manifest, expected)): the
+    name, tasks in order, class count, image shape and the settings it was prepared with must match."""
+    import dataclasses
+
+    cfg = benchmark_config(tiny_config(), "digits")
+    manifest = tiny_bench["manifest"]
+    assert open_benchmark(manifest, cfg).task_names == ["blur", "noise", "edges"]
+    assert open_benchmark(manifest, dataclasses.replace(cfg, backbone="other")).num_tasks == 3  # not a data setting
+    swap = dataclasses.replace(cfg, domains=("noise", "blur", "edges"))
+    assert ("benchmark 'digits' (type 'digits'): " in _mismatch(manifest, swap) and
+            "tasks ['blur', 'noise', 'edges'], the config ['noise', 'blur', 'edges']" in _mismatch(manifest, swap))
+    msg = _mismatch(manifest, dataclasses.replace(cfg, split_seed=cfg.split_seed + 1, image_size=16))
+    assert "image_shape [1, 32, 32], the config image_size 16" in msg and "config.split_seed 0, the config 1" in msg
+    assert "config.image_size 32, the config 16" in msg and "benchmark 'other'" in _mismatch(
+        manifest, dataclasses.replace(cfg, name="other"))
+
+
+def test_a_manifest_is_held_to_its_schema(tmp_path):
+    from intact.data.manifest import ManifestError, check_manifest
+
+    cfg = benchmark_config(tiny_config(), "digits")
+    path = tmp_path / "manifest.json"
+    path.write_text('{"name": "digits", "type": "digits", "num_classes": 10, "tasks": [{"name": "blur"}], "files": {}}')
+    msg = str(pytest.raises(ManifestError, check_manifest, path, cfg, written=True).value)
+    assert msg == (f"benchmark 'digits' (type 'digits'): {path} does not match the config: the manifest: 'benchmark' "
+                   "is a required property (the manifest schema: intact.data.manifest.MANIFEST_SCHEMA) (its prepare "
+                   "must write what the config declares)"), msg
+    path.write_text('{"benchmark": "digits", "type": "digits", "num_classes": 10, "tasks": [{"name": "blur"}], '
+                    '"files": {"data.safetensors": "abc"}}')
+    assert "files.data.safetensors: 'abc' does not match" in str(pytest.raises(ManifestError, check_manifest, path, cfg).value)
+
+
+#: a benchmark plugin whose prepare writes its declared tasks, not the config's ``domains``
+ROTATED = '''
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from intact.data.declare import BenchmarkSettings, BenchmarkType
+from intact.settings import setting
+
+TASKS = ("rot0", "rot30", "rot60", "rot90")
+
+@dataclass(frozen=True)
+class Settings(BenchmarkSettings):
+    domains: tuple[str, ...] = setting((), "the tasks", minItems=1, uniqueItems=True)
+
+class Rotated:
+    @staticmethod
+    def prepare(cfg, out_dir):
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        manifest = {"benchmark": cfg.name, "type": cfg.type, "num_classes": 10, "features": 64,
+                    "tasks": [{"name": t} for t in TASKS[:len(cfg.tasks)]], "files": {}}
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        return out / "manifest.json"
+
+BENCHMARK = BenchmarkType("rotated", Settings, "rotated_mod:Rotated", "rotations", tasks=TASKS, num_classes=10,
+                          parallel_prepare=False)
+'''
+
+
+def test_a_plugin_whose_prepare_ignores_the_domains_is_refused_when_it_writes(tmp_path, monkeypatch):
+    """Its prepare job fails (every train_task needs its manifest) naming the plugin; the manifest is removed."""
+    import intact.data
+    from intact.data import BENCHMARKS, benchmark_settings, prepare_benchmark
+    from intact.data.declare import BenchmarkType, use_registry
+    from intact.data.manifest import ManifestError
+    from intact.registry import Registry
+    from test_plugins import add_plugin
+
+    add_plugin(tmp_path, "rotated_dist", {"rotated": "rotated_mod:BENCHMARK"}, {"rotated_mod": ROTATED}, "intact.benchmarks")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = Registry("benchmark type", BenchmarkType, "intact.data", "BENCHMARK", "intact.benchmarks")
+    monkeypatch.setattr(intact.data, "BENCHMARKS", registry)
+    use_registry(registry)
+    try:
+        cfg = benchmark_settings({"name": "rot", "type": "rotated", "backbone": "vit_digits",
+                                  "domains": ["rot0", "rot30", "rot90"]})
+        msg = str(pytest.raises(ManifestError, prepare_benchmark, cfg, tmp_path / "rot").value)
+    finally:
+        use_registry(BENCHMARKS)
+    assert msg == (f"benchmark 'rot' (type 'rotated', from entry point 'rotated = rotated_mod:BENCHMARK' (group "
+                   f"'intact.benchmarks') of distribution 'rotated_dist 0.1'): {tmp_path / 'rot/manifest.json'} does "
+                   "not match the config: tasks ['rot0', 'rot30', 'rot60'], the config ['rot0', 'rot30', 'rot90'] "
+                   "(its prepare must write what the config declares)"), msg
+    assert not (tmp_path / "rot/manifest.json").exists()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -233,16 +233,17 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
 
 def build_query_cache(backbone_cfg, manifest: str | Path, backbone_weights: str | Path, out_dir: str | Path, *,
                       batch_size: int = 512, amp: bool = True, threads: int | None = None,
-                      progress: bool = True) -> dict:
+                      progress: bool = True, benchmark: Any = None) -> dict:
     """The body of the ``query_cache`` job: the query of every stored image of a benchmark for the
     backbone ``backbone_cfg``, in the precision training uses (bf16 autocast on CUDA with ``amp``).
-    The values do not depend on ``batch_size`` (each image's query is computed as the live path does)."""
+    The values do not depend on ``batch_size`` (each image's query is computed as the live path does).
+    ``benchmark``: its resolved settings, which the manifest must match (intact.data.manifest)."""
     from intact.data import open_benchmark
     from intact.models.backbone import create_backbone
     from intact.seeding import configure_torch
 
     device = configure_torch(threads)
-    bench = open_benchmark(manifest)
+    bench = open_benchmark(manifest, benchmark)
     backbone, digest = create_backbone(backbone_cfg, backbone_weights)
     backbone = backbone.to(device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and amp) else None

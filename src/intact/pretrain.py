@@ -50,12 +50,14 @@ def _accuracy(model: torch.nn.Module, loader: DataLoader, mean: torch.Tensor, st
     return 100.0 * correct / max(total, 1)
 
 
-def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, out_info: Path, threads: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Train ``cfg.model`` with a classifier on the clean split, save the backbone (head dropped)."""
+def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, out_info: Path, threads: int | None = None,
+                      progress: bool = True, benchmark: Any = None) -> dict[str, Any]:
+    """Train ``cfg.model`` with a classifier on the clean split, save the backbone (head dropped). ``benchmark``:
+    the pretraining benchmark's resolved settings, which the manifest must match (intact.data.manifest)."""
     p = cfg.pretrain
     device = configure_torch(threads)
     seed_everything(p.seed)
-    bench = open_benchmark(manifest)
+    bench = open_benchmark(manifest, benchmark)
     model = create_vit(cfg.model, num_classes=bench.num_classes).to(device)
     mean = torch.tensor(cfg.input_mean, device=device).view(1, -1, 1, 1)
     std = torch.tensor(cfg.input_std, device=device).view(1, -1, 1, 1)

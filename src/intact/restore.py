@@ -25,7 +25,7 @@ def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: 
                 state: Path | None = None, hypercubes: Path | None = None, state_task: int | None = None) -> tuple[Any, Any, str | None]:
     """The benchmark, the method of ``run`` (on ``device``) and the backbone's sha256, with a stored state
     (and hypercubes) if given; with ``state_task``, files written by another method, task or config are refused."""
-    bench = open_benchmark(manifest)
+    bench = open_benchmark(manifest, run.benchmark)  # refused if prepared otherwise than the run declares
     bench.use_settings(run.benchmark)
     bench.use_view(run.optim.train_crop, run.optim.test_resize)
     # the network family trains a whole network of its own: no frozen backbone to build

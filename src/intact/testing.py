@@ -129,13 +129,13 @@ def tiny_bench_key(cfg: Mapping[str, Any]) -> str:
 
 def _build_tiny_bench(cfg: Mapping[str, Any], root: Path) -> None:
     from intact.config import backbone_config, benchmark_config
-    from intact.data import benchmark_class
+    from intact.data import prepare_benchmark
     from intact.pretrain import pretrain_backbone
 
     bench_cfg = benchmark_config(cfg, "digits")
-    manifest = benchmark_class(bench_cfg.type).prepare(bench_cfg, root / "data")
+    manifest = prepare_benchmark(bench_cfg, root / "data")
     pretrain_backbone(backbone_config(cfg, bench_cfg.backbone), manifest, root / "backbone.safetensors",
-                      root / "backbone.json", threads=1, progress=False)
+                      root / "backbone.json", threads=1, progress=False, benchmark=bench_cfg)
 
 
 def _cache_folder() -> Path | None:

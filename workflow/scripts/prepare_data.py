@@ -3,11 +3,11 @@ from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.data import open_benchmark
-from intact.data import benchmark_settings
+from intact.data import benchmark_settings, open_benchmark, prepare_benchmark
 from intact.runtime.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):
     cfg = benchmark_settings(snakemake.params.benchmark)
-    manifest = cfg.declaration.load().prepare(cfg, snakemake.output.manifest.rsplit("/", 1)[0])
+    # the manifest it writes is checked against the config (intact.data.manifest): refused before any training
+    manifest = prepare_benchmark(cfg, snakemake.output.manifest.rsplit("/", 1)[0])
     open_benchmark(manifest).draw_preview(snakemake.output.preview)

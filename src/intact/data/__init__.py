@@ -10,9 +10,11 @@ declarations imports no torch (the Snakefile validates configs at start-up and o
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType, benchmark_type, use_registry
+from intact.data.manifest import ManifestError, check_manifest
 from intact.registry import Registry
 from intact.settings import ConfigError, build_dataclass
 
@@ -44,8 +46,26 @@ def benchmark_class(kind: str) -> type:
     return benchmark_type(kind).load()
 
 
-def open_benchmark(manifest_path):
-    """Open a prepared benchmark from its ``manifest.json`` (the type is read from the manifest)."""
+def open_benchmark(manifest_path, expected: BenchmarkSettings | None = None):
+    """Open a prepared benchmark from its ``manifest.json`` (the type is read from the manifest). With
+    ``expected`` (the job's resolved benchmark), the manifest is first checked against it
+    (:func:`intact.data.manifest.check_manifest`): data prepared otherwise are refused before any training."""
     from intact.io import read_json
 
+    if expected is not None:
+        check_manifest(manifest_path, expected)
     return benchmark_class(read_json(manifest_path)["type"])(manifest_path)
+
+
+def prepare_benchmark(cfg: BenchmarkSettings, out_dir: str | Path, **options: Any) -> Path:
+    """Prepare benchmark ``cfg`` under ``out_dir`` with its type's ``prepare(cfg, out_dir, **options)`` and check
+    the manifest it wrote (schema and settings: :func:`~intact.data.manifest.check_manifest`); a manifest that
+    does not match is removed (nothing half-written stays) and refused in one line naming the type's plugin."""
+    path = Path(out_dir) / "manifest.json"
+    cfg.declaration.load().prepare(cfg, out_dir, **options)
+    try:
+        check_manifest(path, cfg, written=True)
+    except ManifestError:
+        path.unlink(missing_ok=True)
+        raise
+    return path

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from intact.settings import fields_schema
 from intact.registry import check_implementation, load_target, resolve
@@ -61,6 +61,10 @@ class BenchmarkSettings:
     name: str
     type: str
     backbone: str
+
+    #: settings a run applies when it reads the prepared data, not when they are prepared (the image types'
+    #: validation part): a manifest prepared with other values of these still serves the run
+    read_keys: ClassVar[tuple[str, ...]] = ()
 
     @property
     def declaration(self) -> "BenchmarkType":

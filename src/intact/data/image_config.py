@@ -9,6 +9,7 @@ the standard library. The paper's task orders follow ``docs/protocols.md`` secti
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 from intact.data.declare import BenchmarkSettings
@@ -63,6 +64,9 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     val_seed: int = setting(0, "seeds the draw of the validation part (with the task's name)", minimum=0,
                             later=True)
 
+    #: applied when a run reads the prepared data, not when it is prepared (the prepare job's params omit them)
+    read_keys: ClassVar[tuple[str, ...]] = ("val_fraction", "val_seed")
+
     def __post_init__(self) -> None:
         for key, value in self.declaration.defaults.items():
             if getattr(self, key) is None:
@@ -88,11 +92,7 @@ class ImageBenchmarkConfig(BenchmarkSettings):
         return out
 
 
-#: keys applied when a run reads the prepared data, not when it is prepared (the prepare job's params omit them)
-READ_KEYS = ("val_fraction", "val_seed")
-
-
 def prepare_settings(cfg: ImageBenchmarkConfig) -> dict:
     """What preparing a benchmark depends on: its recorded settings (:func:`intact.settings.recorded`) without
-    :data:`READ_KEYS` (a new validation setting never re-decodes the images)."""
-    return {k: v for k, v in recorded(cfg).items() if k not in READ_KEYS}
+    its ``read_keys`` (a new validation setting never re-decodes the images)."""
+    return {k: v for k, v in recorded(cfg).items() if k not in cfg.read_keys}
