@@ -128,3 +128,93 @@ def test_multilayer_head_protects_every_linear_against_its_own_input_box(tiny_be
         vals = pts @ dW.T + db
         torch.testing.assert_close(blo, vals.min(0).values)
         torch.testing.assert_close(bhi, vals.max(0).values)
+
+
+#: a test-only method plugin: net_finetune whose every step draws from the global RNGs (torch's noise on the
+#: inputs, Python's and NumPy's a scale), as a plugin may; its declaration torch-free, its class in its own module
+NOISY_DECL = '''
+from intact.methods.declare import Method
+from intact.methods.net_finetune import NetworkSettings
+
+METHOD = Method("noisy", NetworkSettings, "noisy_impl:Noisy", "net_finetune with noise", uses_backbone=False)
+'''
+NOISY_IMPL = '''
+import random
+
+import numpy as np
+import torch
+
+from intact.methods.shared.network import NetworkMethod
+
+
+class Noisy(NetworkMethod):
+    def forward_train(self, x):
+        scale = 0.2 + 0.1 * random.random() + 0.1 * float(np.random.rand())
+        return super().forward_train(x + scale * torch.randn_like(x))
+'''
+
+#: in the plugin's process: two tasks straight through, and the same cut after 3 steps of task 1 and resumed, with
+#: the training data read as a dataset that is not a TensorDataset (through DataLoader, as a plugin benchmark's)
+#: and as the digits' own; prints whether the final states are equal, bit for bit
+RESUME = '''
+import json, sys
+from pathlib import Path
+import torch
+from torch.utils.data import Dataset
+from intact.config import resolve_run
+from intact.data import benchmark_class
+from intact.io import load_tensors
+from intact.testing import train_one
+from intact.train import Preempted
+
+
+class Items(Dataset):
+    def __init__(self, data):
+        self.data = data
+    def __len__(self):
+        return len(self.data)
+    def __getitem__(self, i):
+        return self.data[i]
+
+
+bench, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+run = resolve_run(bench["config"], "digits", "noisy", 0)
+cls = benchmark_class("digits")
+plain = cls.train_set
+for way in ("dataloader", "tensors"):
+    if way == "dataloader":
+        cls.train_set = lambda self, task, eval_split="test": Items(plain(self, task, eval_split))
+    else:
+        cls.train_set = plain
+    full, cut = out / way / "full", out / way / "cut"
+    for t in (0, 1):
+        train_one(bench, run, full / f"task{t}", t, full / "task0" if t else None)
+    train_one(bench, run, cut / "task0", 0)
+    try:
+        train_one(bench, run, cut / "task1", 1, cut / "task0", max_steps=3)
+    except Preempted:
+        pass
+    assert train_one(bench, run, cut / "task1", 1, cut / "task0")["resumed_from"] == {"epoch": 0, "step": 3}
+    a, b = load_tensors(full / "task1/state.safetensors"), load_tensors(cut / "task1/state.safetensors")
+    print(way, all(torch.equal(a[k], b[k]) for k in a))
+'''
+
+
+def test_a_method_drawing_from_the_global_rngs_resumes_bit_for_bit(tiny_bench, tmp_path):
+    """A checkpoint restores torch's (and CUDA's), Python's and NumPy's global generators, and nothing draws from
+    them between the restore and the next step (a DataLoader iterator takes its seed from a generator of its own)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_plugins import add_plugin
+
+    add_plugin(tmp_path / "site", "noisy_dist", {"noisy": "noisy_decl:METHOD"},
+               {"noisy_decl": NOISY_DECL, "noisy_impl": NOISY_IMPL})
+    (tmp_path / "bench.json").write_text(json.dumps({k: str(v) if k != "config" else v for k, v in tiny_bench.items()}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", RESUME, str(tmp_path / "bench.json"), str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["dataloader", "True", "tensors", "True"], proc.stdout + proc.stderr[-2000:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import zlib
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +25,31 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """The global generators a method may draw from - torch's (CPU, and CUDA's where there is one), Python's and
+    NumPy's - as plain values and tensors (a checkpoint loads them with ``weights_only``)."""
+    _, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "python": random.getstate(),
+            "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
+                      "cached_gaussian": float(cached)}}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned (a state without some generator leaves that one as it is)."""
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "python" in state:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in state:
+        n = state["numpy"]
+        np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                             n["cached_gaussian"]))
 
 
 def configure_torch(threads: int | None = None, deterministic: bool = True) -> torch.device:

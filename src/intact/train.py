@@ -6,9 +6,11 @@ checkpoint), :func:`train_epoch` per epoch, :func:`end_of_task` (hypercubes, eff
 :func:`write_outputs` (state, hypercubes, ``train.json``: :class:`~intact.train_record.TrainRecord`).
 
 Resumable at step granularity: after every epoch (and when SLURM signals the end of the time limit)
-the job atomically writes ``checkpoint.pt`` with the trainable state, optimizer, scheduler and RNG
-state plus the position in the epoch; a restarted job continues from there. Batch order is a pure
-function of (seed, task, epoch), so a resumed run is bit-identical to an uninterrupted one on CPU.
+the job atomically writes ``checkpoint.pt`` with the trainable state, optimizer, scheduler and the global RNGs'
+states (torch's, CUDA's, Python's, NumPy's: a method may draw from any) plus the position in the epoch; a
+restarted job continues from there. Batch order is a pure function of (seed, task, epoch), and nothing draws
+from the global RNGs between their restore and the next step, so a resumed run is bit-identical to an
+uninterrupted one on CPU.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from intact.protocols import optimizer_name
 from intact.provenance import provenance
 from intact.regularizers.hypercube import save_hypercubes
 from intact.restore import load_method, stored_by
-from intact.seeding import configure_torch, derive_seed, seed_everything
+from intact.seeding import configure_torch, derive_seed, rng_state, seed_everything, set_rng_state
 from intact.settings import OptimConfig, RunConfig
 from intact.train_record import FILENAME as TRAIN_JSON, TrainRecord, train_record_path
 
@@ -201,7 +203,7 @@ def resume(job: TaskRun) -> None:
             job.method.load_trainable_state(ck["method"])
             job.opt.load_state_dict(ck["optimizer"])
             job.sched.load_state_dict(ck["scheduler"])
-            torch.set_rng_state(ck["rng_cpu"])
+            set_rng_state(ck["rng"] if "rng" in ck else {"torch": ck["rng_cpu"]})  # (a checkpoint of before)
             job.epoch, job.step, job.history, running, job.elapsed = ck["epoch"], ck["step"], ck["history"], ck["running"], ck["elapsed"]
             guard_state = ck.get("guard")
             job.resumed_from = {"epoch": job.epoch, "step": job.step}
@@ -221,12 +223,13 @@ def resume(job: TaskRun) -> None:
 
 
 def checkpoint(job: TaskRun) -> None:
-    """Save the position, the trainable state, optimizer, scheduler and RNG (never a diverged state)."""
+    """Save the position, the trainable state, optimizer, scheduler and the global RNGs (torch's, CUDA's, Python's,
+    NumPy's: a method may draw from any of them; never a diverged state)."""
     job.guard.check(job.kept())
     save_checkpoint(job.ckpt_path, {
         "run_hash": job.run.hash(), "task": job.task, "epoch": job.epoch, "step": job.step,
         "method": job.method.trainable_state(), "optimizer": job.opt.state_dict(), "scheduler": job.sched.state_dict(),
-        "rng_cpu": torch.get_rng_state(), "history": job.history,
+        "rng": rng_state(), "history": job.history,
         "running": {**{k: float(v) for k, v in job.sums.items()}, "_n": job.count} if job.count else {},
         "elapsed": job.elapsed + time.perf_counter() - job.t0, "guard": job.guard.state_dict(),
     })

@@ -189,7 +189,10 @@ def _rows(data: Dataset, order: torch.Tensor, batch_size: int) -> Iterator[Batch
     if isinstance(data, TensorDataset) and len(data.tensors) == 2:
         x, y = data.tensors
         return ((x[r], y[r]) for r in order.split(batch_size))
-    return iter(DataLoader(Subset(data, order.tolist()), batch_size=batch_size, shuffle=False))
+    # a generator of its own: DataLoader's iterator draws a seed when it starts (an epoch, a resumed epoch), which
+    # would move the global RNG a method may draw from after the checkpoint restored it (exact resume)
+    return iter(DataLoader(Subset(data, order.tolist()), batch_size=batch_size, shuffle=False,
+                           generator=torch.Generator()))
 
 
 def eval_batches(data: Dataset, batch_size: int, device: torch.device | str = "cpu") -> Iterator[Batch]:
