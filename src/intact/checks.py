@@ -23,7 +23,8 @@ from intact.settings import ConfigError, RunConfig
 from intact.studies import expand_studies
 from intact.tune import expand_tune, tune_run_count
 
-#: the most runs (benchmark x method name x seed) a config may declare: a paper config declares about 200
+#: the most runs (benchmark x method name x seed) a config may declare: config.yaml declares under 400 (its tune
+#: study included), a paper config about 200
 MAX_RUNS = 10_000
 
 
