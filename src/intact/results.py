@@ -207,10 +207,11 @@ def _num_classes(path: Path, benchmark: str) -> int | None:
 
 
 def _same(got: Any, want: Any) -> bool:
-    """Equal as JSON values; numbers to 1e-9 (a copy on another machine may differ in the last bits)."""
+    """Equal as JSON values; numbers to 1e-9 (a copy on another machine may differ in the last bits), NaN to NaN
+    (a certificate that could not be computed)."""
     if isinstance(want, (int, float)) and not isinstance(want, bool):
         return (isinstance(got, (int, float)) and not isinstance(got, bool)
-                and math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9))
+                and (math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9) or math.isnan(got) and math.isnan(want)))
     if isinstance(want, (list, tuple)):
         return isinstance(got, list) and len(got) == len(want) and all(map(_same, got, want))
     if isinstance(want, dict):
