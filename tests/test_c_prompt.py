@@ -13,7 +13,8 @@ from intact.config import resolve_run
 from intact.data.loader import eval_batches
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
-from intact.models.c_prompt import AdaptiveEma, CPromptPool, greedy_slots, qkv_prefix
+from intact.methods.impl.compositional_prompt import AdaptiveEma, CompositionalPool, qkv_prefix
+from intact.methods.impl.ka_prompt import greedy_slots
 from intact.models.shared_prompt import split_prompt
 from intact.restore import load_method
 from intact.train import Preempted
@@ -88,7 +89,7 @@ def test_query_tokens_read_token1_and_the_patch_mean():
 
 
 def test_selection_is_within_the_task_slice_in_training_and_over_the_pool_at_test():
-    pool = CPromptPool(8, num_tasks=3, per_task=3, length=2, top_n=2, general_length=2, general_layers=(0,), expert_layers=(1,))
+    pool = CompositionalPool(8, num_tasks=3, per_task=3, length=2, top_n=2, general_length=2, general_layers=(0,), expert_layers=(1,))
     pool.begin_task(0, torch.Generator().manual_seed(0))
     pool.begin_task(1, torch.Generator().manual_seed(1))
     q = torch.randn(64, 8, generator=torch.Generator().manual_seed(2))

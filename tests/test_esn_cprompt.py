@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from intact.config import ConfigError, resolve_run
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
-from intact.models.cprompt import ccl_loss, key_logits
+from intact.methods.impl.consistent_prompt import ccl_loss, key_logits
 from intact.models.esn import ClassAttentionBlock, choose_temperature, free_energy, prompted_tokens, vote
 from intact.restore import load_method
 from intact.train import Preempted

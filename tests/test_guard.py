@@ -35,7 +35,7 @@ def inject(monkeypatch, at: set[int], kind: str = "term") -> None:
     """Make the loss of the given (0-based) calls non-finite: a NaN 'ce' term, or NaN gradients only."""
     from intact.methods import METHODS
 
-    CodaPrompt = METHODS["coda_p"].load()
+    CodaPrompt = METHODS["coda_p"].import_class()
 
     # wrap the method's own loss, never an earlier injection of the same test
     original = CodaPrompt.__dict__.get("_unfaulted_loss", CodaPrompt.loss)

@@ -19,7 +19,7 @@ from conftest import REPO, plain_signals, snakemake, tiny_config, write_config
 from intact.data import BUILTIN_TYPES
 from intact.data.declare import BenchmarkType
 from intact.methods.declare import Method
-from intact.registry import Registry, RegistryError, load_target, resolve, target_problem
+from intact.registry import Registry, RegistryError, import_target, resolve, target_problem
 
 GOOD = '''
 from dataclasses import dataclass
@@ -116,6 +116,12 @@ def env(site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
 
 
+def _method_of(name: str) -> Method:
+    from intact.methods import METHODS
+
+    return METHODS[name]
+
+
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_a_broken_plugin_is_recorded_and_refused_only_by_name(registry, name):
     assert "good_plugin" in registry and registry.builtin <= set(registry) and "coda_p" in registry.builtin
@@ -162,6 +168,18 @@ def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
     assert "finetune" in reg
 
 
+def test_a_renamed_method_answers_to_its_former_name_which_no_plugin_may_take(tmp_path, monkeypatch):
+    """compositional_prompt is stored as c_prompt: the registry answers to both names; a plugin that declares
+    c_prompt would share its runs' folders and hashes, so it is refused, naming the method that keeps it."""
+    add_plugin(tmp_path, "squatter", {"c_prompt": "squatter_mod:METHOD"}, {"squatter_mod": GOOD.format(name="c_prompt")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
+    assert reg["c_prompt"] is reg["compositional_prompt"] and reg.aliases["c_prompt"] == "compositional_prompt"
+    assert "c_prompt" not in set(reg) and "c_prompt" in reg.failures
+    msg = reg.failures["c_prompt"].message("method")
+    assert "squatter 0.1" in msg and "former name of 'compositional_prompt'" in msg, msg
+
+
 def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch):
     """A package's own modules: one declares, one is a helper (read, not imported: skipped, named if looked
     up), one fails."""
@@ -180,9 +198,16 @@ def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch)
     assert "unknown method 'nope'; known: good" in str(pytest.raises(KeyError, lambda: reg["nope"]).value)
 
 
-def test_one_loader_and_one_resolver():
-    assert load_target("intact.registry:resolve") is resolve
-    assert load_target(lambda: 7) == 7
+def test_one_importer_and_one_resolver():
+    assert import_target("intact.registry:resolve") is resolve
+    assert import_target(lambda: 7) == 7
+    # "load" reads stored data; the names that imported code under it still work, with a warning
+    from intact import registry
+
+    with pytest.warns(DeprecationWarning, match="intact.registry.import_target"):
+        assert registry.load_target is import_target
+    with pytest.warns(DeprecationWarning, match="import_class"):
+        assert Method.load(_method_of("coda_p")) is _method_of("coda_p").import_class()
     assert resolve({"a": 1}, "a", "thing") == 1
     assert str(pytest.raises(KeyError, resolve, {"a": 1, "b": 2}, "c", "thing").value) == "unknown thing 'c'; known: a, b"
     assert target_problem("intact.registry:Registry") is None

@@ -221,13 +221,13 @@ def test_intact_runs_shows_what_each_run_trains_with(tmp_path, monkeypatch, caps
     monkeypatch.setenv("IMAGENET_R_ROOT", str(tmp_path))
     assert main(["runs", str(PAPER / "imagenet_r.yaml")]) == 0
     lines = {tuple(ln.split("\t")[:2]): ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")}
-    official = lines[("imagenet_r", "c_prompt@protocol=official")]
+    official = lines[("imagenet_r", "compositional_prompt@protocol=official")]   # C-Prompt, stored as c_prompt
     for part in ("protocol=official", "backbone=vit_b16_in21k", "epochs=5", "batch=128", "optimizer=adamw", "schedule=constant", "lr=0.005"):
         assert f"\t{part}" in official, official
     for part in ("protocol=intact", "epochs=50", "batch=64", "optimizer=adamw", "schedule=cosine_epoch"):
-        assert f"\t{part}" in lines[("imagenet_r", "c_prompt")]
+        assert f"\t{part}" in lines[("imagenet_r", "compositional_prompt")]
     assert "\toptimizer=sgd" in lines[("imagenet_r", "s_prompts@protocol=official")]
-    for run, batch, epochs in (("esn", 128, 10), ("cprompt", 16, 10)):   # ESN, CPrompt: their scripts (issue 32)
+    for run, batch, epochs in (("esn", 128, 10), ("consistent_prompt", 16, 10)):   # ESN, CPrompt: their scripts
         sgd = ("protocol=official", "optimizer=sgd", "lr=0.01", "weight_decay=0.0005")
         for part in (*sgd, f"batch={batch}", f"epochs={epochs}"):
             assert f"\t{part}" in lines[("imagenet_r", f"{run}@protocol=official")]
@@ -274,7 +274,7 @@ def _train_sizes(name: str) -> list[int]:
 def test_the_intact_budgets_ema_spans_the_tasks_the_authors_h_spans(name):
     """ema_span = e^(h-1) / the official run's mean steps per task; converted back under the intact budget."""
     from intact.config import resolve_run
-    from intact.methods.c_prompt import ema_h, ema_span
+    from intact.methods.compositional_prompt import ema_h, ema_span
 
     cfg, sizes = layered(name), _train_sizes(name)
     for method in ("c_prompt", "ka_prompt"):
@@ -295,7 +295,7 @@ def test_the_evaluated_head_lags_the_live_head_under_both_protocols(tiny_bench, 
     from intact.config import resolve_run
     from intact.data import open_benchmark
     from intact.io import load_tensors, read_json
-    from intact.methods.c_prompt import ema_h, task_steps
+    from intact.methods.compositional_prompt import ema_h, task_steps
     from intact.train import train_task
 
     cfg = tiny_config()

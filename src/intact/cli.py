@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from intact.config import ConfigError, load_config, resolve_run
+from intact.methods import declared_name
 from intact.protocols import training_summary
 from intact.studies import expand_studies
 from intact.tune import expand_tune
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             for m in methods:
                 run = resolve_run(cfg, b, m, seeds[0])
                 training = "\t".join(f"{k}={v}" for k, v in training_summary(run).items())
-                print(f"{b}\t{m}\tseeds={','.join(map(str, seeds))}\thash={run.hash()}\t{training}")
+                # a renamed method's runs under its declared name (their folders keep the stored one)
+                print(f"{b}\t{declared_name(m)}\tseeds={','.join(map(str, seeds))}\thash={run.hash()}\t{training}")
     return 0
 
 

@@ -11,19 +11,20 @@ This module imports no torch: the Snakefile calls :func:`validate_config` at sta
 
 from __future__ import annotations
 
+import copy
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from intact.checks import check_run_count, check_runs as _check_runs
 from intact.data import BENCHMARK_TYPES, benchmark_settings
 from intact.data.declare import BenchmarkSettings
 from intact.paths import expand_path, file_problem
 from intact.layering import LayerError, check_size, merge, read_files
-from intact.methods import METHODS
+from intact.methods import METHODS, stored_key, stored_name
 from intact.naming import MethodNameError, parse_method_name
-from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone, run_layers,
-                              same_as_default)
+from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
+                              run_layers, same_as_default)
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
     INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig, TrackingConfig,
@@ -67,6 +68,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
         raise ConfigError(str(err)) from None
     _check_benchmark_types(cfg)
     check_schema(cfg)
+    use_stored_names(cfg)   # after the schema check: its messages quote the config as written
     check_run_count(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
@@ -95,6 +97,75 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     # resolve every declared run and check what can be checked without training
     if check_runs:
         _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
+
+
+def use_stored_names(cfg: dict[str, Any]) -> None:
+    """Put every method name of ``cfg`` in its stored form, in place (:func:`intact.methods.stored_name`: a renamed
+    method's runs keep its former name, their folders and hashes): the run names of ``run`` and of the studies, the
+    keys of every layer's ``methods``, ``per_method`` and ``same_as_default``, and ``methods.<name>.`` keys of the
+    grids. Where a section names one method by both names, the later entry merges over the earlier one.
+    :func:`validate_config` does it to the config the pipeline reads; :func:`resolve_run` and the plan read any
+    config so (:func:`stored_config`)."""
+    _stored_names(cfg, apply=True)
+
+
+def stored_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``cfg`` if every method name in it is in its stored form (as validation leaves a config), else a copy in
+    that form (:func:`use_stored_names`)."""
+    if not _stored_names(cfg, apply=False):
+        return cfg
+    out = copy.deepcopy(dict(cfg))
+    use_stored_names(out)
+    return out
+
+
+def _stored_names(cfg: Mapping[str, Any], apply: bool) -> bool:
+    """Whether ``cfg`` names a method otherwise than in its stored form; ``apply``: rename them (in place)."""
+    changed = False
+
+    def value(owner: Any, key: str, rename: Callable[[str], str] = stored_name) -> None:
+        nonlocal changed
+        old = owner.get(key) if isinstance(owner, dict) else None
+        new = [rename(v) if isinstance(v, str) else v for v in old] if isinstance(old, list) else (
+            rename(old) if isinstance(old, str) else old)
+        if new != old:
+            changed = True
+            if apply:
+                owner[key] = new
+
+    def keys(owner: Any, key: str, rename: Callable[[str], str]) -> None:
+        nonlocal changed
+        section = owner.get(key) if isinstance(owner, dict) else None
+        if not isinstance(section, dict) or all(not isinstance(k, str) or rename(k) == k for k in section):
+            return
+        changed = True
+        if apply:
+            merged: dict[str, Any] = {}
+            for k, v in section.items():
+                new = rename(k) if isinstance(k, str) else k
+                both = isinstance(merged.get(new), Mapping) and isinstance(v, Mapping)
+                merged[new] = merge(merged[new], v) if both else v
+            section.clear()
+            section.update(merged)
+
+    value(cfg.get("run"), "methods")
+    studies = cfg.get("studies") if isinstance(cfg.get("studies"), dict) else {}
+    for study, key in (("main", "methods"), ("integration", "methods"), ("ablation", "method"),
+                       ("sensitivity", "method")):
+        value(studies.get(study), key)
+    keys(studies.get("sensitivity"), "grid", stored_key)
+    tune = studies.get("tune") if isinstance(studies.get("tune"), dict) else {}
+    for search in tune.get("searches") or []:
+        value(search, "run")
+        value(search, "baseline")
+        keys(search, "grid", stored_key)
+        keys(search.get("random") if isinstance(search, dict) else None, "space", stored_key)
+    for layer in all_layers(cfg):
+        for key in ("methods", "per_method", "same_as_default"):
+            keys(layer, key, stored_name)
+        for entry in (layer.get("per_method") or {}).values():
+            keys(entry, "methods", stored_name)
+    return changed
 
 
 def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
@@ -217,6 +288,8 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
     else the name's ``run.eval_split`` (a tuning study's search point), else ``run.eval_split`` of the config."""
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
+    cfg = stored_config(cfg)   # (a config validation has not seen: a test's, a tool's)
+    method = stored_name(method)   # the run's name, folder and hash: a renamed method's runs keep its former name
     name, sections, backbone_name = _method_sections(cfg, benchmark, method)
     bench = benchmark_config(cfg, benchmark)
     backbone = backbone_config(cfg, backbone_name)

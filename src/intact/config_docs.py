@@ -81,6 +81,8 @@ def method_section(m: Method, seen: dict[tuple, str]) -> list[str]:
     facts += ["a whole network (no frozen backbone)"] if not m.uses_backbone else []
     depth = ", ".join(f"`{k}`" for k in m.layer_keys)
     facts += [f"block lists checked against the depth: {depth}"] if m.layer_keys else []
+    facts += [f"stored as `{m.stored_as}`: its runs' folders and hashes keep that name, which a config may still "
+              "use"] if m.stored_as != m.name else []
     return [f"### `methods.{m.name}`", "", f"{m.description} ({'; '.join(facts)}).", "",
             *_table(settings_schema(m)["properties"], defaults(m.settings), f"methods.{m.name}", seen), ""]
 

@@ -94,10 +94,16 @@ def contradictions(cfg: Mapping[str, Any]) -> list[str]:
             for base in same_as_default(cfg, p) if changes(cfg, p, base)]
 
 
+def all_layers(cfg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every layer a config declares besides the per-method ones (which are inside these, under ``per_method``):
+    its top level, each benchmark's overrides, each protocol and each benchmark's refinement of one."""
+    layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values())]
+    return layers + [layer for p in declared(cfg) for layer in _protocol_layers(cfg, p)]
+
+
 def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
     """Every backbone a per-method or protocol layer names (the benchmarks' own are checked apart)."""
-    layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values())]
-    layers += [layer for p in declared(cfg) for layer in _protocol_layers(cfg, p)]
+    layers = all_layers(cfg)
     out = {layer["backbone"] for layer in layers if layer.get("backbone")}
     for layer in layers:
         out |= {m["backbone"] for m in (layer.get("per_method") or {}).values() if (m or {}).get("backbone")}

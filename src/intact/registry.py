@@ -1,6 +1,6 @@
 """Registries of declarations: the built-in modules of one package and the entry points of one group.
 
-One loader of ``"module:attr"`` targets (:func:`load_target`), one resolver of names (:func:`resolve`) and one
+One importer of ``"module:attr"`` targets (:func:`import_target`), one resolver of names (:func:`resolve`) and one
 way to find declarations (:class:`Registry`), shared by the methods (:mod:`intact.methods`) and whatever else
 is declared in files and registered by other packages (benchmarks).
 
@@ -40,6 +40,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
+from intact.deprecation import moved
+
 T = TypeVar("T")
 
 #: environment variable: seconds a declaration's import may take before it is named on stderr (default 3)
@@ -65,9 +67,9 @@ def resolve(registry: Mapping[str, T], name: str, what: str) -> T:
 
 
 @functools.lru_cache(maxsize=None)
-def load_target(target: str | Callable[[], Any]) -> Any:
-    """The object a target names: import ``"package.module:attr"`` and return the attribute, or call a
-    factory function (a declaration's ``implementation`` may be either). Cached: one object per target."""
+def import_target(target: str | Callable[[], Any]) -> Any:
+    """The object a target names: import ``"package.module:attr"`` and return the attribute (or call a factory
+    function: a declaration's deprecated ``implementation`` form). Cached: one object per target."""
     if callable(target):
         return target()
     module, _, attr = target.partition(":")
@@ -231,7 +233,10 @@ class Registry(Mapping[str, T], Generic[T]):
     the loaded ones; a name whose loading failed is in :attr:`failures` and raises when looked up.
 
     ``kind``: the declaration class; ``what``: its name in messages ("method"); ``skip``: module names of
-    ``package`` that are not declarations (besides those without ``attr``, skipped anyway)."""
+    ``package`` that are not declarations (besides those without ``attr``, skipped anyway).
+
+    A declaration whose ``stored_as`` differs from its name (a renamed method) answers to that former name too
+    (:attr:`aliases`), which no other declaration may take."""
 
     def __init__(self, what: str, kind: type, package: str, attr: str, group: str, skip: tuple[str, ...] = ()):
         self.what, self.kind, self.package, self.attr, self.group = what, kind, package, attr, group
@@ -243,11 +248,16 @@ class Registry(Mapping[str, T], Generic[T]):
         self._builtins(skip)
         self.builtin: frozenset[str] = frozenset(self._found)   #: the names declared by ``package`` itself
         self._installed()
+        #: former name -> the declared name that answers to it (a declaration's ``stored_as``)
+        self.aliases: dict[str, str] = {}
+        self._add_aliases()
 
     # -- the mapping: loaded declarations only -------------------------------------------------------
     def __getitem__(self, name: str) -> T:
         if name in self._found:
             return self._found[name]
+        if name in self.aliases:
+            return self._found[self.aliases[name]]
         if name in self.failures:
             raise RegistryError(self.failures[name].message(self.what))
         if name in self.skipped:
@@ -285,6 +295,22 @@ class Registry(Mapping[str, T], Generic[T]):
     def _fail(self, name: str, origin: str, cause: str) -> None:
         self.failures.setdefault(name, Failure(name, origin, cause))
 
+    def _add_aliases(self) -> None:
+        for name, decl in list(self._found.items()):
+            former = getattr(decl, "stored_as", None) or name
+            if former == name:
+                continue
+            if former in self.aliases:
+                self._fail(name, self._origin[name], f"{self.what} {name!r} is stored as {former!r}, as "
+                           f"{self.aliases[former]!r} is; one name stores one method's runs")
+                del self._found[name]
+                continue
+            if former in self._found:   # another declaration takes the name a renamed one's runs are stored under
+                self._fail(former, self._origin[former], f"{self.what} {former!r} is the former name of {name!r} "
+                           f"({self._origin[name]}), whose runs keep it; declare another name")
+                del self._found[former]
+            self.aliases[former] = name
+
     def _builtins(self, skip: tuple[str, ...]) -> None:
         pkg = importlib.import_module(self.package)
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
@@ -320,3 +346,7 @@ class Registry(Mapping[str, T], Generic[T]):
                 self._fail(declared, origin, cause)
                 continue
             self._add(ep.name, decl, origin)
+
+
+#: ``load`` reads stored data everywhere else; importing code is ``import_target`` (CHANGELOG.md)
+__getattr__ = moved(__name__, {"load_target": "intact.registry:import_target"})

@@ -29,7 +29,7 @@ SRC = Path(__file__).resolve().parent.parent
 #: modules that decide how a job's process starts, not what it computes (a warm job's outputs are a cold
 #: job's, bit for bit: tests/test_warm_workflow.py), so editing them rebuilds nothing
 HOW_JOBS_START = frozenset({"intact.runtime.warm", "intact.runtime.warm_server", "intact.runtime.protocol"})
-#: a lazy registry entry, "module:attribute" (intact.registry.load_target)
+#: a lazy registry entry, "module:attribute" (intact.registry.import_target)
 _LAZY = re.compile(r"intact(\.\w+)*:\w+")
 
 

@@ -43,7 +43,7 @@ def benchmark_settings(data: Mapping[str, Any]) -> BenchmarkSettings:
 
 def benchmark_class(kind: str) -> type:
     """Import and return the implementation class of benchmark type ``kind``."""
-    return benchmark_type(kind).load()
+    return benchmark_type(kind).import_class()
 
 
 def open_benchmark(manifest_path, expected: BenchmarkSettings | None = None):
@@ -62,7 +62,7 @@ def prepare_benchmark(cfg: BenchmarkSettings, out_dir: str | Path, **options: An
     the manifest it wrote (schema and settings: :func:`~intact.data.manifest.check_manifest`); a manifest that
     does not match is removed (nothing half-written stays) and refused in one line naming the type's plugin."""
     path = Path(out_dir) / "manifest.json"
-    cfg.declaration.load().prepare(cfg, out_dir, **options)
+    cfg.declaration.import_class().prepare(cfg, out_dir, **options)
     try:
         check_manifest(path, cfg, written=True)
     except ManifestError:

@@ -21,11 +21,12 @@ config entry's task sequence and class count (:class:`BenchmarkSettings`), the e
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from intact.settings import fields_schema
-from intact.registry import check_implementation, load_target, resolve
+from intact.registry import check_implementation, import_target, resolve
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
@@ -138,9 +139,15 @@ class BenchmarkType:
         fields = [f.name for f in dataclasses.fields(self.settings) if f.name not in COMMON_KEYS]
         return tuple(k for k in fields if not self.keys or k in self.keys)
 
-    def load(self) -> type:
+    def import_class(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
-        return load_target(self.implementation)
+        return import_target(self.implementation)
+
+    def load(self) -> type:
+        """Deprecated: :meth:`import_class` (``load`` reads stored data; this imports code)."""
+        warnings.warn("BenchmarkType.load() is now BenchmarkType.import_class() (CHANGELOG.md)", DeprecationWarning,
+                      stacklevel=2)
+        return self.import_class()
 
 
 def _check_declaration(decl: BenchmarkType) -> None:

@@ -19,11 +19,13 @@ configuration reference (docs/configuration.md, :mod:`intact.config_docs`).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from intact.deprecation import moved
-from intact.registry import check_implementation, load_target
+from intact.naming import MethodNameError, parse_method_name
+from intact.registry import check_implementation, import_target
 from intact.settings import OPTIMIZERS, check_declared, section_schema
 
 #: ``check(settings, benchmark, backbone) -> [(key, problem), ...]``: the method's own consistency checks,
@@ -59,6 +61,9 @@ class Method:
     #: the optimizer its code builds (one of :data:`OPTIMIZERS`; fresh at every task); a config's
     #: ``optim.optimizer`` (e.g. a protocol's, per method) replaces it
     optimizer: str = "adam"
+    #: the name its runs are stored under - their folders, config hashes and records: a renamed method's former
+    #: name (its runs keep it, and a config may still use it); empty: its name (:func:`intact.methods.stored_name`)
+    stored_as: str = ""
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.settings):
@@ -70,12 +75,30 @@ class Method:
             raise TypeError(f"method {self.name!r}: optimizer {self.optimizer!r} is not one of {OPTIMIZERS}")
         if self.intact_refusal and self.accepts_intact:
             raise TypeError(f"method {self.name!r}: accepts '+intact' yet gives a reason to refuse it")
+        if not self.stored_as:
+            object.__setattr__(self, "stored_as", self.name)
+        for what, name in (("name", self.name), ("stored_as", self.stored_as)):
+            if not _is_base_name(name):
+                raise TypeError(f"method {self.name!r}: {what} {name!r} is not a method name (lower case letters, "
+                                "digits and _, starting with a letter)")
 
         _check_declaration(self)
 
-    def load(self) -> type:
+    def import_class(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
-        return load_target(self.implementation)
+        return import_target(self.implementation)
+
+    def load(self) -> type:
+        """Deprecated: :meth:`import_class` (``load`` reads stored data; this imports code)."""
+        warnings.warn("Method.load() is now Method.import_class() (CHANGELOG.md)", DeprecationWarning, stacklevel=2)
+        return self.import_class()
+
+
+def _is_base_name(name: str) -> bool:
+    try:
+        return parse_method_name(name).base == name
+    except MethodNameError:
+        return False
 
 
 def _check_declaration(method: Method) -> None:

@@ -1,6 +1,8 @@
-"""C-Prompt's components (Liu et al., IJCV 2024; github zhoujiahuan1991/IJCV2024-C-Prompt), also used by KA-Prompt.
+"""C-Prompt (Liu et al., IJCV 2024, "Compositional Prompting for Anti-Forgetting in Domain Incremental Learning";
+github zhoujiahuan1991/IJCV2024-C-Prompt), as its code runs it; declared in :mod:`intact.methods.compositional_prompt`.
+KA-Prompt (:mod:`intact.methods.impl.ka_prompt`) builds on it. Its parts:
 
-* :class:`CPromptPool` - general prompts (shared by every image) at ``general_layers`` and a pool of
+* :class:`CompositionalPool` - general prompts (shared by every image) at ``general_layers`` and a pool of
   key-prompt pairs whose prompts are inserted at ``expert_layers``. Task ``t`` owns the slice
   ``[t * per_task, (t + 1) * per_task)``. Training selects the top-N keys *within the current slice*,
   testing over the whole pool (the code: every slot, trained or not; ``test_pool: seen`` keeps the slices
@@ -13,8 +15,7 @@
 * :class:`AdaptiveEma` - the evaluated classifier: an exponential moving average of the live head
   updated after every optimizer step with ``gamma = 1 - exp(d / mean(d) - h)``, ``d`` the L2 change of
   the general prompts in that step and ``mean(d)`` its running mean over all steps so far.
-* :func:`greedy_slots` - KA-Prompt's initialisation of a new slice from the old keys that cover the
-  new task's queries best (greedy maximum coverage).
+* :class:`CompositionalPrompt` - the method: the pool, the query token, the qkv prefix, the EMA head.
 
 All state lives in parameters and buffers, so a task's saved state carries it to the next task and a
 resumed job continues exactly.
@@ -23,7 +24,7 @@ resumed job continues exactly.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +32,10 @@ from timm.layers import Attention
 from torch import nn
 from torch.func import functional_call
 
-from intact.models.shared_prompt import check_length
+from intact.methods.compositional_prompt import ema_h, task_steps
+from intact.methods.shared.prompt import PromptMethod
+from intact.models.prefix import Prefix
+from intact.models.shared_prompt import check_length, split_prompt
 from intact.models.task_index import TaskIndexed
 
 #: layer index -> raw prompt tokens (B, L, D): keys = first L/2 rows, values = last L/2 rows
@@ -55,7 +59,7 @@ def uniform_range_(t: torch.Tensor, low: float, high: float, generator: torch.Ge
         t.copy_(low + (high - low) * torch.rand(t.shape, generator=generator, dtype=t.dtype))
 
 
-class CPromptPool(TaskIndexed):
+class CompositionalPool(TaskIndexed):
     """General prompts + the key-prompt pool; ``forward(query) -> (raw prompts per layer, key loss)``."""
 
     def __init__(self, embed_dim: int, num_tasks: int, per_task: int, length: int, top_n: int,
@@ -65,15 +69,18 @@ class CPromptPool(TaskIndexed):
         check_length(length, "expert prompt length")
         check_length(general_length, "general prompt length")
         if not 1 <= top_n <= per_task:
-            raise ValueError(f"top_n = {top_n}: expected 1 <= top_n <= per_task = {per_task} (selection is within a task's slice)")
+            raise ValueError(f"top_n = {top_n}: expected 1 <= top_n <= per_task = {per_task} (selection is within a "
+                             "task's slice)")
         if test_pool not in ("all", "seen"):
             raise ValueError(f"test_pool = {test_pool!r}: expected all or seen")
         self.per_task, self.top_n, self.key_weight, self.test_pool = per_task, top_n, key_weight, test_pool
         self.general_layers, self.expert_layers = tuple(general_layers), tuple(expert_layers)
         size = per_task * num_tasks
         self.keys = nn.Parameter(torch.zeros(size, embed_dim))
-        self.prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(size, length, embed_dim)) for l in self.expert_layers})
-        self.general = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(general_length, embed_dim)) for l in self.general_layers})
+        self.prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(size, length, embed_dim))
+                                         for l in self.expert_layers})
+        self.general = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(general_length, embed_dim))
+                                         for l in self.general_layers})
         self.register_task()
         self.register_buffer("initialized", torch.tensor(0, dtype=torch.long))
         #: the slots the last forward selected (B, N): KA-Prompt's auxiliary loss reads them
@@ -181,23 +188,96 @@ class AdaptiveEma(nn.Module):
                     params[n].copy_(b)
 
 
-def greedy_slots(sim: torch.Tensor, count: int, generator: torch.Generator, always_argmax: bool = False) -> list[tuple[int, int]]:
-    """KA-Prompt's greedy coverage: ``sim`` (old keys, new images) in [0, 1]; pick ``count`` old keys, each
-    time the one whose scores add most above the running per-image maximum of the keys picked so far.
-    When no key adds anything, the slot becomes the mean of two keys drawn (with replacement) from those
-    picked (``always_argmax``: the code's rule for pools of fewer than 5 slots, which never interpolates).
-    Returns pairs ``(i, j)``: the new slot is the mean of old slots i and j (``i == j``: a copy)."""
-    picked: list[int] = []
-    out: list[tuple[int, int]] = []
-    best = None
-    for _ in range(count):
-        gain = sim.sum(1) if best is None else (sim - best).clamp(min=0).sum(1)
-        if always_argmax or not picked or bool((gain != 0).any()):
-            i = int(gain.argmax())
-            picked.append(i)
-            out.append((i, i))
-            best = sim[i] if best is None else torch.maximum(best, sim[i])
-        else:
-            a, b = torch.randint(len(picked), (2,), generator=generator).tolist()
-            out.append((picked[a], picked[b]))
-    return out
+
+
+class CompositionalPrompt(PromptMethod):
+    """C-Prompt: general + expert prompts through the frozen qkv, evaluated with the adaptive EMA head."""
+
+    def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
+        s = self.cfg
+        expert = tuple(range(s.expert_first, s.expert_last + 1))  # inside the backbone: check() says so
+        self.stored_query = s.query == "cls"
+        return CompositionalPool(embed_dim, num_tasks, s.per_task, s.length, s.top_n, s.general_length,
+                                 s.general_layers, expert, s.key_weight, s.test_pool)
+
+    def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
+        super().__init__(run, settings, backbone, num_classes, num_tasks)
+        s = self.cfg
+        self.ema = AdaptiveEma(self.head, self.pool.general, s.h, s.gamma_eps) if s.ema_head else None
+        self._live_head = False  # set while a pass must use the live head at test time
+
+    # ---- forward: the query token, the qkv prefix, the EMA head ----------------------------------------
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        if "query" in self.cached:
+            return self.cached["query"]
+        with torch.no_grad():
+            return self.backbone.query(x, self.cfg.query)
+
+    def prompt(self, pool: nn.Module, q: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
+        raw, aux = pool(q)
+        return self.to_prefix(raw), aux
+
+    def to_prefix(self, raw: dict[int, torch.Tensor]) -> Prefix:
+        """Raw prompt tokens -> the prefix each block sees (through its frozen qkv, or split as they are)."""
+        if not self.cfg.qkv_projection:
+            return {l: split_prompt(p) for l, p in raw.items()}
+        blocks = self.backbone.vit.blocks
+        return {l: qkv_prefix(blocks[l].attn, p) for l, p in raw.items()}
+
+    def evaluated_logits(self, z: torch.Tensor) -> torch.Tensor:
+        """The head that is tested: the EMA head once it has been updated, else the live head."""
+        if self.ema is not None and int(self.ema.registered) and not self._live_head:
+            return self.ema(self.head, z)
+        return self.head(z)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        z, _ = self.features(x, self.query(x))
+        return self.evaluated_logits(z) if not self.training else self.head(z)
+
+    # ---- the task hooks ----------------------------------------------------------------------------------
+    def training_data(self, bench: Any, task: int) -> Any:
+        if self.ema is not None and self.cfg.ema_span is not None:
+            self.ema.h = ema_h(self.cfg.ema_span, task_steps(self.run, bench, self.num_tasks))
+        return super().training_data(bench, task)
+
+    def start_task(self, task: int, train_set: Any) -> None:
+        super().start_task(task, train_set)   # after the penalties' snapshots: the pool moves on
+        if self.ema is not None and int(self.ema.registered) == 0:
+            self.ema.start(self.pool.general)
+        if self.protects_ema and self.reg.previous is not None:
+            # the anchors are the head that was evaluated after the previous task
+            self.reg.previous.load_state_dict(self.ema.shadow())
+
+    @property
+    def protects_ema(self) -> bool:
+        return self.cfg.protect == "ema" and self.ema is not None and bool(int(self.ema.registered))
+
+    def after_step(self) -> None:
+        if self.ema is not None:
+            self.ema.step(self.head, self.pool.general)
+
+    def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
+        # the hypercubes and the certificate of the protected head: the EMA head swapped into the live
+        # modules (the hooks sit on them), or the live head itself
+        with (self.ema.swapped(self.head) if self.protects_ema else self.live_head()):
+            out = super().end_task(task, train_set)
+        if self.ema is not None:
+            out["ema_gamma"] = float(self.ema.gamma)
+            out["ema_h"] = float(self.ema.h)
+        return out
+
+    @contextmanager
+    def live_head(self) -> Iterator[None]:
+        self._live_head = True
+        try:
+            yield
+        finally:
+            self._live_head = False
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        groups = super().param_groups()
+        for g in groups:
+            g["weight_decay"] = self.cfg.weight_decay
+            if self.cfg.lr is not None:
+                g["lr"] = self.cfg.lr
+        return groups
