@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from intact.checks import check_run_count, check_runs as _check_runs
-from intact.data import BENCHMARK_TYPES, benchmark_settings
+from intact.data import BENCHMARKS, benchmark_settings
 from intact.data.declare import BenchmarkSettings
 from intact.paths import expand_path, file_problem
 from intact.layering import LayerError, check_size, merge, read_files
@@ -221,8 +221,8 @@ def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
     benchmarks = cfg.get("benchmarks")
     for name, bench in (benchmarks.items() if isinstance(benchmarks, Mapping) else ()):
         kind = bench.get("type") if isinstance(bench, Mapping) else None
-        if isinstance(kind, str) and kind in BENCHMARK_TYPES.failures:
-            raise ConfigError(f"config: key 'benchmarks.{name}.type': {BENCHMARK_TYPES.failures[kind].message(BENCHMARK_TYPES.what)}")
+        if isinstance(kind, str) and kind in BENCHMARKS.failures:
+            raise ConfigError(f"config: key 'benchmarks.{name}.type': {BENCHMARKS.failures[kind].message(BENCHMARKS.what)}")
 
 
 def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
@@ -231,8 +231,8 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
-        if not BENCHMARK_TYPES[cfg["benchmarks"][src]["type"]].pretrains:
-            able = ", ".join(n for n, t in BENCHMARK_TYPES.items() if t.pretrains)
+        if not BENCHMARKS[cfg["benchmarks"][src]["type"]].pretrains:
+            able = ", ".join(n for n, t in BENCHMARKS.items() if t.pretrains)
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded benchmark "
                               f"pretrains a backbone here (types: {able}); give the image benchmarks' backbone a local "
                               "weights file")

@@ -13,7 +13,7 @@ import dataclasses
 import json
 from typing import Any
 
-from intact.data import BENCHMARK_TYPES, BUILTIN_TYPES
+from intact.data import BENCHMARKS, BUILTIN_TYPES
 from intact.data.declare import BenchmarkType, benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import Method, settings_schema
@@ -119,7 +119,7 @@ def render() -> str:
     lines += ["## Benchmarks", "", "The keys of `benchmarks.<name>` by `type` (see [adding a benchmark](adding-a-benchmark.md)); "
               "`domains` selects and orders the type's tasks (default: all, in the listed order).", ""]
     for name in BUILTIN_TYPES:
-        lines += benchmark_section(BENCHMARK_TYPES[name], seen)
+        lines += benchmark_section(BENCHMARKS[name], seen)
     return "\n".join(lines + shared_sections())
 
 

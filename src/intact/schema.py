@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
-from intact.data import BENCHMARK_TYPES
+from intact.data import BENCHMARKS
 from intact.data.declare import benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
@@ -62,10 +62,10 @@ def _bound_lists(node: Any) -> None:
 def _add_benchmarks(out: dict[str, Any]) -> None:
     """``benchmarks.<name>``: ``type`` one of the declared types, and the keys of that type (``$defs/bench_<type>``)."""
     entry = out["properties"]["benchmarks"]["additionalProperties"]
-    entry["properties"]["type"]["enum"] = list(BENCHMARK_TYPES)
+    entry["properties"]["type"]["enum"] = list(BENCHMARKS)
     entry["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": {"$ref": f"#/$defs/bench_{name}"}}
-                      for name in BENCHMARK_TYPES]
-    out["$defs"].update({f"bench_{name}": benchmark_schema(t) for name, t in BENCHMARK_TYPES.items()})
+                      for name in BENCHMARKS]
+    out["$defs"].update({f"bench_{name}": benchmark_schema(t) for name, t in BENCHMARKS.items()})
 
 
 @functools.lru_cache(maxsize=1)

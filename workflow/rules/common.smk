@@ -10,7 +10,7 @@ from intact.config import (
     ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, resolve_run,
     tracking_config, validate_config, weights_path,
 )
-from intact.data import BENCHMARK_TYPES
+from intact.data import BENCHMARKS
 from intact.data.image_config import prepare_settings
 from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
@@ -116,8 +116,8 @@ def one_of(names):
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
 # the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare)
-PARALLEL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if BENCHMARK_TYPES[b["type"]].parallel_prepare]
-SERIAL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if not BENCHMARK_TYPES[b["type"]].parallel_prepare]
+PARALLEL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if BENCHMARKS[b["type"]].parallel_prepare]
+SERIAL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if not BENCHMARKS[b["type"]].parallel_prepare]
 
 
 wildcard_constraints:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType, benchmark_type, use_registry
 from intact.data.manifest import ManifestError, check_manifest
+from intact.deprecation import moved
 from intact.registry import Registry
 from intact.settings import ConfigError, build_dataclass
 
@@ -26,7 +27,6 @@ ENTRY_POINT_GROUP = "intact.benchmarks"
 BENCHMARKS: Registry[BenchmarkType] = Registry("benchmark type", BenchmarkType, __name__, "BENCHMARK",
                                                ENTRY_POINT_GROUP)
 use_registry(BENCHMARKS)
-BENCHMARK_TYPES = BENCHMARKS  # the name the config, schema and docs modules use
 #: the types this package declares (the project's own docs cover these only, whatever else is installed)
 BUILTIN_TYPES: tuple[str, ...] = tuple(BENCHMARKS.builtins())
 
@@ -69,3 +69,5 @@ def prepare_benchmark(cfg: BenchmarkSettings, out_dir: str | Path, **options: An
         path.unlink(missing_ok=True)
         raise
     return path
+#: ``BENCHMARK_TYPES`` was a second name of :data:`BENCHMARKS` (CHANGELOG.md)
+__getattr__ = moved(__name__, {"BENCHMARK_TYPES": "intact.data:BENCHMARKS"})

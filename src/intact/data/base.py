@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torch.utils.data import Dataset
@@ -59,6 +60,18 @@ class Benchmark(ABC):
     def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
         """The test split of ``task`` (or its validation part when ``eval_split='val'``)."""
 
-    @abstractmethod
-    def draw_preview(self, path: str | Path) -> None:
-        """The benchmark's picture of its tasks (``results/figures/<benchmark>/domains.png``)."""
+    def preview(self) -> "Preview":
+        """What the benchmark shows of its tasks, a few test images per task: the picture
+        ``results/figures/<benchmark>/domains.png`` that the report layer draws (:mod:`intact.report.plots`)."""
+        raise NotImplementedError(f"benchmark {self.name!r} ({type(self).__qualname__}) has no preview()")
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A benchmark's preview: rows of images, each with its class, drawn in this order (one row per task, and
+    any other row, e.g. the clean images the domains transform)."""
+
+    title: str
+    rows: dict[str, Any]              #: row name -> images, an array (n, H, W, C) of floats in [0, 1]
+    labels: dict[str, list[int]]      #: row name -> each image's class
+    notes: dict[str, str] = field(default_factory=dict)   #: row name -> a second line under its name (counts)

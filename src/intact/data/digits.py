@@ -4,7 +4,8 @@ No download: ``load_digits`` ships with scikit-learn. The 8x8 images (0-16) are 
 bilinearly upsampled. A stratified ``pretrain_fraction`` of the images is kept clean for pretraining
 the backbone; the rest is split once into train / test, and every task applies its domain to the
 *same* images, so no test image is ever trained on under any domain. A stratified ``val_fraction`` of
-the training images is the validation part used for hyperparameter search.
+the training images is the validation part used for hyperparameter search. The class that opens a prepared
+benchmark for a job: :class:`intact.data.impl.digits.DigitsBenchmark`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.settings import setting
@@ -120,68 +121,6 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
     return manifest_path
 
 
-def _task_split(data: Any, task: int) -> Any:
-    """Mark a task's full train / test split (what a stored query cache covers; see intact.cache)."""
-    data.task = task
-    return data
-
-
-def implementation() -> type:
-    """The benchmark class (imports torch: only a job calls this)."""
-    import torch
-    from torch.utils.data import Dataset, TensorDataset
-
-    from intact.data.base import Benchmark
-    from intact.io import load_tensors
-
-    class DigitsBenchmark(Benchmark):
-        """Opens a prepared digits benchmark (see :func:`prepare`)."""
-
-        prepare = staticmethod(prepare)
-
-        def __init__(self, manifest_path: str | Path):
-            super().__init__(manifest_path)
-            self._t = load_tensors(self.root / DATA_FILE)
-
-        def _x(self, task: int, split: str) -> torch.Tensor:
-            return self._t[f"{self.task_names[task]}/{split}_x"]
-
-        def train_set(self, task: int, eval_split: str = "test") -> Dataset:
-            x, y = self._x(task, "train"), self._t["train_y"]
-            if eval_split == "val":
-                keep = ~self._t["val_mask"]
-                return TensorDataset(x[keep], y[keep])
-            return _task_split(TensorDataset(x, y), task)
-
-        def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
-            if eval_split == "val":
-                m = self._t["val_mask"]
-                return TensorDataset(self._x(task, "train")[m], self._t["train_y"][m])
-            return _task_split(TensorDataset(self._x(task, "test"), self._t["test_y"]), task)
-
-        def pretrain_set(self) -> Dataset:
-            """Clean images reserved for pretraining the backbone."""
-            return TensorDataset(self._t["pretrain_x"], self._t["pretrain_y"])
-
-        def clean_test_set(self) -> Dataset:
-            """The continual test images without any domain (to report the backbone's clean accuracy)."""
-            return TensorDataset(self._t["clean_test_x"], self._t["test_y"])
-
-        def preview(self, n: int = 10) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-            """One test image per class (up to ``n``): clean and under every domain."""
-            y = self._t["test_y"]
-            idx = torch.stack([torch.nonzero(y == c)[0, 0] for c in range(min(n, self.num_classes))])
-            domains = {d: self._t[f"{d}/test_x"][idx].numpy() for d in self.task_names}
-            return self._t["clean_test_x"][idx].numpy(), domains, y[idx].numpy()
-
-        def draw_preview(self, path: str | Path) -> None:
-            from intact.report.plots import domain_preview
-
-            domain_preview(*self.preview(), path)
-
-    return DigitsBenchmark
-
-
-BENCHMARK = BenchmarkType("digits", BenchmarkConfig, implementation,
+BENCHMARK = BenchmarkType("digits", BenchmarkConfig, "intact.data.impl.digits:DigitsBenchmark",
                           "the embedded benchmark (scikit-learn digits under deterministic image domains)",
                           tasks=DIGIT_DOMAINS, num_classes=10, channels=1, pretrains=True, parallel_prepare=False)

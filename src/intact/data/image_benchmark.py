@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from intact.data.base import Benchmark
+from intact.data.base import Benchmark, Preview
 from intact.data.image_config import ImageBenchmarkConfig
 
 if TYPE_CHECKING:
@@ -87,41 +87,20 @@ class ImageBenchmark(Benchmark):
             return self._val_split(task, "val")
         return self._split(task, "test", augment=False)
 
-    def preview(self, per_task: int = 8) -> tuple[dict[str, Any], dict[str, list[int]]]:
-        """Up to ``per_task`` test images per task (evenly spaced through the list), centre-cropped, and labels."""
+    def preview(self, per_task: int = 8) -> Preview:
+        """Up to ``per_task`` test images per task (evenly spaced through the list), centre-cropped, with their
+        classes; each task's train / test counts under its name."""
         import numpy as np
 
-        images, labels = {}, {}
+        images, labels, notes = {}, {}, {}
         for t, name in enumerate(self.task_names):
             data = self.eval_set(t)
             idx = np.linspace(0, len(data) - 1, num=min(per_task, len(data))).astype(np.int64)
             images[name] = np.stack([data[int(i)][0].permute(1, 2, 0).numpy() for i in idx])
             labels[name] = [int(data.labels[int(i)]) for i in idx]
-        return images, labels
-
-    def draw_preview(self, path: str | Path, per_task: int = 8) -> None:
-        """A grid with one row per task (its name and train/test counts) of ``per_task`` test images."""
-        from intact.report.plots import plt, save_figure
-
-        images, labels = self.preview(per_task)
-        tasks = self.manifest["tasks"]
-        cols = max(len(v) for v in images.values())
-        fig, axes = plt.subplots(len(images), cols, figsize=(1.1 * cols + 1.8, 1.15 * len(images)), squeeze=False)
-        for r, (name, imgs) in enumerate(images.items()):
-            for c in range(cols):
-                ax = axes[r, c]
-                ax.set_xticks([])
-                ax.set_yticks([])
-                if c < len(imgs):
-                    ax.imshow(imgs[c], interpolation="nearest")
-                    ax.set_title(f"class {labels[name][c]}", fontsize=6, pad=2)
-                else:
-                    ax.axis("off")
-                if c == 0:
-                    t = tasks[r]
-                    ax.set_ylabel(f"{name}\n{t['train']:,} / {t['test']:,}", rotation=0, ha="right", va="center", fontsize=7)
-        fig.suptitle(f"{self.name}: test images per task (train / test counts)", fontsize=9)
-        save_figure(fig, path)
+            task = self.manifest["tasks"][t]
+            notes[name] = f"{task['train']:,} / {task['test']:,}"
+        return Preview(f"{self.name}: test images per task (train / test counts)", images, labels, notes)
 
     @classmethod
     def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:

@@ -1,15 +1,16 @@
-"""A picture of a benchmark's domains, and the figure writer of the experiments (the reports' figures:
-:mod:`intact.report.figures`)."""
+"""A benchmark's picture of its tasks (drawn from its preview), and the figure writer of the experiments (the
+reports' figures: :mod:`intact.report.figures`)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from intact.io import atomic_path  # noqa: E402
 
@@ -21,19 +22,35 @@ def save_figure(fig: "plt.Figure", path: str | Path) -> None:
     plt.close(fig)
 
 
-def domain_preview(clean: np.ndarray, domains: dict[str, np.ndarray], labels: np.ndarray, path: str | Path) -> None:
-    """A grid: the clean images on top, then one row per domain (the same images transformed)."""
-    rows = {"clean": clean, **domains}
-    n = clean.shape[0]
-    fig, axes = plt.subplots(len(rows), n, figsize=(0.8 * n + 1.2, 0.8 * len(rows)))
-    for r, (name, imgs) in enumerate(rows.items()):
-        for c in range(n):
-            ax = axes[r, c]
-            ax.imshow(imgs[c, 0], cmap="gray", vmin=0, vmax=1)
+def draw_preview(bench: Any, path: str | Path) -> None:
+    """A benchmark's picture of its tasks (``results/figures/<benchmark>/domains.png``): its
+    :class:`~intact.data.base.Preview` as a grid, one row of images per entry, each titled with its class. A
+    benchmark class that draws its own (``draw_preview(path)``, the earlier contract) still does, with a
+    DeprecationWarning."""
+    own = getattr(type(bench), "draw_preview", None)
+    if own is not None:
+        warnings.warn(f"benchmark {bench.name!r}: {type(bench).__module__}.{type(bench).__qualname__}.draw_preview "
+                      "draws its own picture; return an intact.data.base.Preview from preview() instead and the "
+                      "report layer draws it (CHANGELOG.md)", DeprecationWarning, stacklevel=2)
+        own(bench, path)
+        return
+    preview = bench.preview()
+    cols = max(len(v) for v in preview.rows.values())
+    fig, axes = plt.subplots(len(preview.rows), cols, figsize=(1.1 * cols + 1.8, 1.15 * len(preview.rows)),
+                             squeeze=False)
+    for r, (name, images) in enumerate(preview.rows.items()):
+        for c, ax in enumerate(axes[r]):
             ax.set_xticks([])
             ax.set_yticks([])
-            if c == 0:
-                ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=8)
-            if r == 0:
-                ax.set_title(str(labels[c]), fontsize=8)
+            if c >= len(images):
+                ax.axis("off")
+                continue
+            grey = images[c].shape[-1] == 1
+            ax.imshow(images[c][..., 0] if grey else images[c], cmap="gray" if grey else None, vmin=0, vmax=1,
+                      interpolation="nearest")
+            ax.set_title(f"class {preview.labels[name][c]}", fontsize=6, pad=2)
+        note = preview.notes.get(name)
+        axes[r, 0].set_ylabel(f"{name}\n{note}" if note else name, rotation=0, ha="right", va="center", fontsize=7)
+    if preview.title:
+        fig.suptitle(preview.title, fontsize=9)
     save_figure(fig, path)
