@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,16 @@ def fenced(doc: Path, lang: str, first_line: str = "") -> str:
     return re.search(rf"```{lang}\n({re.escape(first_line)}.*?)```", doc.read_text(), re.S).group(1)
 
 
-def install_page_package(root: Path, doc: Path, module: str) -> dict[str, str]:
-    """The package a docs page spells out (its first python block as ``module``.py, its first toml block as
-    pyproject.toml) installed into ``root/site`` with no index and no build isolation; the environment
-    (PYTHONPATH) under which it is installed."""
+def install_page_package(root: Path, doc: Path) -> dict[str, str]:
+    """The package a docs page spells out - its first toml block as pyproject.toml, and each module it lists
+    (``py-modules``) from the python block that starts with ``# <module>.py`` - installed into ``root/site`` with
+    no index and no build isolation; the environment (PYTHONPATH) under which it is installed."""
     pkg, site = root / "pkg", root / "site"
     pkg.mkdir()
-    (pkg / f"{module}.py").write_text(fenced(doc, "python"))
-    (pkg / "pyproject.toml").write_text(fenced(doc, "toml"))
+    pyproject = fenced(doc, "toml")
+    (pkg / "pyproject.toml").write_text(pyproject)
+    for module in tomllib.loads(pyproject)["tool"]["setuptools"]["py-modules"]:
+        (pkg / f"{module}.py").write_text(fenced(doc, "python", f"# {module}.py\n"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
                     "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
     return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}

@@ -28,7 +28,7 @@ def page(lang: str, first_line: str = "") -> str:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The page's package installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
-    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC, "intact_shapes")
+    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC)
 
 
 def draw_tree(root, per_class: int = 6) -> None:
@@ -54,7 +54,7 @@ def draw_tree(root, per_class: int = 6) -> None:
 
 
 def test_the_installed_benchmark_is_registered_like_a_builtin(installed):
-    code = ("import sys; from intact.data import BENCHMARK_TYPES, BUILTIN_TYPES; t = BENCHMARK_TYPES['shapes']; "
+    code = ("import sys; from intact.data import BENCHMARKS, BUILTIN_TYPES; t = BENCHMARKS['shapes']; "
             "from intact.schema import schema; assert 'bench_shapes' in schema()['$defs']; "
             "assert 'shapes' not in BUILTIN_TYPES and 'digits' in BUILTIN_TYPES; "
             "assert 'torch' not in sys.modules; print(t.tasks, t.num_classes)")

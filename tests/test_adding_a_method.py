@@ -1,4 +1,4 @@
-"""docs/adding-a-method.md is true: exactly its method file, packaged with exactly its pyproject.toml and
+"""docs/adding-a-method.md is true: exactly its two method files, packaged with exactly its pyproject.toml and
 installed into a temporary directory, is found through the ``intact.methods`` entry points and runs through
 a tiny Snakemake workflow, with and without ``+intact``; its overlay config validates, and its test written
 with the kit :mod:`intact.testing` passes."""
@@ -25,13 +25,17 @@ def page(lang: str, first_line: str = "") -> str:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The page's package installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
-    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC, "intact_l2_anchor")
+    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC)
 
 
 def test_the_installed_method_is_registered_like_a_builtin(installed):
-    code = ("from intact.methods import METHODS; m = METHODS['l2_anchor']; "
+    """Found through its entry point without torch, in the current form (no DeprecationWarning: a function
+    implementation, a two-argument check would warn), its implementation a module-level class."""
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning); "
+            "from intact.methods import METHODS; m = METHODS['l2_anchor']; "
             "from intact.schema import schema; assert 'l2_anchor' in schema()['properties']['methods']['properties']; "
-            "import sys; assert 'torch' not in sys.modules; print(m.accepts_intact, m.layer_keys)")
+            "import sys; assert 'torch' not in sys.modules; print(m.accepts_intact, m.layer_keys); "
+            "assert m.import_class().__qualname__ == 'L2AnchorMethod'")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **installed}, check=True,
                          capture_output=True, text=True).stdout
     assert out.split() == ["True", "('layers',)"]

@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
 from intact.config import method_settings, resolve_run, validate_config
 from intact.methods import METHODS, declared_name, stored_name
-from intact.methods.declare import Method, settings_schema
+from intact.methods.declare import Method, problems, settings_schema
 from intact.settings import OptimConfig, recorded, setting
 from intact.schema import _bound_lists, schema
 
@@ -192,3 +192,68 @@ def test_checking_an_implementation_target_imports_no_torch():
             "assert target_problem('intact.methods.shared.prompt:PromptMethod') is None; "
             "assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_default_of_the_wrong_type_is_refused_where_it_is_declared():
+    """setting("32") on an int field: a TypeError at declaration naming the field, for a method as for a benchmark
+    type (before, it passed and failed later with "not all arguments converted"); a benchmark's placeholders
+    (a required data root, ``domains: ()``) are checked for their type only."""
+    from intact.data.declare import BenchmarkSettings, BenchmarkType
+
+    S = dataclasses.make_dataclass("S", [("batch", int, setting("32", "a batch size"))], frozen=True)
+    with pytest.raises(TypeError, match="method 'm': settings field 'batch': default '32' breaks its own "
+                                        "declaration: '32' is not of type 'integer'"):
+        Method("m", S, IMPL, "a method")
+    B = dataclasses.make_dataclass("B", [("size", int, setting("32", "image side"))], bases=(BenchmarkSettings,),
+                                   frozen=True)
+    with pytest.raises(TypeError, match="benchmark 'b': settings field 'size': default '32' breaks"):
+        BenchmarkType("b", B, "intact.data.image_benchmark:ImageBenchmark", "a benchmark", tasks=("a",), num_classes=2)
+    R = dataclasses.make_dataclass("R", [("root", str, setting("", "data root", minLength=1)),
+                                         ("domains", tuple[str, ...], setting((), "tasks", minItems=1))],
+                                   bases=(BenchmarkSettings,), frozen=True)
+    BenchmarkType("r", R, "intact.data.image_benchmark:ImageBenchmark", "a benchmark", tasks=("a",), num_classes=2,
+                  required=("root",))
+    bad = dataclasses.make_dataclass("Bad", [("root", str, setting(0, "data root"))], bases=(BenchmarkSettings,),
+                                     frozen=True)
+    with pytest.raises(TypeError, match="settings field 'root': default 0 breaks"):
+        BenchmarkType("r", bad, "intact.data.image_benchmark:ImageBenchmark", "b", tasks=("a",), num_classes=2,
+                      required=("root",))
+
+
+def test_a_hook_with_the_wrong_signature_is_refused_naming_the_hook_and_the_signature():
+    S = dataclasses.make_dataclass("S", [("x", float, setting(1.0))], frozen=True)
+    with pytest.raises(TypeError) as err:
+        Method("m", S, IMPL, "a method", check=one_argument)
+    assert str(err.value) == ("method 'm': hook test_declarations.one_argument(settings) does not fit the signature "
+                              "check(settings, benchmark, backbone) -> [(key, problem), ...]"), err.value
+    with pytest.raises(TypeError, match=r"hook test_declarations.make\(name\) does not fit the signature "
+                                        r"implementation\(\) -> the class"):
+        Method("m", S, make, "a method")
+    from intact.data.declare import BenchmarkSettings, BenchmarkType
+
+    with pytest.raises(TypeError, match=r"benchmark 'b': hook .* does not fit the signature check\(settings\) -> "):
+        BenchmarkType("b", BenchmarkSettings, IMPL, "b", tasks=("a",), num_classes=2, check=lambda: [])
+
+
+def make(name):
+    return None
+
+
+def one_argument(settings):
+    return []
+
+
+def test_a_two_argument_check_the_documented_form_of_9cca412_still_works_with_a_warning():
+    """check(settings, benchmark) was docs/adding-a-method.md's signature from 9cca412 until 74f1914 (2026-11-26):
+    such a plugin is declared with a DeprecationWarning naming it and the new signature, and its check runs."""
+    S = dataclasses.make_dataclass("S", [("x", float, setting(1.0))], frozen=True)
+    seen = []
+
+    def check(s, bench):
+        seen.append(bench)
+        yield "x", "too large"
+
+    with pytest.warns(DeprecationWarning, match=r"method 'old': hook test_declarations.*check\(s, bench\) does not "
+                                                r"fit the signature check\(settings, benchmark, backbone\)"):
+        m = Method("old", S, IMPL, "a method", check=check, uses_backbone=False)
+    assert list(problems(m, S(), "the benchmark", None)) == [("x", "too large")] and seen == ["the benchmark"]

@@ -41,6 +41,10 @@ BROKEN = {
                   "TypeError: method 'bad_bound': settings field 'weight': unknown bound minimun"),
     "bad_target": (GOOD.replace("network:NetworkMethod", "network:NoSuchClass").format(name="bad_target"),
                    "does not resolve: module 'intact.methods.shared.network'"),
+    # a hook whose signature does not fit: refused when the registry loads it, naming the hook and the signature
+    "bad_check": ("def check(settings):\n    return []\n" + GOOD.replace('uses_backbone=False)', 'check=check)')
+                  .format(name="bad_check"), "TypeError: method 'bad_check': hook bad_check_mod.check(settings) does "
+                  "not fit the signature check(settings, benchmark, backbone) -> [(key, problem), ...]"),
     # any exception an import raises, not only Exception: exiting, argparse at import, its own KeyboardInterrupt
     "exits": ("import sys\nsys.exit()\n", ": SystemExit"),
     "argparse_at_import": ("import argparse\np = argparse.ArgumentParser(prog='plugin_cli')\n"
@@ -54,6 +58,7 @@ BROKEN = {
 GOOD_BENCH = '''
 from dataclasses import dataclass
 from intact.data.declare import BenchmarkSettings, BenchmarkType
+from intact.settings import setting
 
 @dataclass(frozen=True)
 class S(BenchmarkSettings):
@@ -69,6 +74,10 @@ BROKEN_BENCH = {
     "bench_not_a_type": ("BENCHMARK = 42\n", "expected a intact.data.declare.BenchmarkType, got int"),
     "bench_bad_tasks": (GOOD_BENCH.replace('("a", "b")', '("a", "a")').format(name="bench_bad_tasks"),
                         "TypeError: benchmark 'bench_bad_tasks': tasks must name at least one task, each once"),
+    # a default of the wrong type is refused where it is declared, naming the field (as a method's is)
+    "bench_bad_default": (GOOD_BENCH.replace("    pass", "    size: int = setting('32', 'image side')")
+                          .format(name="bench_bad_default"), "TypeError: benchmark 'bench_bad_default': settings "
+                          "field 'size': default '32' breaks its own declaration: '32' is not of type 'integer'"),
 }
 
 

@@ -27,6 +27,7 @@ import contextlib
 import functools
 import importlib
 import importlib.util
+import inspect
 import io
 import os
 import pkgutil
@@ -94,12 +95,40 @@ def target_problem(target: str) -> str | None:
     return None
 
 
+def accepts(hook: Callable[..., Any], count: int) -> bool:
+    """Whether ``hook`` can be called with ``count`` positional arguments (True where its signature cannot be
+    read, as for some builtins)."""
+    try:
+        inspect.signature(hook).bind(*range(count))
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def hook_problem(hook: Callable[..., Any], count: int, expected: str) -> str | None:
+    """Why a declaration's hook cannot be called with ``count`` positional arguments, naming it, its signature
+    and the ``expected`` one; None if it can."""
+    if accepts(hook, count):
+        return None
+    try:
+        signature = str(inspect.signature(hook))
+    except (TypeError, ValueError):
+        signature = "(...)"
+    name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', type(hook).__name__)}{signature}"
+    return f"hook {name} does not fit the signature {expected}"
+
+
 def check_implementation(target: str | Callable[[], Any], where: str) -> None:
     """A declaration's ``implementation``, checked when the declaration is made: a ``"package.module:Class"``
     string that resolves (:func:`target_problem`: found without importing it, so without torch); a TypeError
     naming ``where`` otherwise. A function returning the class (the form documented before the implementations
     became module-level classes) still works, with a DeprecationWarning naming the declaration."""
     if callable(target):
+        problem = hook_problem(target, 0, "implementation() -> the class")
+        if problem:
+            raise TypeError(f"{where}: {problem}")
         function = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
         warnings.warn(f"{where}: implementation {function} is a function that returns the class; declare the class "
                       "at module level and name it as 'package.module:Class' (CHANGELOG.md)", DeprecationWarning,

@@ -123,10 +123,12 @@ def defaults(settings: type) -> dict[str, Any]:
     return out
 
 
-def check_declared(settings: type, where: str, skip: tuple[str, ...] = ()) -> None:
+def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
+                   placeholders: tuple[str, ...] = ()) -> None:
     """A declaration checks itself when it is made (at import): every field (but ``skip``) has a default,
     of its declared type and inside its own bounds, and only known bound keywords. TypeError naming
-    ``where`` and the field."""
+    ``where`` and the field. ``placeholders``: fields whose default stands for "not set" (a benchmark's data root
+    that a config must give, its ``domains: ()`` for every task): of their type, not necessarily in bounds."""
     import jsonschema
 
     def fail(name: str, problem: str) -> None:
@@ -141,11 +143,12 @@ def check_declared(settings: type, where: str, skip: tuple[str, ...] = ()) -> No
             unknown = sorted(set(bounds) - BOUND_KEYWORDS)
             if unknown:
                 fail(f.name, f"unknown {kind}bound {', '.join(unknown)} (known: {', '.join(sorted(BOUND_KEYWORDS))})")
-    props = fields_schema(settings, skip)
+    props, hints = fields_schema(settings, skip), typing.get_type_hints(settings)
     for name, value in defaults(settings).items():
         if name in skip:
             continue
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(props[name]).iter_errors(value))
+        schema = _type_schema(hints[name]) if name in placeholders else props[name]
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
         if error is not None:
             fail(name, f"default {value!r} breaks its own declaration: {error.message}")
 

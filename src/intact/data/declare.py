@@ -25,8 +25,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
-from intact.settings import fields_schema
-from intact.registry import check_implementation, import_target, resolve
+from intact.registry import check_implementation, hook_problem, import_target, resolve
+from intact.settings import check_declared, fields_schema
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
@@ -151,9 +151,23 @@ class BenchmarkType:
 
 
 def _check_declaration(decl: BenchmarkType) -> None:
-    """A declaration checks itself when it is made (at import): its implementation
-    (:func:`intact.registry.check_implementation`)."""
-    check_implementation(decl.implementation, f"benchmark {decl.name!r}")
+    """A declaration checks itself when it is made (at import), as a method's does: its settings' defaults, of
+    their type and in their bounds (:func:`intact.settings.check_declared`; a required key's and ``domains``'s
+    stand for "not set": their type only), the type's own ``defaults``, its implementation
+    (:func:`intact.registry.check_implementation`) and its ``check``'s signature."""
+    import jsonschema
+
+    where = f"benchmark {decl.name!r}"
+    check_declared(decl.settings, where, skip=COMMON_KEYS, placeholders=("domains", *decl.required))
+    props = fields_schema(decl.settings, COMMON_KEYS)
+    for name, value in decl.defaults.items():
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(props[name]).iter_errors(value))
+        if error is not None:
+            raise TypeError(f"{where}: defaults[{name!r}] = {value!r} breaks the field's declaration: {error.message}")
+    check_implementation(decl.implementation, where)
+    problem = hook_problem(decl.check, 1, "check(settings) -> [(key, problem), ...]") if decl.check else None
+    if problem:
+        raise TypeError(f"{where}: {problem}")
 
 
 def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from intact.deprecation import moved
 from intact.naming import MethodNameError, parse_method_name
-from intact.registry import check_implementation, import_target
+from intact.registry import accepts, check_implementation, hook_problem, import_target
 from intact.settings import OPTIMIZERS, check_declared, section_schema
 
 #: ``check(settings, benchmark, backbone) -> [(key, problem), ...]``: the method's own consistency checks,
@@ -34,6 +34,8 @@ from intact.settings import OPTIMIZERS, check_declared, section_schema
 #: ``depth`` (blocks 0..depth-1), ``embed_dim`` (width) and ``num_heads`` (an :class:`intact.models.arch.Arch`
 #: at validation, the built backbone in a job)
 Check = Callable[[Any, Any, Any], Iterable[tuple[str, str]]]
+#: how the messages spell :data:`Check`
+CHECK_SIGNATURE = "check(settings, benchmark, backbone) -> [(key, problem), ...]"
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,16 @@ def _is_base_name(name: str) -> bool:
 def _check_declaration(method: Method) -> None:
     """A declaration checks itself when it is made (at import): its settings (:func:`intact.settings.check_declared`)
     and its implementation (:func:`intact.registry.check_implementation`)."""
-    check_declared(method.settings, f"method {method.name!r}")
-    check_implementation(method.implementation, f"method {method.name!r}")
+    where = f"method {method.name!r}"
+    check_declared(method.settings, where)
+    check_implementation(method.implementation, where)
+    problem = hook_problem(method.check, 3, CHECK_SIGNATURE) if method.check is not None else None
+    if problem and accepts(method.check, 2):
+        # check(settings, benchmark): the documented form until the checks saw the backbone (2026-11-26)
+        warnings.warn(f"{where}: {problem}; a two-argument check gets no backbone and will be refused in a later "
+                      "release (CHANGELOG.md)", DeprecationWarning, stacklevel=4)
+    elif problem:
+        raise TypeError(f"{where}: {problem}")
 
 
 def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> Iterator[tuple[str, str]]:
@@ -118,7 +128,8 @@ def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> It
         if blocks and max(blocks) >= depth:
             yield key, f"block {max(blocks)} does not exist: the backbone has depth {depth} (blocks 0-{depth - 1})"
     if method.check is not None:
-        yield from method.check(settings, benchmark, backbone if method.uses_backbone else None)
+        args = (settings, benchmark, backbone if method.uses_backbone else None)
+        yield from method.check(*(args if accepts(method.check, 3) else args[:2]))   # (the deprecated form)
 
 
 # --------------------------------------------------------------------------------------------------
