@@ -269,7 +269,8 @@ def test_a_slow_plugin_is_named_and_a_real_ctrl_c_still_stops(tmp_path):
                {"slow_mod": "import time\ntime.sleep(0.3)\n" + GOOD.format(name="slow")})
     proc = run_cli(tmp_path, "validate", "config.yaml", env_extra={"INTACT_SLOW_IMPORT_S": "0.1"})
     assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if "to import" in line]
+    # (a built-in module may pass 0.1 s too on a loaded machine, and is named alike: only the plugin's line counts)
+    lines = [line for line in proc.stderr.splitlines() if "to import" in line and "intact: module intact." not in line]
     assert len(lines) == 1 and re.fullmatch(r"intact: entry point 'slow = slow_mod:METHOD' \(group 'intact.methods'\) "
                                             r"of distribution 'slow_dist 0.1' took 0\.\d s to import", lines[0]), lines
     assert "to import" not in run_cli(tmp_path, "validate", "config.yaml").stderr   # the default threshold: 3 s
