@@ -221,9 +221,9 @@ def _loading(origin: str) -> Iterator[_Load]:
             signal.signal(signal.SIGINT, previous)
     if load.interrupted:
         raise KeyboardInterrupt
-    if load.error is None:
-        sys.stdout.write(load.out.getvalue())
-        sys.stderr.write(load.err.getvalue())
+    for stream, held in ((sys.stdout, load.out), (sys.stderr, load.err)):
+        if load.error is None and stream is not None and held.getvalue():
+            stream.write(held.getvalue())
     took = time.monotonic() - start
     if took > float(os.environ.get(SLOW_IMPORT_ENV) or SLOW_IMPORT_S):
         print(f"intact: {origin} took {took:.1f} s to import", file=sys.stderr)
