@@ -170,7 +170,7 @@ def files_section() -> list[str]:
 
 def shared_sections() -> list[str]:
     """The sections every run shares, declared in :mod:`intact.settings`: their keys, defaults and bounds."""
-    lines, seen = ["## Shared sections", "", "Declared in `src/intact/settings.py`.", ""], {}
+    lines, seen = ["## Shared sections", "", "Declared in `src/intact/settings/sections.py`.", ""], {}
     for section, cls in SECTIONS.items():
         lines += [f"### `{section}`", "", " ".join(cls.__doc__.split()), "",
                   *_table(schema()["properties"][section]["properties"], defaults(cls), section, seen), ""]

@@ -24,7 +24,7 @@ from intact.config import tracking_config
 from intact.paths import MARKER, marker_path
 from intact.settings import TrackingConfig
 from intact.tracking.settings import (
-    DEFAULT_EXPERIMENT, TRACKER_VERSION, TrackingError, load_tracking_config, redact, resolve_uri,
+    TRACKER_VERSION, TrackingError, load_tracking_config, redact, resolve_uri,
 )
 from intact.tracking.record import Payload, RunFolder, build_payload, flatten, read_run_folder, run_figure
 from intact.tracking.mlflow_log import artifact_location, deadline, experiment_id, log_run, probe, store_lock
@@ -32,7 +32,7 @@ from intact.tracking.track import find_runs, needs_sync, read_marker, sync, trac
 from intact.tracking.cli import main
 
 __all__ = [
-    "DEFAULT_EXPERIMENT", "MARKER", "TRACKER_VERSION", "TrackingConfig", "TrackingError", "load_tracking_config",
+    "MARKER", "TRACKER_VERSION", "TrackingConfig", "TrackingError", "load_tracking_config",
     "marker_path", "redact", "resolve_uri", "tracking_config",
     "Payload", "RunFolder", "build_payload", "flatten", "read_run_folder", "run_figure",
     "artifact_location", "deadline", "experiment_id", "log_run", "probe", "store_lock",

@@ -22,8 +22,6 @@ from intact.config import tracking_config
 from intact.settings import TrackingConfig
 
 TRACKER_VERSION = 1  #: bump when what is logged changes: every run is then re-logged once
-#: the declared default of ``tracking.experiment`` (:class:`intact.settings.TrackingConfig`)
-DEFAULT_EXPERIMENT = TrackingConfig.experiment
 
 
 class TrackingError(RuntimeError):

@@ -1,0 +1,190 @@
+"""How a setting is declared (:func:`setting`), and everything derived from a declaration: its JSON schema, its
+defaults, the check a declaration makes of itself, a typed section built from config data and the plain form a
+run records (no torch; imports only the foundations)."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Mapping
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: the message names the key or file and what was expected (raised by every
+    layer that checks settings; defined here, the lowest of them)."""
+
+
+#: the JSON-schema keywords a :func:`setting` may bound a value (or, in ``items``, each element) with
+BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum",
+                            "const", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern"})
+
+
+def setting(default: Any, doc: str = "", *, later: bool = False, items: Mapping[str, Any] | None = None,
+            **bounds: Any) -> Any:
+    """A settings field: its default, a one-line description, and JSON-schema bounds (``minimum=1``,
+    ``exclusiveMinimum=0``, ``multipleOf=2``, ``enum=[...]``, ``minItems=1``; ``items`` bounds each element
+    of a list). ``later=True``: a key added after runs were recorded; left out of a run's plain form (and so
+    of its hash) while at its default, so finished runs keep their hashes."""
+    meta = {"doc": doc, "later": later, "items": dict(items or {}), "bounds": bounds}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError(f"setting({default!r}): a default must be immutable (a tuple for a list)")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+# --------------------------------------------------------------------------------------------------
+# Derived: schema, defaults, checks of a declaration
+
+
+_SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON schema of a settings field's type: scalars, ``tuple[X, ...]``, ``X | None`` and a nested
+    settings dataclass."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"unsupported settings type {hint!r}: only X | None")
+        out = _type_schema(inner[0])
+        out["type"] = [out["type"], "null"]
+        return out
+    if typing.get_origin(hint) is tuple:
+        return {"type": "array", "items": _type_schema(args[0])}
+    if hint in _SCALARS:
+        return {"type": _SCALARS[hint]}
+    if dataclasses.is_dataclass(hint):
+        return section_schema(hint)
+    raise TypeError(f"unsupported settings type {hint!r}: use bool, int, float, str, tuple[X, ...], X | None "
+                    "or a settings dataclass")
+
+
+def fields_schema(settings: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON schema of each field of a settings dataclass (but ``skip``), from its type and its
+    :func:`setting` metadata."""
+    hints = typing.get_type_hints(settings)
+    props: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        if f.name in skip:
+            continue
+        prop = _type_schema(hints[f.name])
+        prop.update(f.metadata.get("bounds", {}))
+        if f.metadata.get("items"):
+            prop["items"] = {**prop["items"], **f.metadata["items"]}
+        if f.metadata.get("doc"):
+            prop["description"] = f.metadata["doc"]
+        props[f.name] = prop
+    return props
+
+
+def section_schema(settings: type, description: str = "", skip: tuple[str, ...] = (),
+                   required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON schema of a config section declared by ``settings``: closed, one property per field."""
+    out: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                           "properties": fields_schema(settings, skip)}
+    if description or settings.__doc__:
+        out["description"] = description or " ".join(settings.__doc__.split())
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def plain(value: Any) -> Any:
+    """A declared value as config data: tuples as lists, a settings dataclass as a mapping (recursively)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def defaults(settings: type) -> dict[str, Any]:
+    """The declared defaults as config values (tuples as lists); fields without a default are left out."""
+    out = {}
+    for f in dataclasses.fields(settings):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = plain(f.default_factory())
+    return out
+
+
+def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
+                   placeholders: tuple[str, ...] = ()) -> None:
+    """A declaration checks itself when it is made (at import): every field (but ``skip``) has a default,
+    of its declared type and inside its own bounds, and only known bound keywords. TypeError naming
+    ``where`` and the field. ``placeholders``: fields whose default stands for "not set" (a benchmark's data root
+    that a config must give, its ``domains: ()`` for every task): of their type, not necessarily in bounds."""
+    import jsonschema
+
+    def fail(name: str, problem: str) -> None:
+        raise TypeError(f"{where}: settings field {name!r}: {problem}")
+
+    for f in dataclasses.fields(settings):
+        if f.name in skip:
+            continue
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            fail(f.name, "has no default (declare it with setting(default, ...))")
+        for kind, bounds in (("", f.metadata.get("bounds", {})), ("items ", f.metadata.get("items", {}))):
+            unknown = sorted(set(bounds) - BOUND_KEYWORDS)
+            if unknown:
+                fail(f.name, f"unknown {kind}bound {', '.join(unknown)} (known: {', '.join(sorted(BOUND_KEYWORDS))})")
+    props, hints = fields_schema(settings, skip), typing.get_type_hints(settings)
+    for name, value in defaults(settings).items():
+        if name in skip:
+            continue
+        schema = _type_schema(hints[name]) if name in placeholders else props[name]
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+        if error is not None:
+            fail(name, f"default {value!r} breaks its own declaration: {error.message}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Building a typed section from config data, and its plain form
+
+
+def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str, as_written: bool = False) -> Any:
+    """Construct settings dataclass ``cls`` from a mapping: unknown keys are errors, lists become tuples,
+    a nested settings dataclass is built too, and an integer becomes a float where the field is a float
+    (``as_written=True``: numbers stay as the config writes them, as a method's settings do - they enter
+    the run's hash as written, so ``lambda_ewc=1`` keeps the hash it was recorded with)."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"config: unknown key '{where}.{unknown[0]}' (expected one of: {', '.join(sorted(names))})")
+    kwargs = {}
+    for key, value in data.items():
+        hint = _unwrap_optional(hints[key])
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+            value = build_dataclass(hint, value, f"{where}.{key}")
+        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+            value = tuple(value)
+        elif hint is float and isinstance(value, int) and not isinstance(value, bool) and not as_written:
+            value = float(value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _unwrap_optional(hint: Any) -> Any:
+    """``X | None`` -> ``X``; anything else unchanged."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    return args[0] if is_union and len(args) == 1 else hint
+
+
+def recorded(value: Any) -> Any:
+    """The plain form a run records of a settings dataclass: :func:`plain`, without the keys declared
+    ``later`` that are at their default (so runs recorded before such a key existed keep their params and
+    hashes), recursively."""
+    if not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        return plain(value)
+    out = {}
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        if f.metadata.get("later") and plain(v) == plain(f.default):
+            continue
+        out[f.name] = recorded(v)
+    return out
