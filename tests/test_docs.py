@@ -44,3 +44,12 @@ def test_the_log_is_one_dated_file_per_entry_and_its_readme_lists_them_all():
     assert not undated, undated
     listed = set(_links(LOG / "README.md"))
     assert entries <= listed, sorted(entries - listed)
+
+
+def test_the_one_job_page_names_at_most_15_files_and_each_exists():
+    """docs/one-job.md follows a train_task job from its rule to its files (issue 31 item 7): a reader opens at
+    most 15 files, and every one it names is there."""
+    text = (DOCS / "one-job.md").read_text()
+    named = set(re.findall(r"`((?:src|workflow)/[\w/.]+\.(?:py|smk))`", text))
+    assert 0 < len(named) <= 15, sorted(named)
+    assert [p for p in sorted(named) if not (REPO / p).is_file()] == []
