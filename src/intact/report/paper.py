@@ -29,6 +29,7 @@ from intact.io import read_json
 from intact.naming import parse_method_name
 from intact.paths import RUN_KEY, run_dir
 from intact.plan import Plan, each_run
+from intact.metrics import Stat
 from intact.results import METRICS_JSON, StoredResults, read_run
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
@@ -159,3 +160,36 @@ def __getattr__(name: str) -> Any:
     module, new = _MOVED[name]
     warnings.warn(f"intact.report.paper.{name} moved to {module}.{new}", DeprecationWarning, stacklevel=2)
     return getattr(importlib.import_module(module), new)
+
+
+#: how our runs are labelled where the paper has no row for them
+OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
+              "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
+              "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
+              "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct",
+              "c_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
+
+
+def paper_pm(pair: Sequence[float] | None) -> str:
+    return "—" if pair is None else f"{pair[0]:.2f} ± {pair[1]:.2f}"
+
+
+def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
+    counts = sorted({s.n for s in stats if s is not None})
+    if not counts:
+        text = "Here: no stored runs of this config yet (only the paper's columns are filled)."
+    else:
+        n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+        text = (f"Here: mean ± sample std over {n} seed(s) per cell (the seeds column of the CSV), from "
+                "results/runs/<benchmark>/<method>/seed<k>/metrics.json.")
+    if stored.stale:
+        text += f" Skipped {len(stored.stale)} stored run(s) of an older config (config hash differs)."
+    return text
+
+
+def rows_and_labels(paper_rows: list[dict], ours: Sequence[str]) -> list[tuple[str, str | None, dict | None]]:
+    """(label, our run name, paper row): the paper's rows in its order, then our runs it does not list."""
+    out = [(r["method"], r.get("ours"), r) for r in paper_rows]
+    mapped = {r.get("ours") for r in paper_rows}
+    out += [(OUR_LABELS.get(m, m), m, None) for m in ours if m not in mapped]
+    return out

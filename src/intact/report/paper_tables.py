@@ -15,7 +15,11 @@ from intact.config import resolve_run
 from intact.naming import TERMS, parse_method_name, with_protocol
 from intact.protocols import changes, same_as_default
 from intact.metrics import Paired, Stat
-from intact.report.paper import AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, benchmark_title, fmt, paper_numbers
+from intact.report.paper import (
+    AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels,
+    seeds_note,
+)
+from intact.report.paper_efficiency import efficiency_table
 from intact.report.render import Column, Table, bold_best
 from intact.report.tables import (CAPTION, CI_NOTE, backbone_note, ci_cell, ci_record, paired_cells, paired_columns,
                                   paired_note, paired_record, paired_table, pm)
@@ -30,28 +34,7 @@ TERM_TITLES = {"intdrift": "L_IntDrift", "var": "L_Var", "align": "L_Align", "fe
 LAMBDAS = ("lambda_feat", "lambda_intdrift", "lambda_var", "lambda_align")
 LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "lambda_var": "λ_Var", "lambda_align": "λ_Align"}
 #: labels of our runs that are not rows of the paper's tables
-OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
-              "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
-              "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
-              "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct",
-              "c_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
 
-
-def paper_pm(pair: Sequence[float] | None) -> str:
-    return "—" if pair is None else f"{pair[0]:.2f} ± {pair[1]:.2f}"
-
-
-def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
-    counts = sorted({s.n for s in stats if s is not None})
-    if not counts:
-        text = "Here: no stored runs of this config yet (only the paper's columns are filled)."
-    else:
-        n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-        text = (f"Here: mean ± sample std over {n} seed(s) per cell (the seeds column of the CSV), from "
-                "results/runs/<benchmark>/<method>/seed<k>/metrics.json.")
-    if stored.stale:
-        text += f" Skipped {len(stored.stale)} stored run(s) of an older config (config hash differs)."
-    return text
 
 
 def average_stat(stored: StoredResults, method: str, benchmarks: Sequence[str]) -> Stat | None:
@@ -63,14 +46,6 @@ def average_stat(stored: StoredResults, method: str, benchmarks: Sequence[str]) 
 
 def _extra_benchmarks(stored: StoredResults) -> list[str]:
     return [b for b in stored.benchmarks() if b not in PAPER_BENCHMARKS]
-
-
-def _rows_and_labels(paper_rows: list[dict], ours: Sequence[str]) -> list[tuple[str, str | None, dict | None]]:
-    """(label, our run name, paper row): the paper's rows in its order, then our runs it does not list."""
-    out = [(r["method"], r.get("ours"), r) for r in paper_rows]
-    mapped = {r.get("ours") for r in paper_rows}
-    out += [(OUR_LABELS.get(m, m), m, None) for m in ours if m not in mapped]
-    return out
 
 
 def _stat(stored: StoredResults, run: str | None, benchmark: str, columns: Sequence[str]) -> Stat | None:
@@ -114,7 +89,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     cols = _comparison_columns(columns, extra, official is not None)
     table = Table(name, f"{title} (ours with its Student's t 95 % CI beside the paper's mean)", cols)
     values, stats, records = [], [], []
-    rows = _rows_and_labels(section["rows"], ours)
+    rows = rows_and_labels(section["rows"], ours)
     for i, (label, run, row) in enumerate(rows):
         if row is None and (i == 0 or rows[i - 1][2] is not None):
             table.rules.add(i)  # our runs the paper does not list, below a rule
@@ -254,94 +229,6 @@ def hyperparameter_table(cfg: Mapping[str, Any], method: str = "coda_p+intact") 
         f"Paper: table {paper['table']}; λ_Align fixed at 1. Ours: what `{method}` resolves to in this config "
         "(the intact: section, then benchmarks.<b>.overrides); — = benchmark not configured here.",
         AA_NOTE, FORGETTING_NOTE, "Seeds: not applicable (settings, not results).",
-    ]
-    return table
-
-
-def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
-    """Per run from its train.json records, then mean ± std over seeds (see the table note)."""
-    per: dict[str, list[float]] = {k: [] for k in ("total", "trainable", "memory", "train_batch", "inference_batch", "images_per_s")}
-    for r in runs:
-        t = r.trains
-        if not t or "total_parameters" not in t[-1]:
-            continue  # a run stored before these fields were recorded
-        per["total"].append(t[-1]["total_parameters"])
-        per["trainable"].append(t[-1]["trainable_parameters"])
-        per["memory"].append(max(x["peak_memory_mb"] for x in t) / 1024)
-        per["train_batch"].append(sum(x["seconds"] for x in t) / sum(x["train_batches"] for x in t))
-        per["inference_batch"].append(float(np.mean([x["inference_batch_seconds"] for x in t])))
-        per["images_per_s"].append(sum(x["train_images"] * len(x["epochs"]) for x in t) / sum(x["seconds"] for x in t))
-    return {k: Stat.of(v) for k, v in per.items()}
-
-
-def _efficiency_cells(row: Mapping[str, Any] | None, e: Mapping[str, Stat | None], aa: Stat | None) -> dict[str, str]:
-    """The paper's and our cells of one efficiency row (``e``: :func:`efficiency_stats`)."""
-    def here(key: str, digits: int = 2) -> str:
-        return fmt(e[key].mean if e[key] else None, digits)
-
-    return {
-        "total_paper": f"{row['total_parameters']:,}" if row else "—",
-        "trainable_paper": f"{row['trainable_parameters']:,}" if row else "—",
-        "memory_paper": fmt(row["gpu_memory_gb"]) if row else "—",
-        "batch_paper": fmt(row["batch_seconds"]) if row else "—",
-        "aa_paper": paper_pm(row["aa"]) if row else "—",
-        "total_here": f"{e['total'].mean:,.0f}" if e["total"] else "—",
-        "trainable_here": f"{e['trainable'].mean:,.0f}" if e["trainable"] else "—",
-        "memory_here": here("memory"), "train_batch_here": here("train_batch", 3),
-        "inference_batch_here": here("inference_batch", 3), "images_per_s_here": here("images_per_s", 0),
-        "aa_here": pm(aa), "aa_ci": ci_cell(aa, row["aa"][0] if row else None),
-    }
-
-
-def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
-    paper = paper_numbers()["efficiency"]
-    benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
-    G = {"total": "Total params", "trainable": "Trainable params", "memory": "Memory (GB)", "batch": "s / batch", "aa": "AA"}
-    cols = [Column("benchmark", "Benchmark", align="l"), Column("method", "Method", align="l"),
-            Column("total_paper", "paper", G["total"]), Column("total_here", "here", G["total"]),
-            Column("trainable_paper", "paper", G["trainable"]), Column("trainable_here", "here", G["trainable"]),
-            Column("memory_paper", "paper", G["memory"]), Column("memory_here", "here", G["memory"]),
-            Column("batch_paper", "paper", G["batch"]), Column("train_batch_here", "train", G["batch"]),
-            Column("inference_batch_here", "inference", G["batch"]), Column("images_per_s_here", "img/s train", "Throughput"),
-            Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"]),
-            Column("aa_ci", "95 % CI", G["aa"])]
-    table = Table("efficiency", "Efficiency: parameters, memory and time per batch", cols)
-    records, devices = [], set()
-    for b in benchmarks:
-        rows = _rows_and_labels(paper["rows"] if b == paper["benchmark"] else [], ours)
-        first = True
-        for label, run, row in rows:
-            runs = stored.select(b, run) if run else []
-            if row is None and not runs:
-                continue
-            devices |= {t.get("device", "unknown") for r in runs for t in r.trains if "device" in t}
-            e = efficiency_stats(runs)
-            aa = Stat.of([float(r.metrics["aa"]) for r in runs])
-            if first:
-                table.rules.add(len(table.rows))
-            table.rows.append({"benchmark": benchmark_title(b) if first else "",
-                               "method": label + (f" (`{run}`)" if run else ""), **_efficiency_cells(row, e, aa)})
-            first = False
-            rec = {"benchmark": b, "method": label, "run": run,
-                   **{f"paper_{k}": (row[k] if row else None) for k in
-                      ("total_parameters", "trainable_parameters", "gpu_memory_gb", "batch_seconds")},
-                   "paper_aa": row["aa"][0] if row else None}
-            for k, s in e.items():
-                rec[f"here_{k}"], rec[f"here_{k}_std"] = (s.mean, s.std) if s else (None, None)
-            rec["here_aa"], rec["here_seeds"] = (aa.mean, aa.n) if aa else (None, None)
-            ci = ci_record(aa, row["aa"][0] if row else None)
-            records.append({**rec, **{f"here_aa_{k}": v for k, v in ci.items()}})
-    table.data = pd.DataFrame(records)
-    table.notes = [
-        f"Paper: {benchmark_title(paper['benchmark'])} on {paper['device']} (paper table {paper['table']}; baselines "
-        "copied from KA-Prompt); its 'batch time' is called batch inference time in its caption.",
-        "Here (mean over seeds, from each task's train.json): total / trainable parameters after the last task "
-        "(frozen backbone included in the total); memory = peak over tasks (CUDA: max allocated; CPU: the process's "
-        "max RSS, not comparable to GPU memory); s / batch: train = training seconds / optimizer steps, inference "
-        "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per second. "
-        f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
-        AA_NOTE, FORGETTING_NOTE, seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
-        CI_NOTE, backbone_note(stored),
     ]
     return table
 
