@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from intact.data import BENCHMARKS, BUILTIN_TYPES
@@ -26,6 +27,7 @@ from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, Pretrai
 
 _BOUND_WORDS = {"minimum": "≥ {}", "exclusiveMinimum": "> {}", "maximum": "≤ {}", "exclusiveMaximum": "< {}",
                 "multipleOf": "multiple of {}", "minItems": "at least {} items"}
+_NON_EMPTY = "at least 1 items"
 
 
 def _value(v: Any) -> str:
@@ -45,12 +47,15 @@ def _type(prop: dict[str, Any]) -> str:
 def _bounds(prop: dict[str, Any]) -> list[str]:
     out = [_BOUND_WORDS[k].format(prop[k]) for k in _BOUND_WORDS if k in prop]
     out += ["each " + _BOUND_WORDS[k].format(v) for k, v in prop.get("items", {}).items() if k in _BOUND_WORDS]
-    return out
+    return ["non-empty" if b == _NON_EMPTY else b for b in out]
 
 
 def _facts(prop: dict[str, Any], default_shown: bool) -> str:
-    """The type where a default does not show it (none, ``null``, a choice among values), then the bounds."""
-    shown = [] if default_shown and not prop.get("enum") else [_type(prop)]
+    """The type where a default does not show it (none, ``null``, a choice among values the meaning does not
+    name, each as a word of its own), then the bounds."""
+    named = re.findall(r"[\w.]+", prop.get("description", ""))
+    choices_named = bool(prop.get("enum")) and all(str(e) in named for e in prop["enum"] if e is not None)
+    shown = [] if default_shown and (not prop.get("enum") or choices_named) else [_type(prop)]
     return ", ".join(shown + _bounds(prop))
 
 
