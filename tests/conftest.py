@@ -28,13 +28,14 @@ def fenced(doc: Path, lang: str, first_line: str = "") -> str:
     return re.search(rf"```{lang}\n({re.escape(first_line)}.*?)```", doc.read_text(), re.S).group(1)
 
 
-def install_page_package(root: Path, doc: Path) -> dict[str, str]:
-    """The package a docs page spells out - its first toml block as pyproject.toml, and each module it lists
-    (``py-modules``) from the python block that starts with ``# <module>.py`` - installed into ``root/site`` with
-    no index and no build isolation; the environment (PYTHONPATH) under which it is installed."""
+def install_page_package(root: Path, doc: Path, project: str = "") -> dict[str, str]:
+    """The package a docs page spells out - its first toml block (of ``project``: the block naming it) as
+    pyproject.toml, and each module it lists (``py-modules``) from the python block that starts with
+    ``# <module>.py`` - installed into ``root/site`` with no index and no build isolation; the environment
+    (PYTHONPATH) under which it is installed."""
     pkg, site = root / "pkg", root / "site"
     pkg.mkdir()
-    pyproject = fenced(doc, "toml")
+    pyproject = fenced(doc, "toml", f'[project]\nname = "{project}"' if project else "")
     (pkg / "pyproject.toml").write_text(pyproject)
     for module in tomllib.loads(pyproject)["tool"]["setuptools"]["py-modules"]:
         (pkg / f"{module}.py").write_text(fenced(doc, "python", f"# {module}.py\n"))

@@ -1,11 +1,15 @@
-"""docs/adding-a-benchmark.md is true: exactly its benchmark file, packaged with exactly its pyproject.toml and
-installed into a temporary directory, is found through the ``intact.benchmarks`` entry points, and its overlay
-runs through Snakemake on a tiny image-folder tree, with and without ``+intact``."""
+"""docs/adding-a-benchmark.md is true: exactly each of its benchmark files, packaged with exactly its
+pyproject.toml and installed into a temporary directory, is found through the ``intact.benchmarks`` entry points,
+and its overlay runs through Snakemake, with and without ``+intact``: the array benchmark (rotdigits) on the
+digits backbone, leaving its pretraining images out, with the stored query cache and the preview; the image
+benchmark (shapes) on a tiny image-folder tree. The array benchmark's kit test (intact.testing) passes, and the
+same file with a prepare that writes its declared tasks instead of the config's is refused before any training."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -27,8 +31,91 @@ def page(lang: str, first_line: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The page's package installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
-    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC)
+    """The page's image benchmark installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
+    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC, "intact-shapes")
+
+
+@pytest.fixture(scope="module")
+def installed_rot(tmp_path_factory):
+    """The page's array benchmark, installed the same way."""
+    return install_page_package(tmp_path_factory.mktemp("plugin_rot"), DOC, "intact-rotdigits")
+
+
+def test_the_installed_array_benchmark_is_registered_and_validates_without_torch(installed_rot):
+    code = ("import sys; from intact.data import BENCHMARKS, BUILTIN_TYPES; t = BENCHMARKS['rotdigits']; "
+            "from intact.testing import tiny_config; from intact.config import validate_config; cfg = tiny_config(); "
+            "cfg['benchmarks']['rotdigits'] = {'type': 'rotdigits', 'backbone': 'vit_digits'}; "
+            "cfg['run']['benchmarks'] = ['rotdigits']; validate_config(cfg); "
+            "assert 'rotdigits' not in BUILTIN_TYPES and 'torch' not in sys.modules; print(t.tasks, t.num_classes)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **installed_rot}, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.split("\n")[0] == "('rot0', 'rot30', 'rot60', 'rot90') 10"
+
+
+@pytest.mark.slow
+def test_the_kit_example_of_the_page_passes(installed_rot, tmp_path):
+    """The page's plugin test, as a plugin author would run it: pytest on that file alone (no conftest of ours)."""
+    test_file = tmp_path / "test_rotdigits.py"
+    test_file.write_text(page("python", "# test_rotdigits.py"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+                          cwd=tmp_path, env={**os.environ, **installed_rot}, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def rot_config() -> dict:
+    """The page's overlay on the tiny config, as Snakemake layers them (two rotations, one seed, one epoch)."""
+    cfg = merge(tiny_config(), yaml.safe_load(page("yaml", "# rotdigits.yaml")))
+    cfg["benchmarks"]["rotdigits"]["domains"] = ["rot0", "rot90"]
+    cfg.update(tracking={**cfg["tracking"], "enabled": False}, studies={})
+    return cfg
+
+
+@pytest.mark.slow
+def test_the_array_benchmark_runs_through_snakemake_on_the_digits_backbone(installed_rot, tmp_path):
+    from intact.data.digits import pretrain_indices
+    from intact.io import load_tensors
+
+    write_config(tmp_path, rot_config())
+    runs = {m: run_dir("rotdigits", m, 0) for m in ("coda_p", "coda_p+intact")}
+    snakemake(tmp_path, "results/figures/rotdigits/domains.png", *(f"{f}/metrics.json" for f in runs.values()),
+              env=installed_rot)
+    manifest = json.loads((tmp_path / "results/data/rotdigits/manifest.json").read_text())
+    assert manifest["benchmark"] == "rotdigits" and [t["name"] for t in manifest["tasks"]] == ["rot0", "rot90"]
+    assert (tmp_path / "results/figures/rotdigits/domains.png").stat().st_size > 0
+    # the backbone pretrained on the digits entry's clean images, none of which rotdigits trains or tests on
+    assert (tmp_path / "results/backbones/vit_digits.safetensors").exists()
+    data = load_tensors(tmp_path / "results/data/rotdigits/data.safetensors")
+    seen = set(pretrain_indices(0.4, 0)[1].tolist())
+    assert seen and not seen & set(data["train_index"].tolist() + data["test_index"].tolist())
+    for method, folder in runs.items():
+        record = json.loads((tmp_path / folder / "task1/train.json").read_text())
+        assert record["feature_cache"]["query"].startswith("stored"), record["feature_cache"]  # the data.task marker
+        metrics = json.loads((tmp_path / folder / "metrics.json").read_text())
+        assert metrics["task_names"] == ["rot0", "rot90"], metrics
+    record = json.loads((tmp_path / runs["coda_p+intact"] / "task1/train.json").read_text())
+    assert record["epochs"][-1]["intdrift"] > 0
+
+
+@pytest.mark.slow
+def test_a_prepare_that_writes_other_tasks_is_refused_before_any_training(installed_rot, tmp_path):
+    """The page's file with ``tasks = ROTATIONS[:len(cfg.tasks)]``: the prepare job fails naming the plugin and what
+    differs, and no train_task starts."""
+    source = page("python", "# intact_rotdigits.py")
+    assert source.count("tasks = cfg.tasks") == 1
+    site = tmp_path / "site"
+    shutil.copytree(installed_rot["PYTHONPATH"].split(os.pathsep)[0], site)
+    (site / "intact_rotdigits.py").write_text(source.replace("tasks = cfg.tasks", "tasks = ROTATIONS[:len(cfg.tasks)]"))
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    write_config(tmp_path / "w", rot_config())
+    proc = snakemake(tmp_path / "w", check=False, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and ("benchmark 'rotdigits' (type 'rotdigits', from entry point 'rotdigits = "
+                                     "intact_rotdigits:BENCHMARK' (group 'intact.benchmarks') of distribution "
+                                     "'intact-rotdigits 0.1.0'): results/data/rotdigits/manifest.json does not "
+                                     "match the config: tasks ['rot0', 'rot30'], the config ['rot0', 'rot90'] (its "
+                                     "prepare must write what the config declares)") in out, out[-3000:]
+    assert not (tmp_path / "w/results/data/rotdigits/manifest.json").exists()
+    assert not list((tmp_path / "w/results").rglob("task0")), "a train_task started"
 
 
 def draw_tree(root, per_class: int = 6) -> None:

@@ -15,7 +15,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _no_build(cfg, root):
+def _no_build(cfg, root, benchmark="digits"):
     raise AssertionError("built although the cache holds this benchmark")
 
 
@@ -30,7 +30,7 @@ def test_a_cache_hit_copies_the_sessions_build_bit_for_bit_and_builds_nothing(ti
 
 
 def _fake_build(calls):
-    def build(cfg, root):
+    def build(cfg, root, benchmark="digits"):
         calls.append(root)
         (root / "data").mkdir(parents=True)
         (root / "data/manifest.json").write_text("{}")

@@ -9,6 +9,12 @@ and a train-and-evaluate helper (docs/adding-a-method.md, "Testing a method")::
         R = train_and_evaluate(bench, run, tmp_path / "run", tasks=2)
         assert R[0, 0] > 50                                    # accuracy in %, chance 10
 
+A benchmark's test names its entry of the config (any registered type, a plugin's too; docs/adding-a-benchmark.md)::
+
+    cfg = tiny_config()
+    cfg["benchmarks"]["rotdigits"] = {"type": "rotdigits", "backbone": "vit_digits", "domains": ["rot0", "rot90"]}
+    bench = tiny_bench(tmp_path / "bench", cfg, benchmark="rotdigits")
+
 Imports neither pytest nor snakemake (:func:`snakemake` runs it as a subprocess) nor, until a helper trains,
 torch. The tiny config is the checkout's ``config.yaml`` shrunk to seconds: the kit needs the checkout that
 holds the Snakefile (``pip install -e``), as running the workflow does.
@@ -91,54 +97,84 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 90
 ENV_CACHE = "INTACT_TEST_CACHE"
 
 
-def tiny_bench(root: Path, cfg: Mapping[str, Any] | None = None) -> dict:
-    """Prepare the tiny config's digits benchmark under ``root`` and pretrain its backbone (~85% clean accuracy;
-    ~10 s on 2 cores): ``{"config", "manifest", "weights", "root"}``, what the other helpers take.
+def tiny_bench(root: Path, cfg: Mapping[str, Any] | None = None, benchmark: str = "digits") -> dict:
+    """Prepare ``benchmark`` of the tiny config (or of ``cfg``: any registered type, a plugin's included) under
+    ``root``, and its backbone: pretrained on its ``pretrain.benchmark`` (prepared too where that is another one:
+    the digits ViT, ~85% clean accuracy, ~10 s on 2 cores), or the local weights file the config names.
+    ``{"config", "benchmark", "manifest", "weights", "root"}``, what the other helpers take.
 
     What it builds is kept in a cache (:data:`ENV_CACHE`) under :func:`tiny_bench_key`, and copied from there
     the next time: the same files, bit for bit, without the 10 s."""
-    from intact.config import validate_config
+    from intact.config import backbone_config, validate_config
+    from intact.paths import expand_path
 
     cfg = copy.deepcopy(dict(cfg or tiny_config()))
+    cfg["run"] = {**cfg["run"], "benchmarks": [benchmark]}  # its runs are the ones checked (and resolved by tiny_run)
     validate_config(cfg)
     cache = _cache_folder()
-    kept = cache / tiny_bench_key(cfg) if cache else None
+    kept = cache / tiny_bench_key(cfg, benchmark) if cache else None
     if kept is not None and (kept / "complete").is_file():
         shutil.copytree(kept, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("complete"))
     else:
-        _build_tiny_bench(cfg, root)
+        _build_tiny_bench(cfg, root, benchmark)
         if kept is not None:
             _keep(root, kept)
-    return {"config": cfg, "manifest": root / "data" / "manifest.json", "weights": root / "backbone.safetensors",
-            "root": root}
+    weights = backbone_config(cfg, cfg["benchmarks"][benchmark]["backbone"]).weights
+    return {"config": cfg, "benchmark": benchmark, "manifest": root / "data" / "manifest.json", "root": root,
+            "weights": root / "backbone.safetensors" if weights == "pretrain" else Path(expand_path(weights))}
 
 
-def tiny_bench_key(cfg: Mapping[str, Any]) -> str:
-    """A name for everything that decides the tiny benchmark's files: the benchmark's and its backbone's
-    config sections, the package versions, the numerics of this machine (:mod:`intact.fingerprint`) and the
-    source of every ``intact`` module that preparing and pretraining import."""
+def tiny_bench_key(cfg: Mapping[str, Any], benchmark: str = "digits") -> str:
+    """A name for everything that decides the tiny benchmark's files: the benchmark's, its backbone's and its
+    pretraining benchmark's config sections, the package versions, the numerics of this machine
+    (:mod:`intact.fingerprint`) and the source of every ``intact`` module that preparing and pretraining import,
+    and of the modules that declare and implement the benchmark's type (a plugin's)."""
     from intact import data, pretrain
+    from intact.config import backbone_config
     from intact.fingerprint import fingerprint
     from intact.hashing import sha256_file, stable_hash
     from intact.provenance import package_versions
     from intact.sources import source_files
 
-    bench = cfg["benchmarks"]["digits"]
-    modules = (str(Path(m.__file__).resolve()) for m in (data, pretrain))
+    bench = cfg["benchmarks"][benchmark]
+    backbone = cfg["backbones"][bench["backbone"]]
+    source = backbone_config(cfg, bench["backbone"]).pretrain.benchmark if backbone["weights"] == "pretrain" else None
+    modules = {str(Path(m.__file__).resolve()) for m in (data, pretrain)} | _type_modules(bench["type"])
     code = {path: sha256_file(path) for path in sorted({*source_files(data.__file__, pretrain.__file__), *modules})}
-    return stable_hash({"benchmark": bench, "backbone": cfg["backbones"][bench["backbone"]], "packages": package_versions(),
+    return stable_hash({"benchmark": bench, "backbone": backbone, "packages": package_versions(),
+                        "pretrain_benchmark": cfg["benchmarks"].get(source) if source not in (None, benchmark) else None,
                         "python": sys.version, "numerics": fingerprint(), "code": code}, length=20)
 
 
-def _build_tiny_bench(cfg: Mapping[str, Any], root: Path) -> None:
+def _type_modules(kind: str) -> set[str]:
+    """The source files of the modules that declare and implement benchmark type ``kind``."""
+    import importlib.util
+
+    from intact.data import BENCHMARKS
+
+    decl = BENCHMARKS[kind]
+    names = {decl.settings.__module__}
+    if isinstance(decl.implementation, str):
+        names.add(decl.implementation.partition(":")[0])
+    origins = (getattr(importlib.util.find_spec(n), "origin", None) for n in sorted(names))
+    return {str(Path(o).resolve()) for o in origins if o and o.endswith(".py")}
+
+
+def _build_tiny_bench(cfg: Mapping[str, Any], root: Path, benchmark: str = "digits") -> None:
     from intact.config import backbone_config, benchmark_config
     from intact.data import prepare_benchmark
     from intact.pretrain import pretrain_backbone
 
-    bench_cfg = benchmark_config(cfg, "digits")
+    bench_cfg = benchmark_config(cfg, benchmark)
     manifest = prepare_benchmark(bench_cfg, root / "data")
-    pretrain_backbone(backbone_config(cfg, bench_cfg.backbone), manifest, root / "backbone.safetensors",
-                      root / "backbone.json", threads=1, progress=False, benchmark=bench_cfg)
+    backbone = backbone_config(cfg, bench_cfg.backbone)
+    if backbone.weights != "pretrain":
+        return
+    source = benchmark_config(cfg, backbone.pretrain.benchmark)
+    if source.name != benchmark:  # the backbone pretrains on another benchmark (a plugin reusing the digits ViT)
+        manifest = prepare_benchmark(source, root / "pretrain_data")
+    pretrain_backbone(backbone, manifest, root / "backbone.safetensors", root / "backbone.json", threads=1,
+                      progress=False, benchmark=source)
 
 
 def _cache_folder() -> Path | None:
@@ -164,12 +200,13 @@ def _keep(root: Path, kept: Path) -> None:
 
 
 def tiny_run(bench: Mapping[str, Any], method: str, seed: int = 0, **sections: Mapping[str, Any]) -> Any:
-    """The resolved run (:class:`~intact.settings.RunConfig`) of ``method`` on the tiny benchmark; ``sections``
+    """The resolved run (:class:`~intact.settings.RunConfig`) of ``method`` on the tiny benchmark (the one
+    :func:`tiny_bench` prepared: digits, or the ``benchmark`` it was given); ``sections``
     are merged over the config first (``methods={"my_method": {...}}``, ``optim={"epochs": 2}``)."""
     from intact.config import resolve_run
 
     cfg = merge(bench["config"], dict(sections))
-    return resolve_run(cfg, "digits", method, seed)
+    return resolve_run(cfg, bench.get("benchmark", "digits"), method, seed)
 
 
 def train_one(bench: Mapping[str, Any], run: Any, out: Path, task: int, prev: Path | None = None, **kw: Any) -> dict:

@@ -59,6 +59,15 @@ def _domain_seed(split_seed: int, domain: str) -> int:
     return zlib.crc32(f"{split_seed}:{domain}".encode())
 
 
+def pretrain_indices(pretrain_fraction: float, split_seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(continual, pretrain)``: the indices into scikit-learn's digits that a ``digits`` entry with these settings
+    keeps for its tasks, and those its clean pretraining split holds (a backbone pretrained on it has seen them).
+    Another benchmark of the same images leaves the second out (docs/adding-a-benchmark.md)."""
+    from sklearn.datasets import load_digits
+
+    return _stratified_split(load_digits().target, pretrain_fraction, split_seed)
+
+
 def load_digit_images(image_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """All 1,797 digits as (N, 1, S, S) floats in [0, 1] and int64 labels."""
     import numpy as np
@@ -83,7 +92,7 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
     out_dir = Path(out_dir)
     x, y = load_digit_images(cfg.image_size)
     labels = y.numpy()
-    continual, pretrain = _stratified_split(labels, cfg.pretrain_fraction, cfg.split_seed)
+    continual, pretrain = pretrain_indices(cfg.pretrain_fraction, cfg.split_seed)
     train_rel, test_rel = _stratified_split(labels[continual], cfg.test_fraction, cfg.split_seed + 1)
     train, test = continual[train_rel], continual[test_rel]
     _, val_rel = _stratified_split(labels[train], cfg.val_fraction, cfg.split_seed + 2)

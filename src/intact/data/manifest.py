@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+import intact.data.declare as declare
 from intact.data.declare import COMMON_KEYS, BenchmarkSettings
 from intact.naming import excerpt
 from intact.settings import plain, recorded
@@ -115,8 +116,7 @@ def _validator() -> Any:
 
 def _plugin(kind: str) -> str:
     """``", from <entry point of distribution ...>"`` for a type that is not built in; empty for a built-in."""
-    from intact.data import BENCHMARKS
-
-    if kind in BENCHMARKS and kind not in BENCHMARKS.builtin:
-        return f", from {BENCHMARKS.origin(kind)}"
+    registry = declare.TYPES  # the registry of intact.data (handed to intact.data.declare: no import of it here)
+    if kind in registry and kind not in getattr(registry, "builtin", registry):
+        return f", from {registry.origin(kind)}"
     return ""
