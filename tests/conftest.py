@@ -33,14 +33,20 @@ def install_page_package(root: Path, doc: Path, project: str = "") -> dict[str, 
     pyproject.toml, and each module it lists (``py-modules``) from the python block that starts with
     ``# <module>.py`` - installed into ``root/site`` with no index and no build isolation; the environment
     (PYTHONPATH) under which it is installed."""
-    pkg, site = root / "pkg", root / "site"
+    pkg = root / "pkg"
     pkg.mkdir()
     pyproject = fenced(doc, "toml", f'[project]\nname = "{project}"' if project else "")
     (pkg / "pyproject.toml").write_text(pyproject)
     for module in tomllib.loads(pyproject)["tool"]["setuptools"]["py-modules"]:
         (pkg / f"{module}.py").write_text(fenced(doc, "python", f"# {module}.py\n"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
+    return install_package(pkg, root / "site")
+
+
+def install_package(pkg: Path, site: Path) -> dict[str, str]:
+    """The package folder ``pkg`` installed into ``site`` with no index and no build isolation (it builds in
+    ``pkg``: pass a copy); the environment (PYTHONPATH) under which it is installed."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
     return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
 
 

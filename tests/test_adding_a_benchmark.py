@@ -1,9 +1,10 @@
-"""docs/adding-a-benchmark.md is true: exactly each of its benchmark files, packaged with exactly its
+"""docs/adding-a-benchmark.md is true: exactly its benchmark file (rotdigits), packaged with exactly its
 pyproject.toml and installed into a temporary directory, is found through the ``intact.benchmarks`` entry points,
-and its overlay runs through Snakemake, with and without ``+intact``: the array benchmark (rotdigits) on the
-digits backbone, leaving its pretraining images out, with the stored query cache and the preview; the image
-benchmark (shapes) on a tiny image-folder tree. The array benchmark's kit test (intact.testing) passes, and the
-same file with a prepare that writes its declared tasks instead of the config's is refused before any training."""
+and its overlay runs through Snakemake on the digits backbone, with and without ``+intact``, leaving its
+pretraining images out, with the stored query cache and the preview. Its kit test (intact.testing) passes, and the
+same file with a prepare that writes its declared tasks instead of the config's is refused before any training.
+The image benchmark the page points to (tests/plugins/shapes, a plugin of its own) is installed the same way and
+runs on a tiny image-folder tree."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from conftest import REPO, fenced, install_page_package, snakemake, tiny_config, write_config
+from conftest import REPO, fenced, install_package, install_page_package, snakemake, tiny_config, write_config
 from intact.layering import merge
 from intact.paths import run_dir
 
 DOC = REPO / "docs" / "adding-a-benchmark.md"
+SHAPES = REPO / "tests" / "plugins" / "shapes"  # the image benchmark's package: the page links it
 
 
 def page(lang: str, first_line: str = "") -> str:
@@ -31,8 +33,10 @@ def page(lang: str, first_line: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The page's image benchmark installed into a temporary folder (for PYTHONPATH), no index, no build isolation."""
-    return install_page_package(tmp_path_factory.mktemp("plugin"), DOC, "intact-shapes")
+    """The image benchmark's package installed into a temporary folder (for PYTHONPATH), no index, no build
+    isolation (built in a copy, so the repository's folder stays clean)."""
+    root = tmp_path_factory.mktemp("plugin")
+    return install_package(shutil.copytree(SHAPES, root / "pkg"), root / "site")
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +164,8 @@ def test_the_overlay_runs_the_benchmark_through_snakemake_with_and_without_intac
     weights = tmp_path / "vit_rgb.safetensors"
     save_file(create_vit("vit_rgb_p8").state_dict(), str(weights))
     env = {**installed, "SHAPES_ROOT": str(tmp_path / "shapes"), "VIT_RGB_WEIGHTS": str(weights)}
-    overlay = yaml.safe_load(page("yaml", "# shapes.yaml"))
-    cfg = merge(tiny_config(), overlay)  # the page's overlay on the tiny config, as Snakemake layers them
+    overlay = yaml.safe_load((SHAPES / "shapes.yaml").read_text())
+    cfg = merge(tiny_config(), overlay)  # the package's overlay on the tiny config, as Snakemake layers them
     cfg.update(tracking={**cfg["tracking"], "enabled": False}, studies={})
     cfg["optim"]["epochs"] = 2  # 12 images, one step per epoch: the second step is the first away from the anchors
     work = tmp_path / "work"
