@@ -35,12 +35,13 @@ def _value(v: Any) -> str:
 
 
 def _type(prop: dict[str, Any]) -> str:
-    """The type in words, only where a default does not show it: no default, ``null``, a choice among values."""
+    """The type in words (``null`` left out: the default shows it), only where a default does not show it: no
+    default, ``null``, a choice among values."""
     if prop.get("enum"):
         return " | ".join(f"`{e}`" for e in prop["enum"])
     t = prop.get("type", "")
     types = t if isinstance(t, list) else [t]
-    names = [f"list of {prop['items'].get('type', '')}" if x == "array" else x for x in types if x]
+    names = [f"list of {prop['items'].get('type', '')}" if x == "array" else x for x in types if x not in ("", "null")]
     return " or ".join(names)
 
 
@@ -55,44 +56,53 @@ def _facts(prop: dict[str, Any], default_shown: bool) -> str:
     name, each as a word of its own), then the bounds."""
     named = re.findall(r"[\w.]+", prop.get("description", ""))
     choices_named = bool(prop.get("enum")) and all(str(e) in named for e in prop["enum"] if e is not None)
-    shown = [] if default_shown and (not prop.get("enum") or choices_named) else [_type(prop)]
+    shown = [] if choices_named or (default_shown and not prop.get("enum")) else [_type(prop)]
     return ", ".join(shown + _bounds(prop))
 
 
-def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: dict[tuple, str]) -> list[str]:
+def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: dict[tuple, tuple]) -> list[str]:
     """Every key of ``section``, one line each: ``* `key` = `default` (type, bounds): meaning``. A key declared
-    exactly so (bounds and meaning) in an earlier section is listed on one line with its default, naming that
-    section; ``seen`` collects the keys across sections."""
+    exactly so (bounds and meaning) in an earlier section is listed on one line naming that section, with its
+    default where that differs; where ``section`` has every key of that one, the line says so and names only the
+    differing defaults. ``seen`` collects the keys (and their defaults) across sections, and each section's keys
+    under ``("keys", section)``."""
     lines, same = [], {}
+    seen[("keys", section)] = (section, set(props))
     for key, prop in props.items():
         prop = schema()["$defs"][prop["$ref"].rsplit("/", 1)[1]] | prop if "$ref" in prop else prop
         default = f" = {_value(values[key])}" if key in values else ""
         facts = _facts(prop, key in values and values[key] is not None)
-        first = seen.setdefault((key, facts, prop.get("description", "")), section)
+        first, first_default = seen.setdefault((key, facts, prop.get("description", "")), (section, default))
         if first != section:
-            same.setdefault(first, []).append(f"`{key}`{default}")
+            same.setdefault(first, []).append((key, "" if default == first_default else default))
             continue
         head = f"* `{key}`{default}" + (f" ({facts})" if facts else "")
         lines.append(f"{head}: {prop['description']}" if prop.get("description") else head)
-    return lines + [f"* as in `{first}`: {', '.join(keys)}" for first, keys in same.items()]
+    for first, keys in same.items():
+        if seen[("keys", first)][1] <= set(props):
+            differ = ", ".join(f"`{k}`{d}" for k, d in keys if d)
+            lines.append(f"* as in `{first}`, every other key" + (f" ({differ})" if differ else ""))
+        else:
+            lines.append(f"* as in `{first}`: {', '.join(f'`{k}`{d}' for k, d in keys)}")
+    return lines
 
 
-def method_section(m: Method, seen: dict[tuple, str]) -> list[str]:
+def method_section(m: Method, seen: dict[tuple, tuple]) -> list[str]:
     """One method's part of the reference: what it is, how it composes, its settings."""
-    facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`" + (f": {m.intact_refusal}" if m.intact_refusal else "")]
-    facts += [f"optimizer: {m.optimizer}"]
+    refusal = f": {m.intact_refusal}" if m.intact_refusal else ""
+    facts = ["accepts `+intact`" if m.accepts_intact else f"no `+intact`{refusal}"]
+    facts += [f"optimizer: {m.optimizer}"] if m.optimizer != "adam" else []
     facts += [f"penalties: {', '.join(m.penalties)}"] if m.penalties else []
     facts += ["starts every task afresh"] if not m.loads_previous_state else []
-    facts += ["a whole network (no frozen backbone)"] if not m.uses_backbone else []
-    depth = ", ".join(f"`{k}`" for k in m.layer_keys)
-    facts += [f"block lists checked against the depth: {depth}"] if m.layer_keys else []
-    facts += [f"stored as `{m.stored_as}`: its runs' folders and hashes keep that name, which a config may still "
-              "use"] if m.stored_as != m.name else []
+    facts += ["a whole network"] if not m.uses_backbone else []
+    depth = ", ".join(f"`{k}`" for k in m.layer_keys if not k.endswith("layers"))  # the others: the intro's rule
+    facts += [f"blocks checked against the depth: {depth}"] if depth else []
+    facts += [f"stored as `{m.stored_as}`, a name a config may still use"] if m.stored_as != m.name else []
     return [f"### `methods.{m.name}`", "", f"{m.description} ({'; '.join(facts)}).", "",
             *_table(settings_schema(m)["properties"], defaults(m.settings), f"methods.{m.name}", seen), ""]
 
 
-def benchmark_section(t: BenchmarkType, seen: dict[tuple, str]) -> list[str]:
+def benchmark_section(t: BenchmarkType, seen: dict[tuple, tuple]) -> list[str]:
     """One benchmark type's part of the reference: what it is, its tasks, its keys."""
     props = {k: v for k, v in benchmark_schema(t)["properties"].items() if k not in ("type", "overrides")}
     values = {f.name: t.defaults.get(f.name, f.default) for f in dataclasses.fields(t.settings)
@@ -108,21 +118,20 @@ def benchmark_section(t: BenchmarkType, seen: dict[tuple, str]) -> list[str]:
 def render() -> str:
     """The whole reference as Markdown."""
     lines = ["# Configuration reference", "",
-             "Generated from the declarations by `python tools/config_reference.py` (do not edit by hand; a test",
-             "checks that this file is current). A method's settings and defaults live in its own module",
-             "(`src/intact/methods/<name>.py`, see [adding a method](adding-a-method.md)); `config.yaml` sets only",
-             "what a run changes. Every key below may also be set per benchmark (`benchmarks.<b>.overrides`) and",
-             "in a run's name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`), and the",
-             "sections `methods`, `head`, `intact`, `optim` (and a `backbone`) per method (`per_method.<m>`) and per",
-             "protocol (`protocols.<p>`, a run named `<m>@protocol=<p>`): `src/intact/protocols.py`,",
-             "[protocols.md](protocols.md) section 8.", "",
+             "Generated from the declarations by `python tools/config_reference.py` (a test checks it is current).",
+             "Defaults are declared in the code (a method's in `src/intact/methods/<name>.py`); `config.yaml` sets",
+             "only what a run changes. Any key may also be set per benchmark (`benchmarks.<b>.overrides`), in a run's",
+             "name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`), and, for `methods`, `head`,",
+             "`intact`, `optim` and a `backbone`, per method (`per_method.<m>`) and per protocol (`protocols.<p>`):",
+             "[protocols.md](protocols.md) section 8. A method's optimizer is Adam unless stated; its lists of blocks",
+             "(keys ending in `layers`) are checked against the backbone's depth.", "",
              *files_section(),
              "## Methods", ""]
     builtins, seen = METHODS.builtins(), {}  # the project's own methods only, whatever else is installed
     for name in sorted(builtins):
         lines += method_section(builtins[name], seen)
-    lines += ["## Benchmarks", "", "The keys of `benchmarks.<name>` by `type` (see [adding a benchmark](adding-a-benchmark.md)); "
-              "`domains` selects and orders the type's tasks (default: all, in the listed order).", ""]
+    lines += ["## Benchmarks", "", "The keys of `benchmarks.<name>` by `type`; `domains` selects and orders the type's "
+              "tasks (default: all).", ""]
     for name in BUILTIN_TYPES:
         lines += benchmark_section(BENCHMARKS[name], seen)
     return "\n".join(lines + shared_sections())
@@ -138,39 +147,27 @@ def _max_items(*path: str) -> int:
 
 def files_section() -> list[str]:
     """Hand-written: how config files layer (``extends``) and the bounds every config is held to."""
-    lists = {"seeds (`run.seeds`, each study's `seeds`)": _max_items("run", "seeds"),
+    lists = {"seeds (`run.seeds`, a study's `seeds`)": _max_items("run", "seeds"),
              "run names (`run.methods`, a study's `methods`)": _max_items("run", "methods"),
-             "benchmarks (`run.benchmarks`)": _max_items("run", "benchmarks"),
-             "protocols (`studies.main.protocols`)": _max_items("studies", "main", "protocols"),
-             "values of one grid key (`studies.sensitivity.grid.<key>`, a tune search's `grid.<key>`)":
-                 _max_items("studies", "sensitivity", "grid", "*"),
-             "searches (`studies.tune.searches`)": _max_items("studies", "tune", "searches")}
+             "`run.benchmarks`": _max_items("run", "benchmarks"),
+             "`studies.main.protocols`": _max_items("studies", "main", "protocols"),
+             "one grid key's values (sensitivity, tune)": _max_items("studies", "sensitivity", "grid", "*"),
+             "`studies.tune.searches`": _max_items("studies", "tune", "searches")}
     return [
         "## Config files", "",
-        "`snakemake` reads `config.yaml`, then each `--configfile` in order: a later file's mappings merge into the",
-        "earlier ones key by key, any other value (a list, `null`) replaces; `--config key=value` comes last.",
-        "`intact validate config.yaml overlay.yaml` (and `intact runs`) layers files the same way.", "",
-        "A file may start with `extends: <path>`: it is read as its base (with the base's own `extends`, resolved",
-        "first) with the file merged over it by the same rule. **The path is relative to the file that names it**,",
-        "not to the working directory: `configs/paper/imagenet_r.yaml` says `extends: base.yaml` for",
-        "`configs/paper/base.yaml`. A file that extends itself (directly or through others) is refused naming the",
-        "chain, a base that does not exist naming the file that extends it. `snakemake --configfile",
-        "configs/paper/imagenet_r.yaml` runs",
-        "`config.yaml` <- `base.yaml` <- `imagenet_r.yaml` <- `--config` (`src/intact/layering.py`).", "",
-        "Every config is bounded, far above any real one (`config.yaml`: 7 KB, about 270 values, under 400 runs with",
-        "its tune study; a paper config, base and overlay: 15 KB, about 550 values, nested 10 deep, about 200 runs).",
-        "Each bound is refused in one line naming the file or key:", "",
-        f"* a file: at most {MAX_FILE_BYTES:,} bytes, checked before it is parsed;",
-        f"* a config: at most {MAX_VALUES:,} values once every YAML alias is expanded, lists and mappings nested at",
-        f"  most {MAX_DEPTH} deep, no alias inside its own anchor; counted without expanding anything, before any",
-        "  other check (anchors and aliases are welcome within that: `config.yaml`'s tune grids share one);",
-        *(f"* {what}: at most {n:,} per list;" for what, n in lists.items()),
-        f"* a tune search's random `points`: at most 1,000; any other list: at most {MAX_ITEMS:,} items;",
-        f"* a run name: at most {NAME_MAX_LENGTH} characters (it names the run's folder), no whitespace or control",
-        "  character;",
-        "* the runs a config declares (benchmark x run name x seed: the default run, the studies and",
-        f"  `studies.tune`'s points, baselines and chosen runs): at most {MAX_RUNS:,}, counted before any grid is",
-        "  expanded.", ""]
+        "`snakemake` reads `config.yaml`, then each `--configfile` in order, then `--config key=value`: a later",
+        "mapping merges into the earlier one key by key, any other value (a list, `null`) replaces it. `intact",
+        "validate` and `intact runs` layer files the same way. A file may start with `extends: <path>`, **relative",
+        "to that file**: it is merged over its base (resolved first) by the same rule; a cycle or a missing base is",
+        "refused naming the files. `snakemake --configfile configs/paper/imagenet_r.yaml` runs `config.yaml` <-",
+        "`base.yaml` <- `imagenet_r.yaml` <- `--config` (`src/intact/layering.py`).", "",
+        "Bounds, far above any real config, each refused in one line naming the file or key: a file at most",
+        f"{MAX_FILE_BYTES:,} bytes (checked before parsing); a config at most {MAX_VALUES:,} values with every",
+        f"alias expanded and {MAX_DEPTH} levels deep, no alias inside its own anchor (counted unexpanded, before",
+        "any other check); per list: " + "; ".join(f"{what} {n:,}" for what, n in lists.items()) + ";",
+        f"a tune search's random `points` 1,000; any other list {MAX_ITEMS:,}; a run name {NAME_MAX_LENGTH}",
+        "characters (it names a folder), no whitespace or control character; the declared runs (benchmark x run",
+        f"name x seed, studies and tune points included) {MAX_RUNS:,}, counted before any grid is expanded.", ""]
 
 
 def shared_sections() -> list[str]:

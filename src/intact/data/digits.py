@@ -32,14 +32,14 @@ DIGIT_DOMAINS = ("blur", "contrast", "pixelate", "thick", "shear", "stripes", "n
 class BenchmarkConfig(BenchmarkSettings):
     """``benchmarks.<name>`` of type ``digits``: the domain sequence and the splits."""
 
-    domains: tuple[str, ...] = setting((), "the task sequence (digits - one deterministic image transformation "
-                                       "per task; default - every domain)", minItems=2)
+    domains: tuple[str, ...] = setting((), "the task sequence, one image transformation per task (default: every "
+                                       "domain)", minItems=2)
     image_size: int = setting(32, "image side (the 8x8 digits bilinearly upsampled)", minimum=1)
     pretrain_fraction: float = setting(0.4, "clean images that pretrain the backbone", exclusiveMinimum=0,
                                        exclusiveMaximum=1)
     test_fraction: float = setting(0.4, "of the remaining images: the test split (train: the rest)",
                                    exclusiveMinimum=0, exclusiveMaximum=1)
-    val_fraction: float = setting(0.2, "of the training images: the validation part (for eval_split: val)",
+    val_fraction: float = setting(0.2, "of the training images: the validation part (eval_split: val)",
                                   exclusiveMinimum=0, exclusiveMaximum=1)
     split_seed: int = setting(0, "seed of the stratified splits and of each domain's randomness", minimum=0)
 

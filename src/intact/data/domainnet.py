@@ -34,8 +34,7 @@ class DomainNet(ImageBenchmark):
 
 
 BENCHMARK = BenchmarkType(
-    "domainnet", ImageBenchmarkConfig, "intact.data.domainnet:DomainNet", "DomainNet (6 domains, 345 classes) from a local root",
+    "domainnet", ImageBenchmarkConfig, "intact.data.domainnet:DomainNet", "DomainNet from a local root",
     tasks=DOMAINNET, num_classes=345, keys=("root", *IMAGE_KEYS), required=("root",), splits=("official",),
     docs={"root": "holds <domain>/<class>/<file>.jpg and <domain>_{train,test}.txt; $VARS and ~ expand",
-          "split": "official (the <domain>_{train,test}.txt lists in the root) or a folder with lists of those names; "
-                   "$VARS expand"})
+          "split": "official (the root's <domain>_{train,test}.txt) or a folder of such lists; $VARS expand"})

@@ -47,21 +47,20 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     split (``coda`` / ``ka``), DomainNet's ``official`` lists, or a folder with the user's own lists.
     """
 
-    domains: tuple[str, ...] = setting((), "the task sequence (default - the paper's order); a prefix of it gives "
-                                       "the shorter variants", minItems=1, uniqueItems=True)
-    image_size: int = setting(224, "network input side (the protocol - 224); smaller for tests and laptops", minimum=8)
+    domains: tuple[str, ...] = setting((), "the task sequence (default: the paper's order)", minItems=1,
+                                       uniqueItems=True)
+    image_size: int = setting(224, "network input side (the protocol: 224)", minimum=8)
     root: str | None = setting(None, "the image root; $VARS and ~ expand", minLength=1)
     root_r: str | None = setting(None, "the ImageNet-R root", minLength=1)
     root_c: str | None = setting(None, "the ImageNet-C root", minLength=1)
     split: str | None = setting(None, "a split the type ships or a folder with the user's lists; $VARS expand", minLength=1)
-    skip_unreadable: bool = setting(False, "skip (and list in the manifest) images that cannot be decoded instead of stopping")
-    c_transform: str | None = setting(None, "the C tasks' transform - authors (default; Resize 224 + CenterCrop 224 + "
-                                      "flip, as the authors' ImageNet_CR) or imagenet_c (Resize 230 + random 224 crop)",
+    skip_unreadable: bool = setting(False, "skip (and list in the manifest) images that cannot be decoded")
+    c_transform: str | None = setting(None, "C tasks: authors (Resize 224 + CenterCrop 224 + flip, their ImageNet_CR) "
+                                      "or imagenet_c (Resize 230 + random 224 crop)",
                                       enum=[*C_TRANSFORMS, None], later=True)
-    val_fraction: float = setting(VAL_FRACTION, "the validation part (eval_split val, studies.tune) - this fraction of "
-                                  "each class of each task's train list, drawn with val_seed; never test images "
-                                  "(docs/benchmarks.md)", exclusiveMinimum=0, exclusiveMaximum=1, later=True)
-    val_seed: int = setting(0, "seeds the draw of the validation part (with the task's name)", minimum=0,
+    val_fraction: float = setting(VAL_FRACTION, "of each class of a task's train list: the validation part (eval_split "
+                                  "val)", exclusiveMinimum=0, exclusiveMaximum=1, later=True)
+    val_seed: int = setting(0, "seeds the validation part's draw (with the task's name)", minimum=0,
                             later=True)
 
     #: applied when a run reads the prepared data, not when it is prepared (the prepare job's params omit them)

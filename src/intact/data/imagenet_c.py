@@ -59,7 +59,7 @@ class ImageNetC(ImageBenchmark):
 
 BENCHMARK = BenchmarkType(
     "imagenet_c", ImageBenchmarkConfig, "intact.data.imagenet_c:ImageNetC",
-    "ImageNet-C (15 corruptions, severity 5, 200 classes) from a local root",
+    "ImageNet-C (severity 5) from a local root",
     tasks=IMAGENET_C, num_classes=200, keys=("root", *IMAGE_KEYS), required=("root",), splits=("ka",),
     docs={"root": "holds <corruption>/5/<wnid>/*.JPEG; $VARS and ~ expand",
-          "split": "ka (the KA-Prompt lists, default) or a folder with train.txt / test.txt"})
+          "split": "ka (KA-Prompt's, default) or a folder with train.txt / test.txt"})

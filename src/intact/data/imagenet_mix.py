@@ -39,8 +39,8 @@ class ImageNetMix(ImageBenchmark):
 
 BENCHMARK = BenchmarkType(
     "imagenet_mix", ImageBenchmarkConfig, "intact.data.imagenet_mix:ImageNetMix",
-    "ImageNet-Mix (30 tasks, C and R alternating, 200 classes)",
+    "ImageNet-Mix: ImageNet-C and -R tasks alternating",
     tasks=IMAGENET_MIX, num_classes=200, keys=("root_r", "root_c", *IMAGE_KEYS, "c_transform"),
     required=("root_r", "root_c"), splits=("ka",), defaults={"c_transform": "authors"},
     docs={"root_r": "the ImageNet-R root", "root_c": "the ImageNet-C root",
-          "split": "ka (default) or a folder with c_train.txt, c_test.txt, r_train.txt, r_test.txt"})
+          "split": "ka (default) or a folder with {c,r}_{train,test}.txt"})

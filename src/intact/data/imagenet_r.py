@@ -55,7 +55,7 @@ class ImageNetR(ImageBenchmark):
 
 
 BENCHMARK = BenchmarkType(
-    "imagenet_r", ImageBenchmarkConfig, "intact.data.imagenet_r:ImageNetR", "ImageNet-R (15 domains, 200 classes) from a local root",
+    "imagenet_r", ImageBenchmarkConfig, "intact.data.imagenet_r:ImageNetR", "ImageNet-R from a local root",
     tasks=IMAGENET_R, num_classes=200, keys=("root", *IMAGE_KEYS), required=("root",), splits=("coda", "ka"),
     docs={"root": "holds <wnid>/<domain>_<n>.jpg; $VARS and ~ expand",
-          "split": "coda (the InTAct paper's split, default), ka (KA-Prompt's lists) or a folder with train.txt / test.txt"})
+          "split": "coda (the InTAct paper's, default), ka (KA-Prompt's) or a folder with train.txt / test.txt"})

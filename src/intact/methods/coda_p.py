@@ -9,7 +9,7 @@ from typing import Any, Iterator
 from intact.methods.declare import Method
 from intact.settings import setting
 
-LENGTH_DOC = "prompt length per layer (first half keys, second half values)"
+LENGTH_DOC = "prompt length per layer (halves: keys, values)"
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,12 @@ EVEN = {"minimum": 2, "multipleOf": 2}
 class CompositionalPromptSettings:
     """``methods.compositional_prompt`` (or ``methods.c_prompt``, its stored name)."""
 
-    per_task: int = setting(3, "slots per task: the pool holds per_task * tasks key-prompt pairs (the code's "
-                            "prompt_per_task)", minimum=1)
-    length: int = setting(4, "expert prompt length (prompt_num): first half keys, second half values", **EVEN)
+    per_task: int = setting(3, "slots (key-prompt pairs) per task (the code's prompt_per_task)", minimum=1)
+    length: int = setting(4, "expert prompt length (prompt_num; halves: keys, values)", **EVEN)
     top_n: int = setting(2, "selected slots (topN), averaged into one prompt", minimum=1)
     general_length: int = setting(4, "general prompt length (fixed 4 in the code)", **EVEN)
     general_layers: tuple[int, ...] = setting((0, 1), "blocks that get the general prompt", items={"minimum": 0})
-    expert_first: int = setting(2, "expert prompts at blocks expert_first..expert_last (the code: 2-4 of 12)",
+    expert_first: int = setting(2, "first expert block (the code: 2-4 of 12)",
                                 minimum=0)
     expert_last: int = setting(3, "last expert block, inclusive (KA-Prompt's code: --e_s 2 --e_e 11)", minimum=0)
     key_weight: float = setting(0.5, "pw, weight of the selected keys' cosine loss", minimum=0)
@@ -60,12 +59,11 @@ class CompositionalPromptSettings:
     h: float = setting(3.0, "adapt_h: EMA time constant ~e^(h-1) steps (the scripts: 6.5-10 for long tasks)")
     #: the authors' h spans a fixed number of *steps*; under another budget the same h spans another share
     #: of the task sequence. ema_span keeps the share: docs/c-prompt-ka-prompt.md, "The EMA head's span"
-    ema_span: float | None = setting(None, "the EMA's time constant in tasks: h = 1 + ln(ema_span x the run's mean "
-                                     "optimizer steps per task), set at every task; null: h as given", later=True,
+    ema_span: float | None = setting(None, "the EMA's span in tasks: h = 1 + ln(ema_span x mean steps per task); "
+                                     "null: h", later=True,
                                      exclusiveMinimum=0)
     gamma_eps: float = setting(0.0, "added to mean(d) in the EMA's gamma (C-Prompt: 0; KA-Prompt: 1e-5)", minimum=0)
-    protect: str = setting("ema", "with +intact, the head whose function is anchored: ema (evaluated) | live "
-                           "(trained)", enum=["ema", "live"])
+    protect: str = setting("ema", "+intact anchors the ema (evaluated) or live (trained) head", enum=["ema", "live"])
     lr: float | None = setting(None, "one lr for every group (the code); null: optim.lr_head / lr_prompt",
                                exclusiveMinimum=0)
     weight_decay: float = setting(0.01, "AdamW's weight decay (torch's default, which the code keeps)", minimum=0)

@@ -54,8 +54,8 @@ def check(s: ConsistentPromptSettings, bench: Any, backbone: Any) -> Iterator[tu
 
 
 METHOD = Method("consistent_prompt", ConsistentPromptSettings, "intact.methods.impl.consistent_prompt:ConsistentPrompt",
-                "CPrompt (Gao et al., CVPR 2024): per-domain prompt pairs and classifiers with classifier and prompt "
-                "consistency; the domain by the nearest (domain, class) key", accepts_intact=False,
+                "CPrompt (Gao et al., CVPR 2024): prompt pairs with classifier and prompt consistency; the domain "
+                "by the nearest (domain, class) key", accepts_intact=False,
                 intact_refusal="it shares no head between domains (one classifier per domain, frozen after its "
                                "domain; the consistency loss only reads the earlier ones), so InTAct has no shared "
                                "head to protect", check=check, stored_as="cprompt")

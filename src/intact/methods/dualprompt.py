@@ -13,9 +13,9 @@ from intact.settings import setting
 class DualPromptSettings:
     """``methods.dualprompt`` (reference: g 6 at blocks 0-1, e 20 at blocks 2-4 of 12)."""
 
-    g_length: int = setting(4, "G-prompt length (first half keys, second half values)", minimum=2, multipleOf=2)
+    g_length: int = setting(4, "G-prompt length (halves: keys, values)", minimum=2, multipleOf=2)
     g_layers: tuple[int, ...] = setting((0,), "blocks that get the shared G-prompt", items={"minimum": 0})
-    e_length: int = setting(8, "E-prompt length (first half keys, second half values)", minimum=2, multipleOf=2)
+    e_length: int = setting(8, "E-prompt length (halves: keys, values)", minimum=2, multipleOf=2)
     e_layers: tuple[int, ...] = setting((1, 2), "blocks that get the task's E-prompt", minItems=1, items={"minimum": 0})
     match_weight: float = setting(1.0, "weight of the key-matching loss mean_b (1 - cos(q_b, k_task))", minimum=0)
 

@@ -53,8 +53,8 @@ def check(s: ESNSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]
 
 
 METHOD = Method("esn", ESNSettings, "intact.methods.impl.esn:ESN",
-                "ESN (Wang et al., AAAI 2023): a class-attention block, task token and classifier per domain on a "
-                "prompted frozen ViT, energy-aligned; the domain by a temperature vote over energies",
+                "ESN (Wang et al., AAAI 2023): energy-aligned stages on a prompted frozen ViT; the domain by a "
+                "temperature vote over energies",
                 accepts_intact=False,
                 intact_refusal="it shares no head between domains (a class-attention block, task token and classifier "
                                "per domain; the stage is chosen by an energy vote), so InTAct has no shared head to "

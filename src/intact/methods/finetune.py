@@ -17,7 +17,7 @@ from intact.settings import setting
 class FinetuneSettings:
     """``methods.finetune``: the shared prompt (the same blocks as coda_p; reference: 0-4)."""
 
-    length: int = setting(8, "prompt length per layer (first half keys, second half values)", minimum=2,
+    length: int = setting(8, "prompt length per layer (halves: keys, values)", minimum=2,
                           multipleOf=2)
     layers: tuple[int, ...] = setting((0, 1, 2), "blocks that get the shared prefix prompt", minItems=1,
                                       items={"minimum": 0})

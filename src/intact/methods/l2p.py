@@ -15,8 +15,7 @@ class L2PSettings:
     """``methods.l2p`` (reference: pool 30, length 20, top-5, block 0)."""
 
     pool_size: int = setting(10, "key-prompt pairs in the pool", minimum=1)
-    length: int = setting(8, "length of each prompt (first half keys, second half values); the prefix holds top_k "
-                          "of them", minimum=2, multipleOf=2)
+    length: int = setting(8, "length of each prompt (halves: keys, values)", minimum=2, multipleOf=2)
     top_k: int = setting(3, "prompts selected per image", minimum=1)
     layers: tuple[int, ...] = setting((0,), "blocks that get the selected prompts (reference: block 0 only)",
                                       minItems=1, items={"minimum": 0})

@@ -19,8 +19,8 @@ class NetworkSettings:
                                       items={"minimum": 1})
     channels: int = setting(1, "image channels of the benchmark", minimum=1)
     feature: str | None = setting("fc1", "L_Feat on this layer's input (mlp: the first hidden layer; cnn_bn: e.g. conv1)")
-    protect: tuple[str, ...] | None = setting(None, "protected layers by name (fc0, conv0, bn0, ...); null: every "
-                                                    "Linear / Conv2d / BatchNorm")
+    protect: tuple[str, ...] | None = setting(None, "protected layers (fc0, conv0, bn0, ...); null: every Linear / "
+                                                    "Conv2d / BatchNorm")
     #: added after runs were recorded (they trained at optim.lr_head, whose default is this value)
     lr: float = setting(1e-2, "learning rate of the whole network (Adam)", later=True, exclusiveMinimum=0)
 

@@ -29,7 +29,6 @@ class SPromptsSettings:
 
 
 METHOD = Method("s_prompts", SPromptsSettings, "intact.methods.impl.s_prompts:SPrompts",
-                "S-Prompts (Wang et al., NeurIPS 2022): per-domain prompt tokens after [CLS] and per-domain heads; "
-                "the domain by the nearest k-means centre", accepts_intact=False,
+                "S-Prompts (Wang et al., NeurIPS 2022): prompt tokens after [CLS]", accepts_intact=False,
                 intact_refusal="it shares no component between domains (one prompt and one head per domain, the "
                                "domain picked by k-means), so InTAct has nothing to protect")
