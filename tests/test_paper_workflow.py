@@ -55,7 +55,7 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
 
     tune = expand_tune(cfg)
     assert tune.benchmarks == (name,) and len(tune.selection_seeds) >= 2
-    assert {s.run for s in tune.searches} == {f"{m}+intact" for m, e in METHODS.items() if e.accepts_intact and e.uses_backbone} | {"ewc", "lwf"}
+    assert {s.run for s in tune.searches} == {f"{e.stored_as}+intact" for e in METHODS.values() if e.accepts_intact and e.uses_backbone} | {"ewc", "lwf"}
     assert expand_studies(cfg)["main"].seeds == (0, 1, 2)
     if "integration" in studies:                               # the paper's integration table averages 5 seeds
         assert expand_studies(cfg)["integration"].seeds == (0, 1, 2, 3, 4)
@@ -149,7 +149,7 @@ def test_integration_entries_give_their_settings_to_the_intact_run_only():
     study = expand_studies(layered("domainnet"))["integration"]
     assert study.methods == ("l2p", "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1",
                              "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3",
-                             "c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact", "inflora", "inflora+intact")
+                             "compositional_prompt", "compositional_prompt+intact", "ka_prompt", "ka_prompt+intact", "inflora", "inflora+intact")
     runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
     table = integration_table("t", runs, "digits", study.spec["methods"]).data
     assert list(table["method"]) == ["l2p"] and table.loc[0, "diff_mean"] == pytest.approx(3.0)

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import intact.data.declare as declare
 from intact.data.declare import COMMON_KEYS, BenchmarkSettings
+from intact.io import damaged
 from intact.naming import excerpt
 from intact.settings import plain, recorded
 
@@ -59,7 +60,9 @@ def check_manifest(path: str | Path, cfg: BenchmarkSettings, written: bool = Fal
     except FileNotFoundError:
         raise ManifestError(f"{where}: {'its prepare wrote no' if written else 'no prepared'} {path}") from None
     except (OSError, ValueError) as err:
-        raise ManifestError(f"{where}: {path} cannot be read ({type(err).__name__}: {err})") from None
+        if written:
+            raise ManifestError(f"{where}: its prepare wrote an unreadable {path} ({type(err).__name__}: {err})") from None
+        raise damaged(path, f"{where}'s manifest cannot be read ({type(err).__name__}: {err})") from None
     problems = _schema_problems(manifest) or differences(manifest, cfg)
     if problems:
         fix = ("its prepare must write what the config declares" if written
