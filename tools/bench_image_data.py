@@ -48,15 +48,16 @@ def bench_loader(args: argparse.Namespace) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     bench = open_benchmark(args.manifest)
     data = bench.train_set(args.task)
-    n, t0 = 0, time.perf_counter()
+    n, t0, shape = 0, time.perf_counter(), None
     for epoch in range(args.epochs):
         for x, y in train_batches(data, seed=0, task=args.task, epoch=epoch, batch_size=args.batch_size, device=device):
-            n += len(y)
+            n, shape = n + len(y), list(x.shape)
         if device.type == "cuda":
             torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     return {"what": "loader", "images": n, "seconds": seconds, "images_per_s": n / seconds, "device": str(device),
-            "batch_size": args.batch_size, "image_size": bench.image_size, "shape": list(x.shape), "threads": torch.get_num_threads()}
+            "batch_size": args.batch_size, "image_size": bench.image_size, "shape": shape,
+            "threads": torch.get_num_threads()}
 
 
 def bench_split_check(args: argparse.Namespace) -> dict:

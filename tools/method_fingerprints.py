@@ -6,26 +6,33 @@ versions of the code bit for bit (a refactoring must print the same JSON).
 Usage: PYTHONPATH=<tree>/src [INTACT_CONFIG=<tree>/config.yaml] [INTACT_FP_TASKS=3] python tools/method_fingerprints.py BENCH_DIR OUT_DIR METHOD...
 (BENCH_DIR: prepared data + backbone, built on first use; share it between the two versions.)
 """
-import hashlib, json, os, sys
+import hashlib
+import json
+import os
+import sys
 from pathlib import Path
-import yaml, torch
-root = Path(sys.argv[1]); out = Path(sys.argv[2])
+
+import yaml
+from safetensors.torch import load_file
+
+from intact.config import backbone_config, benchmark_config, resolve_run
+from intact.data import benchmark_class
+from intact.pretrain import pretrain_backbone
+from intact.train import train_task
+
+root, out = Path(sys.argv[1]), Path(sys.argv[2])
 cfg = yaml.safe_load(Path(os.environ.get("INTACT_CONFIG", "config.yaml")).read_text())
 cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
 cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 3
 cfg["optim"]["epochs"] = 1
 cfg.setdefault("methods", {}).setdefault("coda_p", {})["pool_size"] = 6
-cfg["run"]["methods"] = ["coda_p"]; cfg["run"]["seeds"] = [0]
-from intact.config import resolve_run, backbone_config, benchmark_config
-from intact.train import train_task
+cfg["run"]["methods"], cfg["run"]["seeds"] = ["coda_p"], [0]
+
 manifest, weights = root / "data/manifest.json", root / "backbone.safetensors"
 if not weights.exists():
-    from intact.data import benchmark_class
-    from intact.pretrain import pretrain_backbone
     b = benchmark_config(cfg, "digits")
     manifest = benchmark_class(b.type).prepare(b, root / "data")
     pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1, progress=False)
-from safetensors.torch import load_file
 res = {}
 for m in sys.argv[3:]:
     run = resolve_run(cfg, "digits", m, 0)
@@ -38,7 +45,9 @@ for m in sys.argv[3:]:
         prev = d
     st = load_file(str(d / "state.safetensors"))
     h = hashlib.sha256()
-    for k in sorted(st): h.update(k.encode()); h.update(st[k].numpy().tobytes())
-    ep = rec["epochs"][0]; ep = {k: v for k, v in ep.items() if k not in ("seconds", "images_per_s")}
+    for k in sorted(st):
+        h.update(k.encode())
+        h.update(st[k].numpy().tobytes())
+    ep = {k: v for k, v in rec["epochs"][0].items() if k not in ("seconds", "images_per_s")}
     res[m] = {"hash": run.hash(), "state": h.hexdigest()[:16], "epoch": ep, "R": R, "keys": [k for k in rec if k not in ("seconds","images_per_s","peak_memory_mb","inference_batch_seconds","provenance")]}
 print(json.dumps(res, indent=1, sort_keys=True))

@@ -12,7 +12,8 @@ Imports no torch for the embedded backbone (see :mod:`intact.models.arch`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping
 
 from intact.data.image_config import ImageBenchmarkConfig
 from intact.methods import METHODS

@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 import typing
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from intact.checks import check_run_count, check_runs as _check_runs
 from intact.data import BENCHMARKS, benchmark_settings

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 
 def moved(module: str, targets: Mapping[str, str]) -> Callable[[str], Any]:

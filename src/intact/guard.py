@@ -22,7 +22,8 @@ would save - parameters, buffers (BatchNorm statistics, EWC's Fisher) and hyperc
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import torch
 

@@ -6,7 +6,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

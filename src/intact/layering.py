@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 import yaml
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -207,7 +207,7 @@ class Stat:
     n: int
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> "Stat | None":
+    def of(cls, values: Sequence[float]) -> Stat | None:
         if not len(values):
             return None
         v = np.asarray(values, dtype=float)
@@ -233,7 +233,7 @@ class Paired:
     stat: Stat
 
     @classmethod
-    def of(cls, a: Mapping[int, float], b: Mapping[int, float]) -> "Paired | None":
+    def of(cls, a: Mapping[int, float], b: Mapping[int, float]) -> Paired | None:
         seeds = tuple(sorted(set(a) & set(b)))
         if not seeds:
             return None

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from intact.config import benchmark_config, resolve_run, stored_config, tracking_config
 from intact.paths import RESULTS, marker_path, run_dir, task_dir

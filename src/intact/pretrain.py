@@ -16,13 +16,13 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from intact.settings import BackboneConfig
 from intact.data import open_benchmark
 from intact.hashing import sha256_file
 from intact.io import save_tensors, write_json
 from intact.models.backbone import create_vit
 from intact.provenance import provenance
 from intact.seeding import configure_torch, seed_everything
+from intact.settings import BackboneConfig
 
 
 def random_affine(x: torch.Tensor, g: torch.Generator, degrees: float = 10.0, translate: float = 0.1, scale: tuple[float, float] = (0.9, 1.1)) -> torch.Tensor:
@@ -67,7 +67,7 @@ def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, ou
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=p.lr, total_steps=p.epochs * math.ceil(len(train) / p.batch_size))
     g = torch.Generator().manual_seed(p.seed + 1)
     t0 = time.perf_counter()
-    for epoch in tqdm(range(p.epochs), desc=f"pretrain {cfg.name}", disable=not progress, file=sys.stderr, mininterval=1.0):
+    for _ in tqdm(range(p.epochs), desc=f"pretrain {cfg.name}", disable=not progress, file=sys.stderr, mininterval=1.0):
         model.train()
         for x, y in loader:
             x = random_affine(x, g).to(device)

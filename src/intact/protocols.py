@@ -18,7 +18,8 @@ or empty changes nothing, so every run named before these layers existed keeps i
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from intact.methods import METHODS
 from intact.naming import DEFAULT_PROTOCOL

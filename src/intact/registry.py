@@ -39,7 +39,8 @@ import warnings
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator, Mapping
 
 from intact.deprecation import moved
 
@@ -67,7 +68,7 @@ def resolve(registry: Mapping[str, T], name: str, what: str) -> T:
         raise RegistryError(f"unknown {what} {name!r}; known: {', '.join(sorted(registry))}") from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def import_target(target: str | Callable[[], Any]) -> Any:
     """The object a target names: import ``"package.module:attr"`` and return the attribute (or call a factory
     function: a declaration's deprecated ``implementation`` form). Cached: one object per target."""

@@ -12,7 +12,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -234,7 +235,7 @@ class StoredResults:
     backbones: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, metrics_paths: Sequence[str | Path]) -> "StoredResults":
+    def read(cls, metrics_paths: Sequence[str | Path]) -> StoredResults:
         """The runs whose ``metrics.json`` files are listed (a report rule's inputs)."""
         return cls([read_run(Path(p).parent) for p in metrics_paths])
 

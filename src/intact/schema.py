@@ -9,7 +9,8 @@ import functools
 import json
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import jsonschema
 import yaml

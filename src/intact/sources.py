@@ -15,7 +15,7 @@ import ast
 import json
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from intact.hashing import stable_hash
@@ -110,7 +110,7 @@ def _write(path: Path, data: dict) -> None:
         pass
 
 
-@lru_cache(maxsize=None)
+@cache
 def _scan(path: Path, src: Path) -> tuple[frozenset[str], frozenset[str]]:
     """(``intact`` modules imported or named by ``path``, the string constants in it)."""
     package = _package(path, src)
@@ -135,7 +135,7 @@ def _scan(path: Path, src: Path) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")), frozenset(strings)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _closure(scripts: tuple[Path, ...], src: Path) -> frozenset[Path]:
     todo = [m for s in scripts for m in _scan(s, src)[0]]
     files: set[Path] = set()

@@ -36,7 +36,8 @@ import time
 import traceback
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import torch

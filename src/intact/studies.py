@@ -19,7 +19,8 @@ ordinary run with its own folder; :mod:`intact.plan` turns the runs into files. 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from intact.naming import DEFAULT_PROTOCOL, parse_method_name, with_protocol
 from intact.protocols import changes

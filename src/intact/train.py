@@ -95,7 +95,7 @@ class _StopFlag:
         self.raised: int | None = None
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "_StopFlag":
+    def __enter__(self) -> _StopFlag:
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             try:
                 self._old[sig] = signal.signal(sig, self._handle)
@@ -236,7 +236,7 @@ def checkpoint(job: TaskRun) -> None:
 
 
 # ---- step 2: one epoch -------------------------------------------------------------------------------
-def train_epoch(job: TaskRun, stop: "_StopFlag", progress: bool, max_steps: int | None, check_every: int) -> None:
+def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | None, check_every: int) -> None:
     """Train from the current position to the end of the epoch, then record it and checkpoint.
     Raises :class:`Preempted` (after checkpointing) on a stop signal or after ``max_steps`` steps."""
     run, o, method, guard = job.run, job.run.optim, job.method, job.guard

@@ -57,7 +57,7 @@ class TrainRecord:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TrainRecord":
+    def from_json(cls, data: dict[str, Any]) -> TrainRecord:
         """Back from the JSON object: known keys to their fields, the rest to ``end``."""
         names = [f.name for f in dataclasses.fields(cls) if f.name not in ("efficiency", "end")]
         known = {k: data.get(k) for k in names}

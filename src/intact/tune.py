@@ -29,7 +29,8 @@ import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from intact.studies import format_value
 

@@ -11,7 +11,8 @@ declarations imports no torch (the Snakefile validates configs at start-up and o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType, benchmark_type, use_registry
 from intact.data.manifest import ManifestError, check_manifest

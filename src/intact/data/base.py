@@ -41,7 +41,7 @@ class Benchmark(ABC):
     def num_classes(self) -> int:
         return int(self.manifest["num_classes"])
 
-    def use_settings(self, cfg) -> None:
+    def use_settings(self, cfg) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Take the run's benchmark settings that apply when data is read (the image benchmarks' validation
         part); digits fixes its validation part when it is prepared, so nothing here."""
 
@@ -60,7 +60,7 @@ class Benchmark(ABC):
     def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
         """The test split of ``task`` (or its validation part when ``eval_split='val'``)."""
 
-    def preview(self) -> "Preview":
+    def preview(self) -> Preview:
         """What the benchmark shows of its tasks, a few test images per task: the picture
         ``results/figures/<benchmark>/domains.png`` that the report layer draws (:mod:`intact.report.plots`)."""
         raise NotImplementedError(f"benchmark {self.name!r} ({type(self).__qualname__}) has no preview()")

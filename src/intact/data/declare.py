@@ -23,14 +23,15 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Mapping
 
 from intact.registry import check_implementation, hook_problem, import_target, resolve
 from intact.settings import check_declared, fields_schema
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
-TYPES: Mapping[str, "BenchmarkType"] = {}
+TYPES: Mapping[str, BenchmarkType] = {}
 
 #: the keys every ``benchmarks.<name>`` entry has; not settings of the type
 COMMON_KEYS = ("name", "type", "backbone")
@@ -39,13 +40,13 @@ COMMON_KEYS = ("name", "type", "backbone")
 BenchmarkCheck = Callable[[Any], Iterable[tuple[str, str]]]
 
 
-def use_registry(registry: Mapping[str, "BenchmarkType"]) -> None:
+def use_registry(registry: Mapping[str, BenchmarkType]) -> None:
     """Make ``registry`` the one :func:`benchmark_type` looks names up in."""
     global TYPES
     TYPES = registry
 
 
-def benchmark_type(name: str) -> "BenchmarkType":
+def benchmark_type(name: str) -> BenchmarkType:
     """The declaration of benchmark type ``name``; a KeyError naming the known ones, or (a type whose module
     or entry point failed to load) the one-line reason."""
     return resolve(TYPES, name, "benchmark type")
@@ -68,7 +69,7 @@ class BenchmarkSettings:
     read_keys: ClassVar[tuple[str, ...]] = ()
 
     @property
-    def declaration(self) -> "BenchmarkType":
+    def declaration(self) -> BenchmarkType:
         return benchmark_type(self.type)
 
     @property

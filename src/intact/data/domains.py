@@ -10,7 +10,7 @@ backbone but stays learnable with prompts.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ class EpochPlan:
     resized: torch.Tensor | None = None
 
     @classmethod
-    def draw(cls, seed: int, task: int, epoch: int, n: int, random_resized: bool = False) -> "EpochPlan":
+    def draw(cls, seed: int, task: int, epoch: int, n: int, random_resized: bool = False) -> EpochPlan:
         # a generator of its own: the augmentation draws never shift the order's (digits stays bit-identical)
         g = task_generator(seed, task, f"augment{epoch}")
         flip = torch.rand(n, generator=g) < 0.5

@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import intact.data.declare as declare
 from intact.data.declare import COMMON_KEYS, BenchmarkSettings

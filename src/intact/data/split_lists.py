@@ -11,7 +11,7 @@ import lzma
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from intact.hashing import sha256_file
 

@@ -15,19 +15,20 @@ hidden layer; the curve shows its mean over the earlier tasks ``i < t``.
 from __future__ import annotations
 
 import gzip
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from intact.settings import IntactConfig, build_dataclass
-from intact.models.networks import mlp
 from intact.metrics import summarize
+from intact.models.networks import mlp
 from intact.regularizers.lwf import distillation_loss
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+from intact.settings import IntactConfig, build_dataclass
 
 METHODS = ("finetune", "lwf", "intact")
 HIDDEN = ("fc1", "fc2")  #: the hidden layers, named by the Linear that reads them
@@ -107,7 +108,7 @@ def split_tasks(cfg: DriftConfig, seed: int = 0) -> list[dict[str, torch.Tensor]
     g = np.random.default_rng(seed)
     tasks = []
     for a, b in cfg.pairs:
-        def take(xs, ys):
+        def take(xs, ys, a=a, b=b):
             idx = np.flatnonzero((ys == a) | (ys == b))
             if cfg.max_per_task is not None and len(idx) > cfg.max_per_task:
                 idx = np.sort(g.choice(idx, cfg.max_per_task, replace=False))
@@ -162,7 +163,7 @@ def run_drift(cfg: DriftConfig, tasks: list[dict[str, torch.Tensor]], method: st
                     with torch.no_grad():
                         old = previous(x)
                     loss = loss + cfg.lambda_lwf * distillation_loss(logits, old, cfg.temperature)
-                for name, value in reg.penalty(teacher=lambda teacher: reg.teacher_feature(x)).items():
+                for name, value in reg.penalty(teacher=lambda teacher: reg.teacher_feature(x)).items():  # noqa: B023 (called here)
                     if name != "feat_gate":
                         loss = loss + value
                 opt.zero_grad()

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from intact.settings import IntactConfig, build_dataclass
-from intact.models.networks import mlp
 from intact.io import write_json, write_text
+from intact.models.networks import mlp
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
 from intact.report.plots import plt, save_figure
+from intact.settings import IntactConfig, build_dataclass
 
 METHODS = ("finetune", "intact")
 
@@ -79,7 +80,7 @@ def run_toy(cfg: ToyConfig, method: str) -> dict[str, Any]:
         model.train()
         for _ in range(cfg.steps):
             loss = F.mse_loss(model(x), y)
-            for name, value in reg.penalty().items():
+            for value in reg.penalty().values():
                 loss = loss + value
             opt.zero_grad()
             loss.backward()

@@ -4,7 +4,8 @@ the first blocks, as the paper's Preliminaries describe it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from intact.methods.declare import Method
 from intact.settings import setting

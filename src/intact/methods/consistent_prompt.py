@@ -29,7 +29,8 @@ shared.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from intact.methods.declare import Method
 from intact.settings import setting

@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 from intact.deprecation import moved
 from intact.naming import MethodNameError, parse_method_name

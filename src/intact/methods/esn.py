@@ -21,7 +21,8 @@ default); ``first_task`` is the flag's intent. docs/methods-main-table.md lists 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from intact.methods.declare import Method
 from intact.settings import setting

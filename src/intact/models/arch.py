@@ -9,8 +9,7 @@ torch's ``meta`` device (no memory, no weights, no download) and inspected.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from functools import cache
 
 from intact.models import DIGITS_VIT, OURS  # noqa: F401  (DIGITS_VIT re-exported)
 
@@ -28,7 +27,7 @@ class Arch:
     num_heads: int = 0                    #: attention heads per block
 
 
-@lru_cache(maxsize=None)
+@cache
 def backbone_arch(model: str) -> Arch:
     """The :class:`Arch` of timm model ``model``; ValueError if timm does not know the name."""
     if model in OURS:

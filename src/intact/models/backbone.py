@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import timm
 import torch
@@ -46,7 +45,7 @@ def written_for(path: Path) -> str | None:
         return (f.metadata() or {}).get("timm_model")
 
 
-def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: Optional[str] = None, model: Optional[str] = None) -> str:
+def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None = None, model: str | None = None) -> str:
     """Load local weights into ``vit`` (classifier heads ignored); return the file's sha256. With ``model``, a
     file that records another timm model (the same architecture under other weights) is refused."""
     path = Path(path).expanduser()
@@ -104,7 +103,7 @@ class FrozenViT(nn.Module):
     def num_heads(self) -> int:
         return self.vit.blocks[0].attn.num_heads
 
-    def train(self, mode: bool = True) -> "FrozenViT":
+    def train(self, mode: bool = True) -> FrozenViT:
         # Frozen means frozen: no dropout / drop-path even while prompts train.
         super().train(False)
         return self
@@ -114,7 +113,7 @@ class FrozenViT(nn.Module):
         x = v.patch_embed((x - self.mean) / self.std)
         return v.norm_pre(v.patch_drop(v._pos_embed(x)))
 
-    def forward(self, x: torch.Tensor, prefix: Optional[Prefix] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prefix: Prefix | None = None) -> torch.Tensor:
         """[CLS] after the final LayerNorm, with ``prefix[l]`` prepended in block ``l``'s attention."""
         if not prefix:
             return self.query(x)
@@ -128,7 +127,7 @@ class FrozenViT(nn.Module):
         """[CLS] after the final LayerNorm of the last block's output ``h``."""
         return self.vit.norm(h)[:, 0]
 
-    def blocks_from(self, h: torch.Tensor, prefix: Prefix, start: int = 0, stop: Optional[int] = None) -> torch.Tensor:
+    def blocks_from(self, h: torch.Tensor, prefix: Prefix, start: int = 0, stop: int | None = None) -> torch.Tensor:
         """Blocks ``start..stop-1`` (default: to the last) on the token sequence ``h``, ``prefix[l]`` in block
         ``l``: a pass split in two (KA-Prompt's previous model reads its first blocks from a cache) is the
         same arithmetic as one :meth:`forward`."""

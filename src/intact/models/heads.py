@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import torch
 from torch import nn
 
 from intact.settings import HeadConfig

@@ -8,7 +8,7 @@ The paper's configs (``configs/paper/base.yaml``) declare these under ``backbone
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from torch import nn
 

@@ -8,7 +8,6 @@ pool can give every image its own prompt. An empty prefix (``L_p = 0``) reproduc
 
 from __future__ import annotations
 
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +19,7 @@ Prefix = dict[int, tuple[torch.Tensor, torch.Tensor]]
 
 
 def prefix_attention(
-    attn: Attention, x: torch.Tensor, prefix_k: Optional[torch.Tensor] = None, prefix_v: Optional[torch.Tensor] = None
+    attn: Attention, x: torch.Tensor, prefix_k: torch.Tensor | None = None, prefix_v: torch.Tensor | None = None
 ) -> torch.Tensor:
     """timm ``Attention.forward`` with per-sample prefix keys/values prepended (post-projection)."""
     B, N, _ = x.shape
@@ -39,7 +38,7 @@ def prefix_attention(
     return attn.proj_drop(attn.proj(out))
 
 
-def block_with_prefix(block: Block, x: torch.Tensor, prefix: Optional[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+def block_with_prefix(block: Block, x: torch.Tensor, prefix: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
     """A pre-norm timm ``Block`` whose attention sees ``prefix`` (None: the block unchanged)."""
     if prefix is None:
         return block(x)

@@ -21,7 +21,7 @@ is rounded outward (:mod:`intact.regularizers.rounding`) before the next layer's
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -11,7 +11,8 @@ computes at a point of the box exceeds it.
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -24,7 +24,7 @@ ReLU / LeakyReLU, Identity / Dropout (eval). The certificate uses the intersecti
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn

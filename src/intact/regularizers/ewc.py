@@ -9,7 +9,7 @@ mini-batch gradient instead would give a different, batch-size dependent quantit
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch.func import grad, vmap

@@ -50,7 +50,7 @@ class Hypercube:
     upper: torch.Tensor
 
     @classmethod
-    def from_activations(cls, acts: torch.Tensor, alpha: float, method: str = "linear") -> "Hypercube":
+    def from_activations(cls, acts: torch.Tensor, alpha: float, method: str = "linear") -> Hypercube:
         """Bounds at the ``alpha``-th and ``(100 - alpha)``-th percentile of each neuron.
 
         ``acts`` is ``(N, ...)``: a conv input ``(N, C, H, W)`` gets one interval per (channel, position).
@@ -58,7 +58,7 @@ class Hypercube:
         s = _sorted(acts.detach().float())  # once for both bounds: the sort is most of the cost
         return cls(_of_sorted(s, alpha, method), _of_sorted(s, 100.0 - alpha, method))
 
-    def union(self, other: "Hypercube | None") -> "Hypercube":
+    def union(self, other: Hypercube | None) -> Hypercube:
         """The smallest box containing both (the cumulative update rule)."""
         if other is None:
             return Hypercube(self.lower.clone(), self.upper.clone())
@@ -100,11 +100,11 @@ class Hypercube:
         u = torch.rand(n, *self.lower.shape, generator=generator, dtype=self.lower.dtype).to(self.lower.device)
         return self.lower + u * self.width
 
-    def flat(self) -> "Hypercube":
+    def flat(self) -> Hypercube:
         """The same box over the flattened coordinates (a conv input's (C, H, W) box as one vector)."""
         return Hypercube(self.lower.flatten(), self.upper.flatten())
 
-    def to(self, device: torch.device | str) -> "Hypercube":
+    def to(self, device: torch.device | str) -> Hypercube:
         return Hypercube(self.lower.to(device), self.upper.to(device))
 
     def summary(self) -> dict[str, float]:

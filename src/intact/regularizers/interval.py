@@ -7,7 +7,8 @@ Boxes are (lower, upper) tensors. For ``y = W h + b`` with ``h`` in ``[l, u]`` t
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

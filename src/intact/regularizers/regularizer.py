@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import copy
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn

@@ -25,7 +25,7 @@ the model's dtype) times their forward magnitude (:func:`forward_magnitudes`), w
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -21,7 +21,7 @@ each departure is a named switch of :class:`~intact.config.IntactConfig` (``feat
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn

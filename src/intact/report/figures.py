@@ -18,7 +18,8 @@ Output files are byte-identical for identical inputs (no timestamps in PNG or PD
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -41,7 +42,7 @@ _PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + [
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None, "Producer": None}}
 
 
-def save(fig: "plt.Figure", paths: Sequence[str | Path]) -> None:
+def save(fig: plt.Figure, paths: Sequence[str | Path]) -> None:
     """Write ``fig`` to each path (format from the suffix), atomically, without timestamps."""
     for path in map(Path, paths):
         fmt = path.suffix.lstrip(".")
@@ -59,13 +60,13 @@ def style(method: str, i: int) -> dict[str, Any]:
     return {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
 
 
-def _empty(ax: "plt.Axes", text: str) -> None:
+def _empty(ax: plt.Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35", wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def _band(ax: "plt.Axes", x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any], log: bool = False) -> None:
+def _band(ax: plt.Axes, x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any], log: bool = False) -> None:
     """Mean line and ±1 std band over seeds (rows); on a log axis both in log10 (a geometric mean), so the
     band never reaches below zero."""
     values = np.log10(curves) if log else curves
@@ -76,7 +77,7 @@ def _band(ax: "plt.Axes", x: np.ndarray, curves: np.ndarray, label: str, st: Map
     ax.fill_between(x, lo, hi, color=st["color"], alpha=0.15, lw=0)
 
 
-def _task_axis(ax: "plt.Axes", names: Sequence[str], first: int = 0) -> None:
+def _task_axis(ax: plt.Axes, names: Sequence[str], first: int = 0) -> None:
     ticks = np.arange(first + 1, len(names) + 1)
     ax.set_xticks(ticks)
     rotate = len(names) > 6
@@ -86,7 +87,7 @@ def _task_axis(ax: "plt.Axes", names: Sequence[str], first: int = 0) -> None:
     ax.grid(alpha=0.3)
 
 
-def _legend(ax: "plt.Axes", n: int, **kw: Any) -> None:
+def _legend(ax: plt.Axes, n: int, **kw: Any) -> None:
     if n:
         ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), **kw)
 
@@ -156,7 +157,7 @@ def _per_task(stored: StoredResults, benchmark: str, methods: Sequence[str], val
     return out
 
 
-def _diagnostic(ax: "plt.Axes", data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
+def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
                 log: bool = False, dashed: Mapping[str, Any] | None = None, label: str = "") -> None:
     names = []
     for i, m in enumerate(methods):

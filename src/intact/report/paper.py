@@ -19,7 +19,8 @@ import dataclasses
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import yaml
 

@@ -6,7 +6,8 @@ reported or not run. Built from :func:`~intact.report.paper.paper_numbers` and
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

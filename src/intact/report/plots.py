@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from intact.io import atomic_path  # noqa: E402
 
 
-def save_figure(fig: "plt.Figure", path: str | Path) -> None:
+def save_figure(fig: plt.Figure, path: str | Path) -> None:
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=150, bbox_inches="tight")

@@ -38,7 +38,7 @@ class Table:
     rules: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     data: pd.DataFrame = field(default_factory=pd.DataFrame)
-    blocks: list["Table"] = field(default_factory=list)
+    blocks: list[Table] = field(default_factory=list)
 
     def cell(self, i: int, key: str) -> str:
         return self.rows[i].get(key, "—")
@@ -66,7 +66,7 @@ def to_markdown(table: Table, level: int = 3) -> str:
     lines = [f"{'#' * level} {table.title}", ""]
     lines += ["| " + " | ".join(_md_header(table)) + " |",
               "|" + "|".join(":---" if c.align == "l" else "---:" for c in table.columns) + "|"]
-    for i, row in enumerate(table.rows):
+    for i in range(len(table.rows)):
         cells = [table.cell(i, c.key) for c in table.columns]
         cells = [f"**{x}**" if (i, c.key) in table.bold and x != "—" else x for x, c in zip(cells, table.columns)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -117,7 +117,7 @@ def _tex_header(table: Table) -> list[str]:
 def _tabular(table: Table) -> list[str]:
     spec = "".join(c.align for c in table.columns)
     lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", *_tex_header(table), r"\midrule"]
-    for i, row in enumerate(table.rows):
+    for i in range(len(table.rows)):
         if i in table.rules and i > 0:
             lines.append(r"\midrule")
         cells = []

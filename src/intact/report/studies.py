@@ -3,7 +3,8 @@ only (:func:`intact.results.read_run`), with the tables and figures the paper's 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from intact.report import figures
 from intact.report.paper_tables import ablation_table

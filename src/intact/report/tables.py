@@ -8,7 +8,8 @@ pieces (:mod:`intact.report.paper_tables`).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

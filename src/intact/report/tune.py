@@ -5,7 +5,8 @@ baseline on the test split, paired seed by seed with a 95 % interval
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 

@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from intact.tracking.settings import load_tracking_config
 from intact.tracking.track import find_runs, read_marker, sync, track_run

@@ -37,7 +37,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 from intact.tracking.record import Payload, RunFolder, build_payload, run_figure
 from intact.settings import TrackingConfig

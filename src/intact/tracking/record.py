@@ -40,7 +40,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from intact.tracking.settings import TRACKER_VERSION
 from intact.train_record import FILENAME as TRAIN_JSON

@@ -21,7 +21,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
 from intact.tracking.record import read_run_folder

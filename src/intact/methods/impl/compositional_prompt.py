@@ -24,7 +24,8 @@ resumed job continues exactly.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F

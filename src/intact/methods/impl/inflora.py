@@ -29,7 +29,8 @@ task's state on ViT-B/16.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +59,7 @@ class KVLoRA(TaskIndexed):
         self.B = nn.ParameterList([nn.Parameter(torch.zeros(depth, 2, dim, rank)) for _ in range(num_tasks)])
         self.register_task()
 
-    def begin_task(self, task: int, generator: Optional[torch.Generator] = None) -> None:
+    def begin_task(self, task: int, generator: torch.Generator | None = None) -> None:
         """Make ``task`` current: its B (zero) is the only one that trains (nothing is drawn at random)."""
         self.set_task(task)
         for s, b in enumerate(self.B):
@@ -98,7 +99,7 @@ def lora_attention(attn: Attention, x: torch.Tensor, A: torch.Tensor, B: torch.T
 
 
 def lora_forward(backbone: FrozenViT, x: torch.Tensor, lora: KVLoRA,
-                 capture: Optional[Capture] = None) -> torch.Tensor:
+                 capture: Capture | None = None) -> torch.Tensor:
     """The final-LayerNorm [CLS] of ``backbone`` with ``lora``'s updates in every block; ``capture`` sees
     each block's attention input (InfLoRA's input covariance)."""
     h = backbone._tokens(x)

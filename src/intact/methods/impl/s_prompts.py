@@ -12,7 +12,8 @@ reading (nearest neighbour in the usual, Euclidean sense).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import torch

@@ -17,7 +17,8 @@ import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -50,14 +51,14 @@ class Penalty:
     #: terms recorded for the logs but not added to the loss (diagnostics such as InTAct's ``feat_gate``)
     logged_only: frozenset[str] = frozenset()
 
-    def begin_task(self, method: "ContinualMethod", task: int, train_set: Dataset) -> None:
+    def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
         """Before the method's own preparation of ``task`` (its model is still the previous task's)."""
 
-    def terms(self, method: "ContinualMethod", batch: Batch) -> dict[str, torch.Tensor]:
+    def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
         """This batch's terms, by name (each added to the loss unless in ``logged_only``)."""
         return {}
 
-    def end_task(self, method: "ContinualMethod", task: int, train_set: Dataset) -> dict[str, Any]:
+    def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
         """After training on ``task``: what ``train.json`` records."""
         return {}
 

@@ -8,7 +8,8 @@ last, so the loss sums CE, the auxiliary loss, the method's own penalty, then In
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F

@@ -11,7 +11,8 @@ previous task's pool): without ``+intact`` it only records the hypercubes and th
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 from torch import nn
