@@ -89,15 +89,14 @@ def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: di
 
 def method_section(m: Method, seen: dict[tuple, tuple]) -> list[str]:
     """One method's part of the reference: what it is, how it composes, its settings."""
-    refusal = f": {m.intact_refusal}" if m.intact_refusal else ""
-    facts = ["accepts `+intact`" if m.accepts_intact else f"no `+intact`{refusal}"]
+    facts = ["accepts `+intact`" if m.accepts_intact else "no `+intact`"]  # why not: validation says
     facts += [f"optimizer: {m.optimizer}"] if m.optimizer != "adam" else []
     facts += [f"penalties: {', '.join(m.penalties)}"] if m.penalties else []
     facts += ["starts every task afresh"] if not m.loads_previous_state else []
     facts += ["a whole network"] if not m.uses_backbone else []
     depth = ", ".join(f"`{k}`" for k in m.layer_keys if not k.endswith("layers"))  # the others: the intro's rule
     facts += [f"blocks checked against the depth: {depth}"] if depth else []
-    facts += [f"stored as `{m.stored_as}`, a name a config may still use"] if m.stored_as != m.name else []
+    facts += [f"stored as `{m.stored_as}`, also a valid name"] if m.stored_as != m.name else []
     return [f"### `methods.{m.name}`", "", f"{m.description} ({'; '.join(facts)}).", "",
             *_table(settings_schema(m)["properties"], defaults(m.settings), f"methods.{m.name}", seen), ""]
 
@@ -118,13 +117,11 @@ def benchmark_section(t: BenchmarkType, seen: dict[tuple, tuple]) -> list[str]:
 def render() -> str:
     """The whole reference as Markdown."""
     lines = ["# Configuration reference", "",
-             "Generated from the declarations by `python tools/config_reference.py` (a test checks it is current).",
-             "Defaults are declared in the code (a method's in `src/intact/methods/<name>.py`); `config.yaml` sets",
-             "only what a run changes. Any key may also be set per benchmark (`benchmarks.<b>.overrides`), in a run's",
-             "name (`coda_p+intact@lambda_var=0.1`, `coda_p@methods.coda_p.pool_size=20`), and, for `methods`, `head`,",
-             "`intact`, `optim` and a `backbone`, per method (`per_method.<m>`) and per protocol (`protocols.<p>`):",
-             "[protocols.md](protocols.md) section 8. A method's optimizer is Adam unless stated; its lists of blocks",
-             "(keys ending in `layers`) are checked against the backbone's depth.", "",
+             "Generated from the declarations by `python tools/config_reference.py` (a test checks it is current);",
+             "`config.yaml` sets only what a run changes. Any key may also be set per benchmark or in a run's name",
+             "(`coda_p@methods.coda_p.pool_size=20`), `methods`, `head`, `intact`, `optim` and a `backbone` per method",
+             "or protocol: [protocols.md](protocols.md) section 8.",
+             "A method's optimizer is Adam unless stated; keys ending in `layers` are checked against the depth.", "",
              *files_section(),
              "## Methods", ""]
     builtins, seen = METHODS.builtins(), {}  # the project's own methods only, whatever else is installed
@@ -155,13 +152,12 @@ def files_section() -> list[str]:
              "`studies.tune.searches`": _max_items("studies", "tune", "searches")}
     return [
         "## Config files", "",
-        "`snakemake` reads `config.yaml`, then each `--configfile` in order, then `--config key=value`: a later",
-        "mapping merges into the earlier one key by key, any other value (a list, `null`) replaces it. `intact",
-        "validate` and `intact runs` layer files the same way. A file may start with `extends: <path>`, **relative",
-        "to that file**: it is merged over its base (resolved first) by the same rule; a cycle or a missing base is",
-        "refused naming the files. `snakemake --configfile configs/paper/imagenet_r.yaml` runs `config.yaml` <-",
-        "`base.yaml` <- `imagenet_r.yaml` <- `--config` (`src/intact/layering.py`).", "",
-        "Bounds, far above any real config, each refused in one line naming the file or key: a file at most",
+        "`snakemake`, `intact validate` and `intact runs` read `config.yaml`, then each `--configfile` in order, then",
+        "`--config key=value`: a later mapping merges into the earlier one key by key, any other value replaces it.",
+        "A file may start with `extends: <path>` (**relative to that file**), merged over its base by the same rule",
+        "(`src/intact/layering.py`; a cycle or a missing base is refused): `configs/paper/imagenet_r.yaml` gives",
+        "`config.yaml` <- `base.yaml` <- `imagenet_r.yaml`.", "",
+        "Bounds, far above any real config, each refused in one line: a file at most",
         f"{MAX_FILE_BYTES:,} bytes (checked before parsing); a config at most {MAX_VALUES:,} values with every",
         f"alias expanded and {MAX_DEPTH} levels deep, no alias inside its own anchor (counted unexpanded, before",
         "any other check); per list: " + "; ".join(f"{what} {n:,}" for what, n in lists.items()) + ";",
