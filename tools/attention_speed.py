@@ -36,7 +36,8 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     g = torch.Generator().manual_seed(0)
     q = torch.randn(a.batch, a.heads, a.tokens, a.head_dim, generator=g, requires_grad=True)
-    k, v = (torch.randn(a.batch, a.heads, a.tokens + a.prefix, a.head_dim, generator=g, requires_grad=True) for _ in "kv")
+    k, v = (torch.randn(a.batch, a.heads, a.tokens + a.prefix, a.head_dim, generator=g,
+                        requires_grad=True) for _ in "kv")
     scale = a.head_dim ** -0.5
     ways = {"sdpa (ours)": lambda: F.scaled_dot_product_attention(q, k, v),
             "explicit (authors')": lambda: ((q @ k.transpose(-2, -1)) * scale).softmax(-1) @ v}
@@ -48,9 +49,11 @@ def main() -> None:
           f"{a.threads} threads; load average {os.getloadavg()[0]:.1f}")
     for name, ts in times.items():
         ts = ts[2:]
-        print(f"{name:22s} median {1e3 * statistics.median(ts):7.1f} ms  (min {1e3 * min(ts):.1f}, max {1e3 * max(ts):.1f})")
+        print(f"{name:22s} median {1e3 * statistics.median(ts):7.1f} ms  (min {1e3 * min(ts):.1f}, max "
+              f"{1e3 * max(ts):.1f})")
     ratio = [x / y for x, y in zip(times["sdpa (ours)"][2:], times["explicit (authors')"][2:])]
-    print(f"ours / authors' per round: median {statistics.median(ratio):.2f} (min {min(ratio):.2f}, max {max(ratio):.2f})")
+    print(f"ours / authors' per round: median {statistics.median(ratio):.2f} (min {min(ratio):.2f}, max "
+          f"{max(ratio):.2f})")
 
 
 if __name__ == "__main__":

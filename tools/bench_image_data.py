@@ -2,7 +2,8 @@
 loader (images/s delivered as float batches on the device, augmentation included).
 
     # prepare an ImageNet-R-layout tree with your own lists, at the protocol's 224 px, over N cores
-    python tools/bench_image_data.py prepare --root /data/imagenet-r --split /data/lists --out /scratch/bench --workers 2
+    python tools/bench_image_data.py prepare --root /data/imagenet-r --split /data/lists --out /scratch/bench \
+        --workers 2
     # the loader over the prepared benchmark's first task, batch 64, a few epochs
     python tools/bench_image_data.py loader --manifest /scratch/bench/manifest.json --epochs 2
 
@@ -25,7 +26,8 @@ def bench_prepare(args: argparse.Namespace) -> dict:
     from intact.data import benchmark_class
     from intact.data.image_config import ImageBenchmarkConfig
 
-    cfg = build_dataclass(ImageBenchmarkConfig, {"name": "bench", "type": args.type, "backbone": "none", "root": args.root,
+    cfg = build_dataclass(ImageBenchmarkConfig,
+                          {"name": "bench", "type": args.type, "backbone": "none", "root": args.root,
                                                  "split": args.split, "image_size": args.image_size,
                                                  **({"domains": args.domains} if args.domains else {})}, "bench")
     t0 = time.perf_counter()

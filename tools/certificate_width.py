@@ -27,7 +27,8 @@ HEADS = ([64, 128, 10], [64, 128, 128, 10], [256, 256, 50], [256, 256, 256, 50])
 
 
 def crown_table(seeds: int, relative: float) -> None:
-    print("| head | seeds | interval | CROWN | interval / CROWN | CROWN / ascent | interval / ascent | sampled / ascent |")
+    print("| head | seeds | interval | CROWN | interval / CROWN | CROWN / ascent | interval / ascent | sampled / "
+          "ascent |")
     print("|---|---|---|---|---|---|---|---|")
     for dims in HEADS:
         rows = [measure(list(dims), relative=relative, seed=s) for s in range(seeds)]

@@ -28,7 +28,8 @@ from intact.methods.shared.base import frozen_prefixes  # noqa: E402
 from intact.models.backbone import FrozenViT, create_vit  # noqa: E402
 from intact.report.paper import paper_numbers  # noqa: E402
 
-OURS_TO_PAPER = {"s_prompts": "S-Prompts", "c_prompt": "C-Prompt", "ka_prompt": "KA-Prompt", "coda_p": "CODA-Prompt", "l2p": "L2P", "dualprompt": "DualPrompt",
+OURS_TO_PAPER = {"s_prompts": "S-Prompts", "c_prompt": "C-Prompt", "ka_prompt": "KA-Prompt", "coda_p": "CODA-Prompt",
+                 "l2p": "L2P", "dualprompt": "DualPrompt",
                  "cprompt": "CPrompt"}
 
 
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     for method in args.methods:
         c = counts(cfg, args.benchmark, method, args.classes, args.tasks)
         p = paper.get(OURS_TO_PAPER.get(method, ""))
-        print(f"{method:<16}{c['per_task']:>12,}{c['all_tasks']:>12,}{c['fixed_buffers']:>12,}{(f'{p:,}' if p else '—'):>12}")
+        paper_count = f"{p:,}" if p else "—"
+        print(f"{method:<16}{c['per_task']:>12,}{c['all_tasks']:>12,}{c['fixed_buffers']:>12,}{paper_count:>12}")
     return 0
 
 

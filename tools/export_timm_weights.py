@@ -48,9 +48,11 @@ def export(model_name: str, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model", nargs="?", help="timm name with its pretrained tag, e.g. vit_base_patch16_224.augreg_in21k")
+    ap.add_argument("model", nargs="?",
+                    help="timm name with its pretrained tag, e.g. vit_base_patch16_224.augreg_in21k")
     ap.add_argument("out", nargs="?", type=Path, help="the .safetensors file to write")
-    ap.add_argument("--named", type=Path, metavar="DIR", help="write every named backbone of the paper configs into DIR")
+    ap.add_argument("--named", type=Path, metavar="DIR",
+                    help="write every named backbone of the paper configs into DIR")
     args = ap.parse_args()
     if args.named is None and (args.model is None or args.out is None):
         ap.error("give MODEL OUT, or --named DIR")

@@ -40,7 +40,8 @@ def main() -> None:
     print(f"{len(rows)} train_task jobs under {results}")
     print(f"{'seconds':40s} {'mean':>7s} {'median':>7s} {'min':>7s} {'max':>7s}")
     for key, label in (("wall", "job wall (benchmark file)"), ("train", "training (train.json)"),
-                       ("eval", "R-column evaluation (eval.json)"), ("other", "the rest: wall - training - evaluation")):
+                       ("eval", "R-column evaluation (eval.json)"),
+                       ("other", "the rest: wall - training - evaluation")):
         v = [r[key] for r in rows]
         print(f"{label:40s} {statistics.mean(v):7.2f} {statistics.median(v):7.2f} {min(v):7.2f} {max(v):7.2f}")
 

@@ -3,7 +3,8 @@ benchmark; print each run's config hash, a hash of its last state, its last epoc
 train.json keys and its R matrix (one row per trained task: accuracy on every task) - to compare two
 versions of the code bit for bit (a refactoring must print the same JSON).
 
-Usage: PYTHONPATH=<tree>/src [INTACT_CONFIG=<tree>/config.yaml] [INTACT_FP_TASKS=3] python tools/method_fingerprints.py BENCH_DIR OUT_DIR METHOD...
+Usage: PYTHONPATH=<tree>/src [INTACT_CONFIG=<tree>/config.yaml] [INTACT_FP_TASKS=3] \
+       python tools/method_fingerprints.py BENCH_DIR OUT_DIR METHOD...
 (BENCH_DIR: prepared data + backbone, built on first use; share it between the two versions.)
 """
 import hashlib
@@ -32,14 +33,16 @@ manifest, weights = root / "data/manifest.json", root / "backbone.safetensors"
 if not weights.exists():
     b = benchmark_config(cfg, "digits")
     manifest = benchmark_class(b.type).prepare(b, root / "data")
-    pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1, progress=False)
+    pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1,
+                      progress=False)
 res = {}
 for m in sys.argv[3:]:
     run = resolve_run(cfg, "digits", m, 0)
     prev, R = None, []
     for t in range(int(os.environ.get("INTACT_FP_TASKS", "2"))):
         d = out / m / f"task{t}"
-        rec = train_task(run, t, manifest=manifest, backbone_weights=weights, out_dir=d, prev_dir=prev, threads=1, progress=False,
+        rec = train_task(run, t, manifest=manifest, backbone_weights=weights, out_dir=d, prev_dir=prev, threads=1,
+                         progress=False,
                          eval_out=d / "eval.json")
         R.append(json.loads((d / "eval.json").read_text())["accuracy"])
         prev = d
@@ -49,5 +52,7 @@ for m in sys.argv[3:]:
         h.update(k.encode())
         h.update(st[k].numpy().tobytes())
     ep = {k: v for k, v in rec["epochs"][0].items() if k not in ("seconds", "images_per_s")}
-    res[m] = {"hash": run.hash(), "state": h.hexdigest()[:16], "epoch": ep, "R": R, "keys": [k for k in rec if k not in ("seconds","images_per_s","peak_memory_mb","inference_batch_seconds","provenance")]}
+    res[m] = {"hash": run.hash(), "state": h.hexdigest()[:16], "epoch": ep, "R": R,
+              "keys": [k for k in rec if k not in ("seconds", "images_per_s", "peak_memory_mb",
+                                                   "inference_batch_seconds", "provenance")]}
 print(json.dumps(res, indent=1, sort_keys=True))

@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(a.repeat + bool(parent)):
             spec["spawned"] = time.time()
             (work / "job.json").write_text(json.dumps(spec))
-            proc = subprocess.run([sys.executable, __file__, JOB, str(work / "job.json")], capture_output=True, text=True)
+            proc = subprocess.run([sys.executable, __file__, JOB, str(work / "job.json")], capture_output=True,
+                                  text=True)
             if proc.returncode != 0:
                 raise SystemExit(f"the profiled job failed:\n{proc.stderr[-4000:]}")
             if parent and i == 0:
@@ -260,7 +261,8 @@ def main(argv: list[str] | None = None) -> None:
             parent.stop()
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
-    meta = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    meta = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": git_commit(), "load_average_after": load, "method": a.method, "task": a.task, "warm": a.warm}
     print(json.dumps(meta))
     if a.json:

@@ -35,4 +35,5 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["config.yaml", *sorted(map(str, (p for p in Path("configs/paper").glob("*.yaml") if p.name != "base.yaml"))), "configs/lambda_search.yaml"])
+    paper = sorted(str(p) for p in Path("configs/paper").glob("*.yaml") if p.name != "base.yaml")
+    main(sys.argv[1:] or ["config.yaml", *paper, "configs/lambda_search.yaml"])

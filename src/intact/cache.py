@@ -208,7 +208,8 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
                                              "the live path (a query and a teacher pass per step)"}
     caches: dict[str, torch.Tensor] = {}
     record: dict = {"used": True, "variants": v}
-    tasks = cache_tasks(train_set, bench, "train", eval_split) if (query_cache is not None and "query" in fns and method.stored_query) else None
+    tasks = cache_tasks(train_set, bench, "train",
+                        eval_split) if (query_cache is not None and "query" in fns and method.stored_query) else None
     stored = query_cache.for_tasks("train", tasks, device) if tasks is not None else None
     if "query" not in fns:  # a method without a query (InfLoRA): only its teacher is cached
         pass

@@ -92,7 +92,8 @@ def tune_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
         _fail(f"key 'studies.tune.searches': each run is searched once (got {runs})")
     for b in study.benchmarks:
         if b not in cfg["benchmarks"]:
-            _fail(f"key 'studies.tune.benchmarks' names unknown benchmark {b!r}; defined under 'benchmarks': {', '.join(cfg['benchmarks'])}")
+            _fail(f"key 'studies.tune.benchmarks' names unknown benchmark {b!r}; defined under 'benchmarks': "
+                  f"{', '.join(cfg['benchmarks'])}")
     names = [n for s in study.searches for n in (*s.val_names, *s.test_names)] + list(study.baseline_runs())
     return [(b, n) for b in study.benchmarks for n in dict.fromkeys(names)]
 
@@ -127,7 +128,8 @@ def _check_benchmark(run: RunConfig) -> None:
     check = bench.declaration.check
     for key, problem in (check(bench) if check else ()):
         value = getattr(bench, key)
-        _fail(f"key 'benchmarks.{bench.name}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: {problem}")
+        _fail(f"key 'benchmarks.{bench.name}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: "
+              f"{problem}")
     o = run.optim
     if (o.train_crop != "benchmark" or o.test_resize is not None) and not isinstance(bench, ImageBenchmarkConfig):
         _fail(f"key 'optim.train_crop' = {o.train_crop!r} / 'optim.test_resize' = {o.test_resize!r}: benchmark "

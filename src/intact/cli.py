@@ -23,13 +23,15 @@ from intact.tune import expand_tune
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="intact", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="intact", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("config", nargs="*", default=["config.yaml"], help="config files, layered in order")
     sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (intact speed --help)", add_help=False)
-    sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)", add_help=False)
+    sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["warm"]:
         from intact.runtime.warm import keep
@@ -54,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     groups.update({f"study {n}": (s.methods, s.seeds, everywhere) for n, s in expand_studies(cfg).items()})
     tune = expand_tune(cfg)
     if tune is not None:  # the final runs follow the choices (results/tune/<benchmark>/<run>/choice.json)
-        groups["study tune: search points (validation split)"] = (list(tune.search_runs()), tune.selection_seeds, tune.benchmarks)
+        groups["study tune: search points (validation split)"] = (list(tune.search_runs()), tune.selection_seeds,
+                                                                  tune.benchmarks)
         groups["study tune: baselines (test split)"] = (list(tune.baseline_runs()), tune.seeds, tune.benchmarks)
     for title, (methods, seeds, benchmarks) in groups.items():
         print(f"# {title}: {len(methods)} methods x {len(seeds)} seeds")

@@ -74,14 +74,17 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
         if b not in benchmarks:
-            raise ConfigError(f"config: run.benchmarks names unknown benchmark {b!r}; defined under 'benchmarks': {', '.join(benchmarks)}")
+            raise ConfigError(f"config: run.benchmarks names unknown benchmark {b!r}; defined under 'benchmarks': "
+                              f"{', '.join(benchmarks)}")
     for name, bench in benchmarks.items():
         if bench["backbone"] not in cfg["backbones"]:
-            raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under 'backbones' (defined: {', '.join(cfg['backbones'])})")
+            raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under "
+                              f"'backbones' (defined: {', '.join(cfg['backbones'])})")
     for name, bench in benchmarks.items():
         for protocol in (bench.get("overrides") or {}).get("protocols") or {}:
             if protocol not in declared(cfg):
-                raise ConfigError(f"config: key 'benchmarks.{name}.overrides.protocols.{protocol}': protocol {protocol!r} "
+                raise ConfigError(f"config: key 'benchmarks.{name}.overrides.protocols.{protocol}': protocol "
+                                  f"{protocol!r} "
                                   f"is not declared under 'protocols' (declared: {', '.join(declared(cfg))})")
     _check_same_as_default(cfg)
     for name in sorted(named_backbones(cfg)):
@@ -190,7 +193,8 @@ def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def missing_data(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> dict[str, list[str]]:
+def missing_data(cfg: Mapping[str, Any],
+                 prepared: typing.Callable[[str], bool] = lambda b: False) -> dict[str, list[str]]:
     """Benchmark name -> the messages naming its data roots or split folders that are not there, for the
     benchmarks of ``run.benchmarks``; ``prepared(name)``: the benchmark is prepared already (its raw images are
     no longer needed)."""
@@ -223,7 +227,8 @@ def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
     for name, bench in (benchmarks.items() if isinstance(benchmarks, Mapping) else ()):
         kind = bench.get("type") if isinstance(bench, Mapping) else None
         if isinstance(kind, str) and kind in BENCHMARKS.failures:
-            raise ConfigError(f"config: key 'benchmarks.{name}.type': {BENCHMARKS.failures[kind].message(BENCHMARKS.what)}")
+            raise ConfigError(f"config: key 'benchmarks.{name}.type': "
+                              f"{BENCHMARKS.failures[kind].message(BENCHMARKS.what)}")
 
 
 def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
@@ -231,10 +236,12 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
     if bb["weights"] == "pretrain":
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
-            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under 'benchmarks'")
+            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under "
+                              "'benchmarks'")
         if not BENCHMARKS[cfg["benchmarks"][src]["type"]].pretrains:
             able = ", ".join(n for n, t in BENCHMARKS.items() if t.pretrains)
-            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded benchmark "
+            raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded "
+                              "benchmark "
                               f"pretrains a backbone here (types: {able}); give the image benchmarks' backbone a local "
                               "weights file")
 
@@ -252,7 +259,8 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     if name.intact and not spec.accepts_intact:
         accepting = ", ".join(n for n, e in METHODS.items() if e.accepts_intact)
         reason = f": {spec.intact_refusal}" if spec.intact_refusal else ""
-        raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that do: {accepting})")
+        raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that "
+                          f"do: {accepting})")
     if name.protocol not in declared(cfg):
         raise ConfigError(f"config: method {method!r}: protocol {name.protocol!r} is not declared under 'protocols' "
                           f"(declared: {', '.join(declared(cfg))})")
@@ -266,7 +274,8 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
             _check_run_overrides(method, values)
             continue
         if top not in SECTIONS:
-            raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of {', '.join(SECTIONS)}")
+            raise ConfigError(f"config: method {method!r}: override section {section!r} is not one of "
+                              f"{', '.join(SECTIONS)}")
         nested: dict[str, Any] = dict(values)
         for part in reversed(rest.split(".") if rest else []):
             nested = {part: nested}
@@ -279,12 +288,15 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
 def _check_run_overrides(method: str, values: Mapping[str, Any]) -> None:
     for key, value in values.items():
         if key not in RUN_KEYS:
-            raise ConfigError(f"config: method {method!r}: 'run.{key}' cannot be set in a name (only {', '.join('run.' + k for k in RUN_KEYS)})")
+            raise ConfigError(f"config: method {method!r}: 'run.{key}' cannot be set in a name (only "
+                              f"{', '.join('run.' + k for k in RUN_KEYS)})")
         if value not in RUN_KEYS[key]:
-            raise ConfigError(f"config: method {method!r}: 'run.{key}' = {value!r}; expected one of {', '.join(RUN_KEYS[key])}")
+            raise ConfigError(f"config: method {method!r}: 'run.{key}' = {value!r}; expected one of "
+                              f"{', '.join(RUN_KEYS[key])}")
 
 
-def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, eval_split: str | None = None) -> RunConfig:
+def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
+                eval_split: str | None = None) -> RunConfig:
     """Build the typed :class:`RunConfig` of one run. The split it is evaluated on: ``eval_split`` if given,
     else the name's ``run.eval_split`` (a tuning study's search point), else ``run.eval_split`` of the config."""
     if benchmark not in cfg["benchmarks"]:
@@ -304,7 +316,8 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int, 
         head=build_dataclass(HeadConfig, sections["head"], "head"),
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
-        eval_split=eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split") or cfg["run"].get("eval_split", "test"),
+        eval_split=(eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split")
+                    or cfg["run"].get("eval_split", "test")),
         protocol=name.protocol,
     )
 
@@ -329,7 +342,8 @@ def tracking_config(cfg: Mapping[str, Any] | None) -> TrackingConfig:
         tc.experiment_name("b", "test")
     except (KeyError, IndexError, ValueError) as e:
         raise ConfigError(f"config: key 'tracking.experiment' = {tc.experiment!r}: bad template ({e!r}); expected "
-                          f"a name with optional fields {', '.join('{' + f + '}' for f in EXPERIMENT_FIELDS)}") from None
+                          "a name with optional fields "
+                          f"{', '.join('{' + f + '}' for f in EXPERIMENT_FIELDS)}") from None
     return tc
 
 
@@ -346,7 +360,8 @@ def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:
 def run_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """The typed run from its plain form (:meth:`RunConfig.to_dict`, a job's ``params.run``): the inverse of
     ``to_dict``, so ``run_from_dict(run.to_dict()) == run``."""
-    typed = {"benchmark": benchmark_settings(data["benchmark"]), "settings": method_settings(data["base"], data["settings"])}
+    typed = {"benchmark": benchmark_settings(data["benchmark"]),
+             "settings": method_settings(data["base"], data["settings"])}
     return build_dataclass(RunConfig, {**data, **typed}, "run")
 
 
@@ -367,7 +382,8 @@ def _merge_sections(sections: dict[str, Any], update: Mapping[str, Any]) -> None
         if name == "intact" and "preset" in values:
             preset = values["preset"]
             if preset not in INTACT_PRESETS:
-                raise ConfigError(f"config: key 'intact.preset' = {preset!r} is not allowed; expected one of {list(INTACT_PRESETS)}")
+                raise ConfigError(f"config: key 'intact.preset' = {preset!r} is not allowed; expected one of "
+                                  f"{list(INTACT_PRESETS)}")
             values = {**INTACT_PRESETS[preset], **values}
         sections[name] = merge(sections.get(name, {}), values)
 

@@ -38,7 +38,8 @@ def _sync(device: torch.device) -> None:
 
 
 @torch.no_grad()
-def inference_seconds_per_batch(method: Any, data: Dataset, batch_size: int, device: torch.device, max_batches: int = 3) -> float:
+def inference_seconds_per_batch(method: Any, data: Dataset, batch_size: int, device: torch.device,
+                                max_batches: int = 3) -> float:
     """Mean seconds of ``method.predict`` on one batch of ``data`` (eval mode; the first batch warms up and
     is not timed). Up to ``max_batches`` timed batches: each is a live prediction (query + prompted pass), so
     10 of them cost a default-run job as much as a seventh of its training (issue 18's profile); 3 keep the

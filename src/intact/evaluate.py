@@ -44,7 +44,8 @@ def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights
 def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, device: torch.device, out_path: Path,
                     *, query_cache: Path | None = None, backbone_sha256: str | None = None) -> dict[str, Any]:
     """Column ``task`` of R for a loaded ``method`` (also called by the training job right after training)."""
-    stored = (QueryCache(query_cache, bench, backbone_sha256, query_settings(run.backbone, bench, device, run.optim.amp))
+    stored = (QueryCache(query_cache, bench, backbone_sha256,
+                         query_settings(run.backbone, bench, device, run.optim.amp))
               if (query_cache and run.optim.feature_cache and method.feature_fns() and method.stored_query) else None)
     t0 = time.perf_counter()
     accs, sizes = [], []

@@ -70,7 +70,8 @@ class DivergenceGuard:
         return self.policy == "skip_batch"
 
     # ---- device side (no synchronisation) ----------------------------------------------------------
-    def _checked(self, loss: torch.Tensor, terms: dict[str, torch.Tensor], with_params: bool) -> tuple[tuple[str, ...], list[torch.Tensor]]:
+    def _checked(self, loss: torch.Tensor, terms: dict[str, torch.Tensor],
+                 with_params: bool) -> tuple[tuple[str, ...], list[torch.Tensor]]:
         names = [f"loss term '{k}'" for k in terms] + ["total loss"]
         values = [*terms.values(), loss.detach()]
         for n, p in self.params:
@@ -122,8 +123,8 @@ class DivergenceGuard:
 
     # ---- host side -----------------------------------------------------------------------------
     def batch_ok(self, loss: torch.Tensor, terms: dict[str, torch.Tensor], epoch: int, step: int) -> bool:
-        """skip_batch only: are this batch's terms, loss, gradients and running statistics finite? Counts a skipped batch and
-        raises once more than the allowed fraction of the task's steps was skipped. One sync per step."""
+        """skip_batch only: are this batch's terms, loss, gradients and running statistics finite? Counts a skipped
+        batch and raises once more than the allowed fraction of the task's steps was skipped. One sync per step."""
         names, values = self._checked(loss, terms, with_params=False)
         ok = self._finite(values)
         if bool(ok.all()):
@@ -135,7 +136,8 @@ class DivergenceGuard:
         if self.skipped_count > self.max_skipped:
             first = names[int(torch.argmin(ok.to(torch.uint8)))]
             raise NonFiniteError(
-                f"{self._where(epoch, step)}: {self.skipped_count} batches with a non-finite loss, gradient or statistic "
+                f"{self._where(epoch, step)}: {self.skipped_count} batches with a non-finite loss, gradient or "
+                "statistic "
                 f"(this one: {first}) - more than optim.max_skipped_fraction allows ({self.max_skipped} of "
                 f"{self.epochs * self.steps_per_epoch} steps). Training stopped; no state.safetensors or train.json "
                 "was written. Lower the lambdas or learning rates.")
@@ -175,7 +177,8 @@ def check_saved(where: str, task: int, tensors: Mapping[str, torch.Tensor], hype
     """Raise :class:`NonFiniteError` naming the first non-finite floating tensor among what a task saves:
     the method's state (parameters and buffers: BatchNorm statistics, EWC's Fisher) and the hypercubes."""
     named = [(f"buffer or parameter {k!r}", v) for k, v in tensors.items()]
-    named += [(f"hypercube {k!r} ({side} bound)", getattr(c, side)) for k, c in hypercubes.items() for side in ("lower", "upper")]
+    named += [(f"hypercube {k!r} ({side} bound)",
+               getattr(c, side)) for k, c in hypercubes.items() for side in ("lower", "upper")]
     for name, value in named:
         if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise NonFiniteError(

@@ -151,7 +151,8 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     if path in _seen:
         raise LayerError(f"config file {str(path)!r} extends itself (through {' -> '.join(map(str, _seen))})")
     if not path.is_file():
-        raise LayerError(f"config file {str(path)!r} does not exist" + (f" (extended by {str(_seen[-1])!r})" if _seen else ""))
+        raise LayerError(f"config file {str(path)!r} does not "
+                         "exist" + (f" (extended by {str(_seen[-1])!r})" if _seen else ""))
     check_file(path)
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, Mapping):
@@ -173,7 +174,8 @@ def read_files(paths: Iterable[str | Path], base: Mapping[str, Any] | None = Non
     return out
 
 
-def apply_extends(config: dict[str, Any], files: Iterable[str | Path], overrides: Mapping[str, Any] | None = None) -> None:
+def apply_extends(config: dict[str, Any], files: Iterable[str | Path],
+                  overrides: Mapping[str, Any] | None = None) -> None:
     """Snakemake has merged ``config.yaml``, the ``--configfile`` files and ``--config`` overrides without
     knowing ``extends``; re-apply each file with its bases resolved, then the command-line overrides, in place.
     The result equals ``config.yaml`` <- base <- overlay <- ``--config``; a no-op when no file extends another."""

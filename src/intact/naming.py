@@ -35,7 +35,8 @@ _BASE, _INTACT, _ABLATIONS, _OVERRIDES = r"[a-z][a-z0-9_]*", r"\+intact", r"(?:-
 #: Characters a method name may contain (also the Snakemake wildcard constraint), matched over the whole name.
 NAME_PATTERN = rf"{_BASE}(?:{_INTACT})?{_ABLATIONS}(?:@{_OVERRIDES})?"
 
-_NAME = re.compile(rf"(?P<base>{_BASE})(?P<intact>{_INTACT})?(?P<ablations>{_ABLATIONS})(?:@(?P<overrides>{_OVERRIDES}))?")
+_NAME = re.compile(rf"(?P<base>{_BASE})(?P<intact>{_INTACT})?(?P<ablations>{_ABLATIONS})"
+                   rf"(?:@(?P<overrides>{_OVERRIDES}))?")
 
 #: the longest run name: it is a folder's name (most file systems allow 255 bytes)
 NAME_MAX_LENGTH = 200
@@ -86,15 +87,18 @@ def parse_method_name(name: str) -> MethodName:
         raise MethodNameError(f"method name {excerpt(name)} has {len(name)} characters; at most {NAME_MAX_LENGTH} "
                               "(it names the run's folder)")
     if m is None:
-        raise MethodNameError(f"method name {excerpt(name)} does not follow <base>[+intact][-no_<term>]...[@key=value,...]"
+        raise MethodNameError(f"method name {excerpt(name)} does not follow "
+                              "<base>[+intact][-no_<term>]...[@key=value,...]"
                               + _odd_character(name))
     intact = m["intact"] is not None
     disabled = tuple(a for a in m["ablations"].split("-no_") if a)
     for term in disabled:
         if term not in TERMS:
-            raise MethodNameError(f"method name {name!r}: unknown InTAct term 'no_{term}' (expected one of {', '.join('no_' + t for t in TERMS)})")
+            raise MethodNameError(f"method name {name!r}: unknown InTAct term 'no_{term}' (expected one of "
+                                  f"{', '.join('no_' + t for t in TERMS)})")
         if not intact:
-            raise MethodNameError(f"method name {name!r}: '-no_{term}' ablates an InTAct term, so the name needs '+intact'")
+            raise MethodNameError(f"method name {name!r}: '-no_{term}' ablates an InTAct term, so the name needs "
+                                  "'+intact'")
     overrides: list[tuple[str, object]] = []
     if m["overrides"]:
         for item in m["overrides"].split(","):

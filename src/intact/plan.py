@@ -263,7 +263,8 @@ class Plan:
     def study_targets(self, study: str) -> list[str]:
         """Everything a study produces on every benchmark: its runs (task files included), reports, markers."""
         runs = self.study_runs(study)
-        return self.run_files(runs) + [f for b in self.benchmarks for f in self.study_reports(study, b)] + self.markers(runs)
+        reports = [f for b in self.benchmarks for f in self.study_reports(study, b)]
+        return self.run_files(runs) + reports + self.markers(runs)
 
     def full_targets(self) -> list[str]:
         """Target ``full``: the default run, every declared study, and the paper's tables and figures."""

@@ -25,7 +25,8 @@ from intact.seeding import configure_torch, seed_everything
 from intact.settings import BackboneConfig
 
 
-def random_affine(x: torch.Tensor, g: torch.Generator, degrees: float = 10.0, translate: float = 0.1, scale: tuple[float, float] = (0.9, 1.1)) -> torch.Tensor:
+def random_affine(x: torch.Tensor, g: torch.Generator, degrees: float = 10.0, translate: float = 0.1,
+                  scale: tuple[float, float] = (0.9, 1.1)) -> torch.Tensor:
     """Light per-image random rotation / translation / scaling (batched, generator-driven)."""
     n = x.shape[0]
     ang = torch.deg2rad(torch.empty(n).uniform_(-degrees, degrees, generator=g))
@@ -40,7 +41,8 @@ def random_affine(x: torch.Tensor, g: torch.Generator, degrees: float = 10.0, tr
 
 
 @torch.no_grad()
-def _accuracy(model: torch.nn.Module, loader: DataLoader, mean: torch.Tensor, std: torch.Tensor, device: torch.device) -> float:
+def _accuracy(model: torch.nn.Module, loader: DataLoader, mean: torch.Tensor, std: torch.Tensor,
+              device: torch.device) -> float:
     model.eval()
     correct = total = 0
     for x, y in loader:
@@ -50,7 +52,8 @@ def _accuracy(model: torch.nn.Module, loader: DataLoader, mean: torch.Tensor, st
     return 100.0 * correct / max(total, 1)
 
 
-def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, out_info: Path, threads: int | None = None,
+def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, out_info: Path,
+                      threads: int | None = None,
                       progress: bool = True, benchmark: Any = None) -> dict[str, Any]:
     """Train ``cfg.model`` with a classifier on the clean split, save the backbone (head dropped). ``benchmark``:
     the pretraining benchmark's resolved settings, which the manifest must match (intact.data.manifest)."""
@@ -64,7 +67,8 @@ def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, ou
     train = bench.pretrain_set()
     loader = DataLoader(train, batch_size=p.batch_size, shuffle=True, generator=torch.Generator().manual_seed(p.seed))
     opt = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=p.lr, total_steps=p.epochs * math.ceil(len(train) / p.batch_size))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=p.lr,
+                                                total_steps=p.epochs * math.ceil(len(train) / p.batch_size))
     g = torch.Generator().manual_seed(p.seed + 1)
     t0 = time.perf_counter()
     for _ in tqdm(range(p.epochs), desc=f"pretrain {cfg.name}", disable=not progress, file=sys.stderr, mininterval=1.0):

@@ -13,8 +13,8 @@ it. Any exception its import raises counts, ``SystemExit`` (``sys.exit()``, ``ar
 loading, seen by a handler installed for the time of each import: :func:`_loading`) still stops the process.
 What a module prints while it imports is held back: shown after a successful import, and its last line quoted
 in the cause of a failed one. An import that takes more than :data:`SLOW_IMPORT_S` seconds is named on stderr
-in one line when it finishes. A built-in module whose source does not bind the declaration attribute at top level is a helper: it is
-read (not imported: helpers may import torch), skipped, and listed.
+in one line when it finishes. A built-in module whose source does not bind the declaration attribute at top level
+is a helper: it is read (not imported: helpers may import torch), skipped, and listed.
 
 Importing this module imports nothing heavy: the Snakefile builds the registries at start-up (and in every
 cluster job), and implementations (which import torch) are loaded only by a job.

@@ -22,14 +22,16 @@ def stored_by(run: RunConfig, task: int) -> dict[str, str]:
 
 
 def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
-                state: Path | None = None, hypercubes: Path | None = None, state_task: int | None = None) -> tuple[Any, Any, str | None]:
+                state: Path | None = None, hypercubes: Path | None = None,
+                state_task: int | None = None) -> tuple[Any, Any, str | None]:
     """The benchmark, the method of ``run`` (on ``device``) and the backbone's sha256, with a stored state
     (and hypercubes) if given; with ``state_task``, files written by another method, task or config are refused."""
     bench = open_benchmark(manifest, run.benchmark)  # refused if prepared otherwise than the run declares
     bench.use_settings(run.benchmark)
     bench.use_view(run.optim.train_crop, run.optim.test_resize)
     # the network family trains a whole network of its own: no frozen backbone to build
-    backbone, digest = create_backbone(run.backbone, backbone_weights) if METHODS[run.base].uses_backbone else (None, None)
+    uses_backbone = METHODS[run.base].uses_backbone
+    backbone, digest = create_backbone(run.backbone, backbone_weights) if uses_backbone else (None, None)
     method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
     expect = stored_by(run, state_task) if state_task is not None else None
     if state is not None:

@@ -1,7 +1,8 @@
 """The config schema: ``config.schema.yaml`` for what no declaration covers (``run``, ``studies``, ``experiments``,
 the protocol layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks``
 from the benchmark types', ``head``, ``intact``, ``optim``, ``tracking`` and each ``backbones`` entry from
-:mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what was expected."""
+:mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what
+was expected."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def schema_error(err: jsonschema.ValidationError, where: str = "config") -> Conf
     if err.validator == "enum":
         return ConfigError(f"{where}: key '{key}' = {shown} is not allowed; expected one of {err.validator_value}")
     if err.validator in ("maxItems", "maxProperties"):
-        return ConfigError(f"{where}: key '{key}' = {shown}: {len(err.instance):,} entries; at most {err.validator_value}")
+        return ConfigError(f"{where}: key '{key}' = {shown}: {len(err.instance):,} entries; at most "
+                           f"{err.validator_value}")
     # jsonschema's message quotes the whole value: quote an excerpt
     return ConfigError(f"{where}: key '{key}' = {shown}: {err.message.replace(repr(err.instance), shown)}")
 

@@ -4,9 +4,10 @@ The aggregation rules (R matrices, tables, figures) list the code they run as in
 rebuilds their outputs (by mtime) without retraining anything; training rules list no code. Which files
 those are follows from the rule's script: every ``intact`` module it imports, every ``intact`` module
 those import (function-level imports included: they are dependencies too; so are the ``"module:attr"``
-targets of the lazy registries, and the declaration modules a ``Registry(...)`` finds in its package), the ``__init__.py`` of each package on the way, and the data files
-beside those modules that a module names (``paper_numbers.yaml``, ``config.schema.yaml``). A new import
-is picked up by the next ``snakemake`` call: there is nothing to keep in step.
+targets of the lazy registries, and the declaration modules a ``Registry(...)`` finds in its package), the
+``__init__.py`` of each package on the way, and the data files beside those modules that a module names
+(``paper_numbers.yaml``, ``config.schema.yaml``). A new import is picked up by the next ``snakemake`` call:
+there is nothing to keep in step.
 """
 
 from __future__ import annotations
@@ -163,7 +164,8 @@ def _registered(call: ast.Call, module: str, src: Path) -> set[str]:
     if len(call.args) < 4 or not isinstance(call.args[3], ast.Constant):
         return set()
     pkg = call.args[2]
-    package = module.removesuffix(".__init__") if getattr(pkg, "id", None) == "__name__" else getattr(pkg, "value", None)
+    own = getattr(pkg, "id", None) == "__name__"   # Registry(..., __name__, ...): the registry module's own package
+    package = module.removesuffix(".__init__") if own else getattr(pkg, "value", None)
     folder = src.joinpath(*package.split(".")) if isinstance(package, str) else None
     if folder is None or not folder.is_dir():
         return set()

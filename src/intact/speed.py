@@ -126,14 +126,16 @@ class Row:
         vit = create_vit(model)
         chans, size = int(vit.patch_embed.proj.in_channels), int(vit.patch_embed.img_size[0])
         backbone = FrozenViT(vit, (0.5,) * chans, (0.5,) * chans)
-        run = dataclasses.replace(run, optim=dataclasses.replace(run.optim, batch_size=batch, feature_cache=cache, amp=amp))
+        run = dataclasses.replace(run, optim=dataclasses.replace(run.optim, batch_size=batch, feature_cache=cache,
+                                                                 amp=amp))
         torch.manual_seed(seed)
         m = self.m = create_method(run, backbone, classes, tasks).to(device)
         n = batch * (repeats + 1)
         rng = np.random.default_rng(seed)
         images = rng.integers(0, 256, size=(n, size, size, chans), dtype=np.uint8)
         data = StoredImages(images, rng.integers(0, classes, size=n), size, augment=True, task=1)
-        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and amp) else nullcontext()
+        bf16 = device.type == "cuda" and amp
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else nullcontext()
         # task 0 left untrained: its hypercube (needed by the InTAct terms at task 1) from one pass over the images
         m.begin_task(0, data)
         m.eval()
@@ -152,7 +154,8 @@ class Row:
         self.build_s = time.perf_counter() - t0
         self.opt, _ = build_optimizer(m, run.optim, repeats + 1)
         self.batches = iter(train_batches(data, seed=seed, task=1, epoch=0, batch_size=batch, device=device, keys=True))
-        self.x_eval = next(iter(eval_batches(data, batch, device)))[0]  # images 0..batch-1, unflipped: query rows [:batch, 0]
+        # images 0..batch-1, unflipped: query rows [:batch, 0]
+        self.x_eval = next(iter(eval_batches(data, batch, device)))[0]
         self.times: list[float] = []
         self.passes: list[int] = []
         self.eval_times: list[float] = []
@@ -193,7 +196,8 @@ class Row:
         step, ev = spread(self.times), spread(self.eval_times)
         return {
             "method": self.method, "cache": self.cache, "step_s": step["median"], "step_min_s": step["min"],
-            "step_max_s": step["max"], "step_times_s": self.times[1:], "passes_per_step": statistics.median(self.passes[1:]),
+            "step_max_s": step["max"], "step_times_s": self.times[1:],
+            "passes_per_step": statistics.median(self.passes[1:]),
             "eval_batch_s": ev["median"], "eval_min_s": ev["min"], "eval_max_s": ev["max"],
             "peak_mb": _peak_mb(self.device), "trainable_params": counts["trainable_parameters"],
             "total_params": counts["total_parameters"], "cache_build_s": self.build_s, "cache_record": self.record,
@@ -321,7 +325,8 @@ def run_speed(args: argparse.Namespace) -> int:
     specs = [(method, cache) for method in args.methods for cache in (False, True)]
     kw = dict(model=args.model, batch=args.batch, repeats=args.repeats, device=device, amp=args.amp == "on",
               classes=args.classes, tasks=tasks, threads=machine["torch_threads"])
-    print(f"speed: {len(specs)} rows{' (paired)' if args.pairs else ''}, one process each ...", file=sys.stderr, flush=True)
+    print(f"speed: {len(specs)} rows{' (paired)' if args.pairs else ''}, one process each ...", file=sys.stderr,
+          flush=True)
     rows = (paired_rows(cfg, benchmark, specs, **kw) if args.pairs
             else [r for spec in specs for r in paired_rows(cfg, benchmark, [spec], **kw)])
     machine["load_after"] = load_average()
@@ -358,15 +363,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     p.add_argument("--config", action="append", type=Path, default=None,
                    help="config files layered in order (default: config.yaml, configs/paper/imagenet_r.yaml)")
-    p.add_argument("--benchmark", default=None, help="whose method settings (default: the config's first run benchmark)")
+    p.add_argument("--benchmark", default=None,
+                   help="whose method settings (default: the config's first run benchmark)")
     p.add_argument("--methods", nargs="+", default=list(METHODS))
     p.add_argument("--pairs", action="store_true",
                    help="build all rows, then time them in turn step by step: ratios that hold under changing load")
-    p.add_argument("--json", type=Path, default=None, help="write {'results': [...], 'machine': ..., 'ratios': ...} here")
+    p.add_argument("--json", type=Path, default=None,
+                   help="write {'results': [...], 'machine': ..., 'ratios': ...} here")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="intact speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="intact speed", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
     return run_speed(p.parse_args(argv))
 

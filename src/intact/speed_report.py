@@ -10,7 +10,8 @@ def ratio_pairs(rows: list[dict]) -> list[tuple[str, tuple, tuple]]:
     ``m+intact / m`` per cache setting, then cached / uncached per method, for every method given."""
     have = {(r["method"], r["cache"]) for r in rows}
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    pairs = [(f"{m} / {m.removesuffix('+intact')} step ({'cached' if c else 'uncached'})", (m, c), (m.removesuffix("+intact"), c))
+    pairs = [(f"{m} / {m.removesuffix('+intact')} step ({'cached' if c else 'uncached'})", (m, c),
+              (m.removesuffix("+intact"), c))
              for m in methods if m.endswith("+intact") for c in (True, False)]
     pairs += [(f"{m} cached / uncached step", (m, True), (m, False)) for m in methods]
     return [(label, num, den) for label, num, den in pairs if num in have and den in have]

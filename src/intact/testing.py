@@ -143,7 +143,8 @@ def tiny_bench_key(cfg: Mapping[str, Any], benchmark: str = "digits") -> str:
     modules = {str(Path(m.__file__).resolve()) for m in (data, pretrain)} | _type_modules(bench["type"])
     code = {path: sha256_file(path) for path in sorted({*source_files(data.__file__, pretrain.__file__), *modules})}
     return stable_hash({"benchmark": bench, "backbone": backbone, "packages": package_versions(),
-                        "pretrain_benchmark": cfg["benchmarks"].get(source) if source not in (None, benchmark) else None,
+                        "pretrain_benchmark": (cfg["benchmarks"].get(source)
+                                               if source not in (None, benchmark) else None),
                         "python": sys.version, "numerics": fingerprint(), "code": code}, length=20)
 
 

@@ -69,7 +69,8 @@ def lr_factor(schedule: str, epochs: int, steps_per_epoch: int, milestones: tupl
         return lambda step: decay ** sum(step // steps_per_epoch >= m for m in milestones)
     if schedule == "constant":
         return lambda step: 1.0
-    raise ValueError(f"optim.schedule = {schedule!r}: expected cosine_step, cosine_epoch, cosine_annealing, multistep or constant")
+    raise ValueError(f"optim.schedule = {schedule!r}: expected cosine_step, cosine_epoch, cosine_annealing, multistep "
+                     "or constant")
 
 
 #: the optimizers a job builds, by the names of :data:`intact.methods.declare.OPTIMIZERS`
@@ -187,7 +188,8 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
     stored_queries = (QueryCache(query_cache, bench, backbone_sha, query_settings(run.backbone, bench, device, o.amp))
                       if (query_cache and o.feature_cache) else None)
-    caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split, batch_size=o.eval_batch_size,
+    caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split,
+                                       batch_size=o.eval_batch_size,
                                        device=device, amp=amp, query_cache=stored_queries, enabled=o.feature_cache,
                                        progress=progress)
     return TaskRun(run, task, Path(out_dir), device, bench, method, train_set, backbone_sha, opt, sched, amp,
@@ -204,7 +206,8 @@ def resume(job: TaskRun) -> None:
             job.opt.load_state_dict(ck["optimizer"])
             job.sched.load_state_dict(ck["scheduler"])
             set_rng_state(ck["rng"] if "rng" in ck else {"torch": ck["rng_cpu"]})  # (a checkpoint of before)
-            job.epoch, job.step, job.history, running, job.elapsed = ck["epoch"], ck["step"], ck["history"], ck["running"], ck["elapsed"]
+            job.epoch, job.step, job.history = ck["epoch"], ck["step"], ck["history"]
+            running, job.elapsed = ck["running"], ck["elapsed"]
             guard_state = ck.get("guard")
             job.resumed_from = {"epoch": job.epoch, "step": job.step}
             print(f"resuming task {job.task} from epoch {job.epoch} step {job.step}", file=sys.stderr)
@@ -215,7 +218,8 @@ def resume(job: TaskRun) -> None:
     job.guard = DivergenceGuard(
         f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, o.epochs, job.steps_per_epoch,
         [(k, p) for k, p in job.method.named_parameters() if p.requires_grad], job.device,
-        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction, start_step=job.epoch * job.steps_per_epoch + job.step,
+        policy=o.on_nonfinite, max_skipped_fraction=o.max_skipped_fraction,
+        start_step=job.epoch * job.steps_per_epoch + job.step,
         buffers=list(job.method.named_buffers()))
     job.guard.load_state_dict(guard_state)
     job.sums = {k: torch.tensor(v, dtype=torch.float64, device=job.device) for k, v in running.items() if k != "_n"}
@@ -294,7 +298,8 @@ def end_of_task(job: TaskRun) -> TrainRecord:
     with method.using(**({"eval_query": queries} if queries is not None else {})):
         end = method.end_task(job.task, hyper_data)
     # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing stored
-    efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device, steps=o.epochs * job.steps_per_epoch)
+    efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device,
+                                   steps=o.epochs * job.steps_per_epoch)
     peak = (torch.cuda.max_memory_allocated() if job.device.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     n = len(job.train_set)
@@ -313,7 +318,8 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     """``state.safetensors``, ``hypercube.safetensors``, ``train.json`` (and ``eval.json``), all or none;
     then the checkpoint goes."""
     run, out_dir = job.run, job.out_dir
-    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(), job.method.hypercubes)
+    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(),
+                job.method.hypercubes)
     try:
         save_tensors(out_dir / "state.safetensors", job.method.trainable_state(), stored_by(run, job.task))
         save_hypercubes(out_dir / "hypercube.safetensors", job.method.hypercubes, stored_by(run, job.task))

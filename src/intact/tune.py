@@ -12,7 +12,8 @@ by mean validation AA, and the chosen point on the test split (docs/lambda-searc
         tolerance: 0.0
         searches:
           - {run: coda_p+intact, baseline: coda_p, grid: {lambda_feat: [3, 30], lambda_intdrift: [1e-3, 1e-2]}}
-          - {run: ewc, baseline: finetune, random: {points: 4, seed: 0, space: {methods.ewc.lambda_ewc: {log_uniform: [1, 1000]}}}}
+          - {run: ewc, baseline: finetune,
+             random: {points: 4, seed: 0, space: {methods.ewc.lambda_ewc: {log_uniform: [1, 1000]}}}}
 
 A search point is an ordinary run whose name carries its settings and ``run.eval_split=val``
 (``coda_p+intact@lambda_feat=3,lambda_intdrift=1e-3,run.eval_split=val``): it trains on the training
@@ -134,7 +135,8 @@ def random_points(spec: Mapping[str, Any]) -> list[tuple[tuple[str, Any], ...]]:
             out.append(point)
         if len(out) == spec["points"]:
             return out
-    raise ValueError(f"studies.tune: cannot draw {spec['points']} distinct points from {dict(space)} (rounded to {RANDOM_DIGITS} digits)")
+    raise ValueError(f"studies.tune: cannot draw {spec['points']} distinct points from {dict(space)} (rounded to "
+                     f"{RANDOM_DIGITS} digits)")
 
 
 def expand_search(entry: Mapping[str, Any]) -> Search:
@@ -211,7 +213,8 @@ def select(search: Search, metrics: Mapping[tuple[str, int], Mapping[str, Any]],
         row["identical_to"] = [j for g in groups if row["index"] in g for j in g if j != row["index"]]
     best = max(r["val_aa_mean"] for r in rows)
     tied = [r for r in rows if r["val_aa_mean"] >= best - tolerance]
-    chosen = min(tied, key=(lambda r: r["index"]) if tie == "first" else (lambda r: (r["val_forgetting_mean"], r["index"])))
+    order = (lambda r: r["index"]) if tie == "first" else (lambda r: (r["val_forgetting_mean"], r["index"]))
+    chosen = min(tied, key=order)
     return {"run": search.run, "baseline": search.baseline, "selection_seeds": list(seeds), "tie": tie,
             "tolerance": tolerance, "points": rows, "tied": [r["index"] for r in tied], "identical": groups,
             "decisiveness": decisiveness(chosen, rows, seeds),

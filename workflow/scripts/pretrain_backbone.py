@@ -10,5 +10,6 @@ from intact.pretrain import pretrain_backbone
 with log_to(snakemake.log[0], snakemake.rule):
     cfg = build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone")
     info = pretrain_backbone(cfg, snakemake.input.manifest, snakemake.output.weights, snakemake.output.info,
-                             threads=snakemake.threads, benchmark=benchmark_config(snakemake.config, cfg.pretrain.benchmark))
+                             threads=snakemake.threads,
+                             benchmark=benchmark_config(snakemake.config, cfg.pretrain.benchmark))
     print(f"clean test accuracy {info['clean_test_accuracy']:.2f}%")

@@ -9,4 +9,5 @@ from intact.results import StoredResults
 
 with log_to(snakemake.log[0], snakemake.rule):
     stored = StoredResults.read(snakemake.input.metrics)
-    write_default_report(stored, snakemake.params.methods, dict(snakemake.output.items()), snakemake.wildcards.benchmark)
+    write_default_report(stored, snakemake.params.methods, dict(snakemake.output.items()),
+                         snakemake.wildcards.benchmark)

@@ -7,4 +7,5 @@ from intact.results import StoredResults
 with log_to(snakemake.log[0], snakemake.rule):
     choices = [read_json(p) for p in snakemake.input.choices]
     stored = StoredResults.read(snakemake.input.metrics)
-    write_tune_report(choices, stored, snakemake.params.seeds, dict(snakemake.output.items()), snakemake.wildcards.benchmark)
+    write_tune_report(choices, stored, snakemake.params.seeds, dict(snakemake.output.items()),
+                      snakemake.wildcards.benchmark)

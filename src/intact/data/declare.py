@@ -122,9 +122,11 @@ class BenchmarkType:
     def __post_init__(self) -> None:
         where = f"benchmark {self.name!r}"
         if not (dataclasses.is_dataclass(self.settings) and issubclass(self.settings, BenchmarkSettings)):
-            raise TypeError(f"{where}: settings must be a dataclass subclassing BenchmarkSettings, got {self.settings!r}")
+            raise TypeError(f"{where}: settings must be a dataclass subclassing BenchmarkSettings, got "
+                            f"{self.settings!r}")
         fields = {f.name for f in dataclasses.fields(self.settings)} - set(COMMON_KEYS)
-        for what, keys in (("keys", self.keys), ("required", self.required), ("docs", self.docs), ("defaults", self.defaults)):
+        for what, keys in (("keys", self.keys), ("required", self.required), ("docs", self.docs),
+                           ("defaults", self.defaults)):
             unknown = sorted(set(keys) - fields)
             if unknown:
                 raise TypeError(f"{where}: {what} {unknown} are not settings of {self.settings.__name__}")

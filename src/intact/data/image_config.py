@@ -24,7 +24,8 @@ IMAGENET_C = ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "contras
               "jpeg_compression", "pixelate", "spatter", "speckle_noise", "gaussian_noise", "shot_noise",
               "fog", "frost", "snow")
 #: ImageNet-Mix alternates C and R: c_defocus_blur, r_art, c_glass_blur, r_cartoon, ...
-IMAGENET_MIX = tuple(name for pair in zip((f"c_{c}" for c in IMAGENET_C), (f"r_{r}" for r in IMAGENET_R)) for name in pair)
+IMAGENET_MIX = tuple(name for pair in zip((f"c_{c}" for c in IMAGENET_C),
+                                          (f"r_{r}" for r in IMAGENET_R)) for name in pair)
 #: ImageNet-Mix's C tasks: ``authors`` (default) as the authors' ImageNet_CR dataset treats all 30 tasks -
 #: Resize(224) + CenterCrop(224) + flip, the raw 224-px image (so the query cache covers them); ``imagenet_c``
 #: as ImageNet-C alone: Resize(230) + a random 224 crop (test: centre crop), which has no finite set of variants
@@ -53,7 +54,8 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     root: str | None = setting(None, "the image root; $VARS and ~ expand", minLength=1)
     root_r: str | None = setting(None, "the ImageNet-R root", minLength=1)
     root_c: str | None = setting(None, "the ImageNet-C root", minLength=1)
-    split: str | None = setting(None, "a split the type ships or a folder with the user's lists; $VARS expand", minLength=1)
+    split: str | None = setting(None, "a split the type ships or a folder with the user's lists; $VARS expand",
+                                minLength=1)
     skip_unreadable: bool = setting(False, "skip (and list in the manifest) images that cannot be decoded")
     c_transform: str | None = setting(None, "C tasks: authors (Resize 224 + CenterCrop 224 + flip, their ImageNet_CR) "
                                       "or imagenet_c (Resize 230 + random 224 crop)",

@@ -23,7 +23,8 @@ def corruption_of(rel: str) -> str:
     return rel.split("/", 1)[0]
 
 
-def c_lists(split: str, root: str, corruptions: tuple[str, ...], user_stem: str = "") -> tuple[dict[str, dict[str, SplitList]], list[dict]]:
+def c_lists(split: str, root: str, corruptions: tuple[str, ...],
+            user_stem: str = "") -> tuple[dict[str, dict[str, SplitList]], list[dict]]:
     """ImageNet-C lists bucketed by corruption and the files read."""
     out: dict[str, dict[str, SplitList]] = {c: {} for c in corruptions}
     files = []

@@ -29,7 +29,8 @@ def list_file(split: str, part: str, shipped: dict[str, str], user_stem: str = "
     return find_list(expand_path(split), f"{user_stem}{part}")
 
 
-def r_lists(split: str, root: str, domains: tuple[str, ...], user_stem: str = "") -> tuple[dict[str, dict[str, SplitList]], list[dict]]:
+def r_lists(split: str, root: str, domains: tuple[str, ...],
+            user_stem: str = "") -> tuple[dict[str, dict[str, SplitList]], list[dict]]:
     """ImageNet-R lists bucketed by domain: {domain: {"train": ..., "test": ...}} and the files read."""
     shipped = {"coda": "imagenet-r_coda_{part}.txt.xz", "ka": "imagenet-r_ka_{part}.txt.xz"}
     out: dict[str, dict[str, SplitList]] = {d: {} for d in domains}

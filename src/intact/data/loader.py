@@ -91,7 +91,8 @@ def _gather(parts: list[StoredImages], index: np.ndarray) -> list[Group]:
     return out
 
 
-def crop_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor, size: int) -> torch.Tensor:
+def crop_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor,
+              size: int) -> torch.Tensor:
     """(B, S, S, 3) uint8 -> (B, 3, size, size) float in [0, 1]: per-image crop at (top, left), then flip.
 
     The pixel work stays in uint8 until the last step; ``/255`` in float32 is what ``ToTensor`` does.

@@ -62,7 +62,8 @@ def check_manifest(path: str | Path, cfg: BenchmarkSettings, written: bool = Fal
         raise ManifestError(f"{where}: {'its prepare wrote no' if written else 'no prepared'} {path}") from None
     except (OSError, ValueError) as err:
         if written:
-            raise ManifestError(f"{where}: its prepare wrote an unreadable {path} ({type(err).__name__}: {err})") from None
+            raise ManifestError(f"{where}: its prepare wrote an unreadable {path} ({type(err).__name__}: "
+                                f"{err})") from None
         raise damaged(path, f"{where}'s manifest cannot be read ({type(err).__name__}: {err})") from None
     problems = _schema_problems(manifest) or differences(manifest, cfg)
     if problems:

@@ -102,14 +102,17 @@ def normalised(root: str, rel: str) -> str:
     return os.path.abspath(os.path.join(root, rel))
 
 
-def _refuse(task: str, what: str, pairs: list[str], total: int, list_files: Mapping[str, Mapping[str, str]] | None) -> SplitError:
+def _refuse(task: str, what: str, pairs: list[str], total: int,
+            list_files: Mapping[str, Mapping[str, str]] | None) -> SplitError:
     names = (list_files or {}).get(task, {})
     files = " and ".join(names.get(k, f"the {k} list") for k in ("train", "test"))
     shown = "; ".join(pairs[:SHOW]) + ("; ..." if len(pairs) > SHOW else "")
-    return SplitError(f"split check failed: task {task}: {len(pairs)} of {total} test entries {what} ({files}): {shown}")
+    return SplitError(f"split check failed: task {task}: {len(pairs)} of {total} test entries {what} ({files}): "
+                      f"{shown}")
 
 
-def check_overlap(splits: dict[str, dict[str, SplitList]], list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
+def check_overlap(splits: dict[str, dict[str, SplitList]],
+                  list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
     """No task may test on an image it trains on: a test entry naming a training file - in any spelling
     (:func:`normalised`: relative or absolute, ``.``, ``..``, doubled separators) - is a :class:`SplitError`
     naming the list files, the count and both spellings of the first pairs. ``list_files``: task ->
@@ -126,7 +129,8 @@ def check_content_overlap(splits: dict[str, dict[str, SplitList]],
                           list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
     """No task may test on a byte-identical copy of one of its training images under another name: files are
     compared by size first and only same-size candidates are hashed (sha256); empty files are left to the
-    decoder, which refuses them. A :class:`SplitError` names both files. (ImageNet-C's reuse of one photograph across corruptions is other bytes: a warning, :func:`reuse_warnings`.)"""
+    decoder, which refuses them. A :class:`SplitError` names both files. (ImageNet-C's reuse of one photograph
+    across corruptions is other bytes: a warning, :func:`reuse_warnings`.)"""
     for task, parts in splits.items():
         sized: dict[int, list[str]] = {}
         for p in parts["train"].paths:

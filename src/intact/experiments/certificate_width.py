@@ -28,7 +28,8 @@ SEEDS = (0, 1, 2)
 LONG = {"iterations": 200, "decay": 0.98}
 
 
-def case(dims: list[int], relative: float, seed: int) -> tuple[nn.Sequential, nn.Sequential, tuple[torch.Tensor, torch.Tensor]]:
+def case(dims: list[int], relative: float, seed: int) -> tuple[nn.Sequential, nn.Sequential,
+                                                               tuple[torch.Tensor, torch.Tensor]]:
     """The old head (ReLU), its update and the box of one comparison case (the same for every verifier)."""
     old = head(dims, 0.0, seed)
     return old, updated(old, relative, seed + 10), box(dims[0], seed + 20)
@@ -72,7 +73,8 @@ def ascent_drift(new: nn.Module, old: nn.Module, lo: torch.Tensor, hi: torch.Ten
     found_hi = torch.full((k,), -float("inf"), dtype=torch.float64)
     g = torch.Generator().manual_seed(0)
     for sign in (1.0, -1.0):
-        z = (lo + (hi - lo) * torch.rand((restarts, k, lo.numel()), generator=g, dtype=torch.float64)).requires_grad_(True)
+        z = (lo + (hi - lo) * torch.rand((restarts, k, lo.numel()), generator=g,
+                                         dtype=torch.float64)).requires_grad_(True)
         step = (hi - lo) / 20
         for _ in range(steps):
             obj = sign * torch.diagonal(new(z) - old(z), dim1=1, dim2=2).sum()  # row j of z pushes output j

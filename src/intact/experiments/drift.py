@@ -115,7 +115,8 @@ def split_tasks(cfg: DriftConfig, seed: int = 0) -> list[dict[str, torch.Tensor]
             return xs[idx], (ys[idx] == b).long()
         if test is None:
             xs, ys = take(x, y)
-            tr, te = train_test_split(np.arange(len(ys)), test_size=cfg.test_fraction, stratify=ys.numpy(), random_state=0)
+            tr, te = train_test_split(np.arange(len(ys)), test_size=cfg.test_fraction, stratify=ys.numpy(),
+                                      random_state=0)
             tasks.append({"x": xs[tr], "y": ys[tr], "x_test": xs[te], "y_test": ys[te]})
         else:
             (xs, ys), (xt, yt) = take(x, y), take(*test)
@@ -140,7 +141,8 @@ def run_drift(cfg: DriftConfig, tasks: list[dict[str, torch.Tensor]], method: st
     model = mlp(in_dim, cfg.hidden, 2)
     intact = None
     if method == "intact":
-        intact = IntactConfig(lambda_intdrift=cfg.lambda_intdrift, lambda_feat=cfg.lambda_feat, lambda_var=cfg.lambda_var,
+        intact = IntactConfig(lambda_intdrift=cfg.lambda_intdrift, lambda_feat=cfg.lambda_feat,
+                              lambda_var=cfg.lambda_var,
                               lambda_align=cfg.lambda_align, percentile=cfg.percentile, feat_gate=cfg.feat_gate)
     reg = IntactRegularizer(intact, model, list(HIDDEN), feature="fc1", percentile=cfg.percentile)
     previous: nn.Module | None = None

@@ -44,7 +44,8 @@ def plot_drift(curves: Mapping[str, Mapping[str, np.ndarray]], path: Path, title
 def _r_markdown(R: np.ndarray, method: str) -> str:
     T = R.shape[0]
     head = "| task \\ after | " + " | ".join(str(t + 1) for t in range(T)) + " |\n" + "|---" * (T + 1) + "|\n"
-    rows = "".join(f"| {i + 1} | " + " | ".join(f"{R[i, t]:.1f}" if t >= i else "" for t in range(T)) + " |\n" for i in range(T))
+    rows = "".join(f"| {i + 1} | " + " | ".join(f"{R[i, t]:.1f}" if t >= i else "" for t in range(T)) + " |\n"
+                   for i in range(T))
     return f"### {LABELS[method]}\n\n{head}{rows}\n"
 
 
@@ -71,9 +72,12 @@ def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md:
     table = pd.DataFrame(rows)
     write_text(drift_csv, table.to_csv(index=False, float_format="%.6g"))
     wide = table.pivot_table(index=["layer", "method"], columns="after_task", values="drift_mean", sort=False)
-    md = "| layer | method | " + " | ".join(f"after task {t}" for t in wide.columns) + " |\n" + "|---" * (len(wide.columns) + 2) + "|\n"
-    md += "".join(f"| hidden {layer[-1]} (input of {layer}) | {LABELS[m]} | " + " | ".join(f"{v:.3f}" for v in vals) + " |\n" for (layer, m), vals in wide.iterrows())
-    write_text(drift_md, f"# Normalised L1 drift of hidden activations on earlier tasks' samples (mean over {len(dcfg.seeds)} seeds)\n\n{md}")
+    md = ("| layer | method | " + " | ".join(f"after task {t}" for t in wide.columns) + " |\n"
+          + "|---" * (len(wide.columns) + 2) + "|\n")
+    md += "".join(f"| hidden {layer[-1]} (input of {layer}) | {LABELS[m]} | "
+                  "" + " | ".join(f"{v:.3f}" for v in vals) + " |\n" for (layer, m), vals in wide.iterrows())
+    write_text(drift_md, "# Normalised L1 drift of hidden activations on earlier tasks' samples (mean over "
+               f"{len(dcfg.seeds)} seeds)\n\n{md}")
 
     summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": dataclasses.asdict(dcfg)}
     r_text = f"# Accuracy matrices R (%; rows: task, columns: after task; mean over {len(dcfg.seeds)} seeds)\n\n"

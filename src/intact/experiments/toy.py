@@ -63,7 +63,8 @@ def run_toy(cfg: ToyConfig, method: str) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     model = mlp(1, cfg.hidden, 1)
     lam = cfg.lambda_intdrift if method == "intact" else 0.0
-    intact = IntactConfig(lambda_intdrift=lam, lambda_feat=0.0, lambda_var=0.0, lambda_align=0.0, percentile=cfg.percentile)
+    intact = IntactConfig(lambda_intdrift=lam, lambda_feat=0.0, lambda_var=0.0, lambda_align=0.0,
+                          percentile=cfg.percentile)
     linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     reg = IntactRegularizer(intact, model, linears)
     lo, hi = cfg.segments[0][0], cfg.segments[-1][1]
@@ -137,8 +138,10 @@ def plot_toy(results: Mapping[str, Mapping[str, Any]], cfg: ToyConfig, path) -> 
         for m, r in results.items():
             color, label = styles[m]
             # fine-tuning wide underneath: after task 1 both runs are the same fit
-            ax.plot(grid, r["fits"][t], color=color, lw=3.5 if m == "finetune" else 1.8, label=label, zorder=2 if m == "finetune" else 3)
-        ax.set_title(f"after task {t + 1} (trained on x in [{cfg.segments[t][0]:g}, {cfg.segments[t][1]:g}])", fontsize=10)
+            ax.plot(grid, r["fits"][t], color=color, lw=3.5 if m == "finetune" else 1.8, label=label,
+                    zorder=2 if m == "finetune" else 3)
+        ax.set_title(f"after task {t + 1} (trained on x in [{cfg.segments[t][0]:g}, {cfg.segments[t][1]:g}])",
+                     fontsize=10)
         ax.set_xlabel("x")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("f(x)")
@@ -148,7 +151,8 @@ def plot_toy(results: Mapping[str, Mapping[str, Any]], cfg: ToyConfig, path) -> 
     save_figure(fig, path)
 
 
-def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: Path, summary_json: Path) -> dict[str, float]:
+def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: Path,
+              summary_json: Path) -> dict[str, float]:
     """Both runs, the three-panel figure, the drift table (CSV + Markdown) and its summary."""
     import pandas as pd
 
@@ -159,10 +163,12 @@ def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: P
     table = pd.DataFrame(rows)
     write_text(table_csv, table.to_csv(index=False, float_format="%.6g"))
     head = "| method | after task | interval of task | x in | max abs change of f |\n|---|---|---|---|---|\n"
-    body = "".join(f"| {r['method']} | {r['after_task']} | {r['interval_of_task']} | [{r['lower']:.2f}, {r['upper']:.2f}] | "
+    body = "".join(f"| {r['method']} | {r['after_task']} | {r['interval_of_task']} | [{r['lower']:.2f}, "
+                   f"{r['upper']:.2f}] | "
                    f"{r['max_abs_change']:.4f} |\n" for r in rows)
     out = summary(rows)
     note = "".join(f"\n{k}: {v:.4g}" for k, v in out.items())
-    write_text(table_md, "# Toy (Fig. 2): largest |f_t(x) - f_(t-1)(x)| inside each earlier task's interval\n\n" + head + body + note + "\n")
+    write_text(table_md, "# Toy (Fig. 2): largest |f_t(x) - f_(t-1)(x)| inside each earlier task's "
+               "interval\n\n" + head + body + note + "\n")
     write_json(summary_json, {**out, "config": dataclasses.asdict(tcfg)})
     return out

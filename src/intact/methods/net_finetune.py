@@ -18,7 +18,8 @@ class NetworkSettings:
     widths: tuple[int, ...] = setting((128, 64), "hidden widths (mlp) or channels (cnn_bn)", minItems=1,
                                       items={"minimum": 1})
     channels: int = setting(1, "image channels of the benchmark", minimum=1)
-    feature: str | None = setting("fc1", "L_Feat on this layer's input (mlp: the first hidden layer; cnn_bn: e.g. conv1)")
+    feature: str | None = setting("fc1", "L_Feat on this layer's input (mlp: the first hidden layer; cnn_bn: e.g. "
+                                  "conv1)")
     protect: tuple[str, ...] | None = setting(None, "protected layers (fc0, conv0, bn0, ...); null: every Linear / "
                                                     "Conv2d / BatchNorm")
     #: added after runs were recorded (they trained at optim.lr_head, whose default is this value)

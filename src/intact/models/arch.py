@@ -52,5 +52,6 @@ def backbone_arch(model: str) -> Arch:
         problem = str(err)
     dynamic = getattr(pe, "dynamic_img_size", False) or getattr(pe, "img_size", None) is None
     heads = getattr(getattr(blocks[0], "attn", None), "num_heads", 0) if len(blocks) else 0
-    return Arch(len(blocks), None if dynamic else tuple(pe.img_size), pe.proj.in_channels, tuple(pe.patch_size), problem,
+    return Arch(len(blocks), None if dynamic else tuple(pe.img_size), pe.proj.in_channels, tuple(pe.patch_size),
+                problem,
                 embed_dim=int(getattr(vit, "embed_dim", 0)), num_heads=int(heads))

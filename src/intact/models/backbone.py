@@ -67,11 +67,13 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
 
         _load_weights(vit, str(path))
         return digest
-    state = {k: v for k, v in read_state_dict(path).items() if not k.startswith(("head.", "fc_norm.")) or k in vit.state_dict()}
+    state = {k: v for k, v in read_state_dict(path).items()
+             if not k.startswith(("head.", "fc_norm.")) or k in vit.state_dict()}
     try:
         missing, unexpected = vit.load_state_dict(state, strict=False)
     except RuntimeError as err:  # shape mismatches: weights of another architecture
-        raise WeightsError(f"backbone weights file {str(path)!r} does not fit the model: {str(err).splitlines()[-1].strip()}") from None
+        raise WeightsError(f"backbone weights file {str(path)!r} does not fit the model: "
+                           f"{str(err).splitlines()[-1].strip()}") from None
     missing = [k for k in missing if not k.startswith("head.")]
     if missing or unexpected:
         raise WeightsError(

@@ -25,7 +25,8 @@ class NamedBackbone:
 #: depends on the timm version installed (docs/protocols.md, "Backbone weights")
 NAMED_BACKBONES: dict[str, NamedBackbone] = {b.name: b for b in (
     NamedBackbone("vit_b16_augreg2_in1k", "vit_base_patch16_224.augreg2_in21k_ft_in1k", "INTACT_VIT_B16_AUGREG2",
-                  "the authors' code under timm >= 0.9 (the paper's stated 0.9.7; install-requirements.sh upgrades timm)"),
+                  "the authors' code under timm >= 0.9 (the paper's stated 0.9.7; install-requirements.sh upgrades "
+                  "timm)"),
     NamedBackbone("vit_b16_augreg_in1k", "vit_base_patch16_224.augreg_in21k_ft_in1k", "INTACT_VIT_B16_AUGREG_IN1K",
                   "the authors' code under its pinned timm==0.4.12 (requirements.txt)"),
     NamedBackbone("vit_b16_in21k", "vit_base_patch16_224.augreg_in21k", "INTACT_VIT_B16",

@@ -25,7 +25,8 @@ def cnn_bn(in_shape: tuple[int, int, int], channels: tuple[int, ...], out_dim: i
     c, h, w = in_shape
     layers: list[tuple[str, nn.Module]] = []
     for i, ch in enumerate(channels):
-        layers += [(f"conv{i}", nn.Conv2d(c, ch, 3, stride=2, padding=1)), (f"bn{i}", nn.BatchNorm2d(ch)), (f"act{i}", nn.ReLU())]
+        layers += [(f"conv{i}", nn.Conv2d(c, ch, 3, stride=2, padding=1)), (f"bn{i}", nn.BatchNorm2d(ch)),
+                   (f"act{i}", nn.ReLU())]
         c, h, w = ch, (h + 1) // 2, (w + 1) // 2
     layers += [("flat", nn.Flatten()), ("fc0", nn.Linear(c * h * w, out_dim))]
     return nn.Sequential(OrderedDict(layers))

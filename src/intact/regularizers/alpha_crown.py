@@ -52,7 +52,8 @@ def pair_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> list[Lay
     return out
 
 
-def _pair_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None, alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+def _pair_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None,
+                     alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     if s is None:
         one, zero = torch.ones_like(lo), torch.zeros_like(lo)
         return one, zero, one, zero
@@ -68,7 +69,8 @@ def _intersect(diff: Box, pair: Box) -> tuple[Box, Box]:
     # (differences of two outward-rounded bounds, rounded outward once more: one ulp covers one subtraction)
     xo_lo, xo_hi = torch.maximum(xo_lo, down(xn_lo - dx_hi)), torch.minimum(xo_hi, up(xn_hi - dx_lo))
     dx_lo, dx_hi = torch.maximum(dx_lo, down(xn_lo - xo_hi)), torch.minimum(dx_hi, up(xn_hi - xo_lo))
-    return (torch.cat([xn_lo, dx_lo]), torch.cat([xn_hi, dx_hi])), (torch.cat([xn_lo, xo_lo]), torch.cat([xn_hi, xo_hi]))
+    return (torch.cat([xn_lo, dx_lo]), torch.cat([xn_hi, dx_hi])), (torch.cat([xn_lo, xo_lo]),
+                                                                    torch.cat([xn_hi, xo_hi]))
 
 
 def _spec(rows: int, like: torch.Tensor) -> torch.Tensor:

@@ -63,7 +63,8 @@ def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> li
         elif affine and affine[-1][2] is None:
             affine[-1] = (*affine[-1][:2], _slope(m))
         else:
-            raise ValueError(f"difference_network: two activations in a row or one before any Linear ({type(m).__name__})")
+            raise ValueError("difference_network: two activations in a row or one before any Linear "
+                             f"({type(m).__name__})")
     if affine[-1][2] is not None:
         raise ValueError("difference_network: the head must end with a Linear layer")
     if len(affine) == 1:
@@ -84,7 +85,8 @@ def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> li
     return out
 
 
-def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float, alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float,
+                    alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """Lines ``a_l x + c_l <= act(x) <= a_u x + c_u`` of LeakyReLU(slope s) for ``x`` in ``[lo, hi]``.
 
     ``alpha`` (optional, broadcastable to ``lo``, e.g. one row per bounded output): the lower slopes of the
@@ -103,7 +105,8 @@ def _act_relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float, alpha: torch.T
     return a_l, zero, a_u, c_u
 
 
-def _drift_relaxation(p: torch.Tensor, q: torch.Tensor, x_lo: torch.Tensor, x_hi: torch.Tensor, s: float) -> tuple[torch.Tensor, ...]:
+def _drift_relaxation(p: torch.Tensor, q: torch.Tensor, x_lo: torch.Tensor, x_hi: torch.Tensor,
+                      s: float) -> tuple[torch.Tensor, ...]:
     """Lines bounding ``d = act(x_new) - act(x_old) = k dx`` (k in [s, 1]) for ``dx`` in ``[p, q]``, with
     ``x_new`` in ``[x_lo, x_hi]`` (so ``x_old = x_new - dx`` in ``[x_lo - q, x_hi - p]``)."""
     one, zero, s_ = torch.ones_like(p), torch.zeros_like(p), torch.full_like(p, s)
@@ -125,7 +128,8 @@ def _drift_relaxation(p: torch.Tensor, q: torch.Tensor, x_lo: torch.Tensor, x_hi
             torch.where(both, exact, a_u), torch.where(both, zero, c_u))
 
 
-def _relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None, alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+def _relaxation(lo: torch.Tensor, hi: torch.Tensor, s: float | None,
+                alpha: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """Lines bounding the hidden state ``[a; d]`` of a layer with pre-activation ``[x_new; dx]`` in ``[lo, hi]``
     (``s`` None: no activation between two Linear layers, the identity, exact). ``alpha``: the lower slopes
     of the unstable ``a`` units (rows x n/2), see :func:`_act_relaxation`."""
@@ -188,7 +192,8 @@ def layer_bounds(layers: Sequence[Layer], pre: Sequence[Box], lower: torch.Tenso
 
 
 @torch.no_grad()
-def difference_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor, upper: torch.Tensor) -> Box:
+def difference_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor,
+                      upper: torch.Tensor) -> Box:
     """Sound bounds of ``new(h) - old(h)`` for ``h`` in the unbatched box (a head :func:`supports` accepts)."""
     layers = difference_network(list(new), list(old))
     lower, upper = lower.to(layers[0][0].dtype), upper.to(layers[0][0].dtype)

@@ -31,7 +31,8 @@ def ewc_penalty(params: Mapping[str, torch.Tensor], anchor: Mapping[str, torch.T
 
 
 def empirical_fisher(nll: NllFn, params: Mapping[str, torch.Tensor],
-                     batches: Iterable[tuple[torch.Tensor, torch.Tensor]], chunk_size: int | None = None) -> dict[str, torch.Tensor]:
+                     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                     chunk_size: int | None = None) -> dict[str, torch.Tensor]:
     """Diagonal empirical Fisher ``mean_n (d nll(x_n, y_n) / d theta)^2`` of every tensor in ``params``.
 
     ``params`` are detached inside; ``nll`` must compute the loss from the tensors it is given (e.g. via
@@ -49,7 +50,8 @@ def empirical_fisher(nll: NllFn, params: Mapping[str, torch.Tensor],
         with warnings.catch_warnings():
             # CPU attention has no vmap batching rule: torch loops over the samples instead and says so
             # for every batch; the result is the same, the warning is noise in every EWC job's log
-            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented the batching rule")
+            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented "
+                                    "the batching rule")
             grads = per_sample(detached, x, y)
         for k, g in grads.items():
             sums[k] += g.pow(2).sum(dim=0)

@@ -42,7 +42,8 @@ def leaky_relu_bounds(lower: torch.Tensor, upper: torch.Tensor, negative_slope: 
     return F.leaky_relu(lower, negative_slope), F.leaky_relu(upper, negative_slope)
 
 
-def conv2d_bounds(W: torch.Tensor, b: torch.Tensor | None, lower: torch.Tensor, upper: torch.Tensor, **conv: Any) -> Box:
+def conv2d_bounds(W: torch.Tensor, b: torch.Tensor | None, lower: torch.Tensor, upper: torch.Tensor,
+                  **conv: Any) -> Box:
     """Exact per-output bounds of ``conv2d(h, W) + b`` over a per-element box ``(C, H, W)`` or ``(N, C, H, W)``.
 
     Each output position is an affine map of its patch, so the affine rule applies patch-wise: the
@@ -59,7 +60,8 @@ def conv2d_bounds(W: torch.Tensor, b: torch.Tensor | None, lower: torch.Tensor, 
     return (lo, hi) if batched else (lo[0], hi[0])
 
 
-def conv2d_drift_bounds(dW: torch.Tensor, db: torch.Tensor | None, lower: torch.Tensor, upper: torch.Tensor, **conv: Any) -> Box:
+def conv2d_drift_bounds(dW: torch.Tensor, db: torch.Tensor | None, lower: torch.Tensor, upper: torch.Tensor,
+                        **conv: Any) -> Box:
     """Drift bounds of an updated Conv2d over a per-element input box (Appendix, convolutional layers)."""
     return conv2d_bounds(dW, db, lower, upper, **conv)
 
@@ -141,7 +143,8 @@ def _slope(m: nn.Module) -> float | None:
 
 
 @torch.no_grad()
-def sequential_drift_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor, upper: torch.Tensor) -> Box:
+def sequential_drift_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], lower: torch.Tensor,
+                            upper: torch.Tensor) -> Box:
     """Sound bounds of ``f_new(z) - f_old(z)`` over ``z`` in an unbatched box, for a stack of layers.
 
     Layers: Linear / Conv2d / BatchNorm (eval form), ReLU / LeakyReLU, Flatten, Identity / Dropout (eval).

@@ -101,7 +101,8 @@ class IntactRegularizer:
         modules = dict(model.named_modules())
         for name in layers:
             if name not in modules or not isinstance(modules[name], AFFINE):
-                raise ValueError(f"protected layer {name!r}: expected a Linear / Conv2d / BatchNorm module of the model")
+                raise ValueError(f"protected layer {name!r}: expected a Linear / Conv2d / BatchNorm module of the "
+                                 "model")
         if not layers:
             raise ValueError("IntactRegularizer needs at least one protected layer")
         if feature is not None and feature not in layers:
@@ -141,7 +142,8 @@ class IntactRegularizer:
         device = next(self.model.parameters()).device
         self.protected = {k: v.to(device) for k, v in self.hypercubes.items()}
 
-    def penalty(self, teacher: TeacherFn | None = None, z_teacher: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def penalty(self, teacher: TeacherFn | None = None,
+                z_teacher: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The active InTAct terms of the last forward pass (``feat_gate`` is a diagnostic, not a loss).
 
         L_Feat needs the teacher's feature of the same batch: ``z_teacher`` if given (precomputed), else
@@ -171,11 +173,13 @@ class IntactRegularizer:
             if z_teacher is not None:
                 feat = feat_loss_reference if cfg.feat_gate == "student_element" else feat_loss
                 z = self.inputs[self.feature]
-                out["feat"], gate = feat(z.flatten(1), z_teacher.flatten(1), cubes[self.feature].flat(), cfg.lambda_feat)
+                out["feat"], gate = feat(z.flatten(1), z_teacher.flatten(1), cubes[self.feature].flat(),
+                                         cfg.lambda_feat)
                 out["feat_gate"] = gate.detach()
         if cfg.lambda_align > 0:
             out["align"] = sum(
-                align_loss_reference(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.align_eps) if cfg.align_form == "reference"
+                align_loss_reference(h.flatten(1), cubes[n].flat(), cfg.lambda_align,
+                                     cfg.align_eps) if cfg.align_form == "reference"
                 else align_loss(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.percentile, cfg.align_eps)
                 for n, h in tracked.items() if n in cubes
             )
@@ -196,7 +200,8 @@ class IntactRegularizer:
         return captured["z"]
 
     @torch.no_grad()
-    def collect(self, forward: Callable[[torch.Tensor], Any], batches: Iterable[torch.Tensor]) -> dict[str, torch.Tensor]:
+    def collect(self, forward: Callable[[torch.Tensor], Any],
+                batches: Iterable[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Every protected layer's input over ``batches`` (the caller sets the device), with ``model`` in eval mode
         for the pass (running statistics used, never updated; no dropout) and the caller's modes restored after."""
         chunks: dict[str, list[torch.Tensor]] = {}
@@ -240,7 +245,8 @@ class IntactRegularizer:
         return nn.Sequential(*list(self.model.children())[i:]), nn.Sequential(*list(self.previous.children())[i:])
 
     @torch.no_grad()
-    def certificate(self, new: nn.Sequential, old: nn.Sequential, cube: Hypercube, samples: int = 4096) -> dict[str, Any]:
+    def certificate(self, new: nn.Sequential, old: nn.Sequential, cube: Hypercube,
+                    samples: int = 4096) -> dict[str, Any]:
         """A sound bound of ``|f_t(z) - f_(t-1)(z)|`` for every ``z`` in ``cube`` (max over outputs of
         max(|lower|, |upper|); exact for one affine layer up to its outward rounding), and the largest drift
         seen at ``samples`` points drawn in the box (an empirical check: never above the certificate).

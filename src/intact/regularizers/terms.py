@@ -29,7 +29,8 @@ from torch import nn
 from intact.regularizers.hypercube import Hypercube, percentile
 from intact.regularizers.interval import layer_drift_bounds
 
-def intdrift_loss(pairs: Sequence[tuple[str, nn.Module, nn.Module]], cubes: Mapping[str, Hypercube], lam: float) -> torch.Tensor:
+def intdrift_loss(pairs: Sequence[tuple[str, nn.Module, nn.Module]], cubes: Mapping[str, Hypercube],
+                  lam: float) -> torch.Tensor:
     """L_IntDrift summed over the protected layers ``(name, layer now, layer after the previous task)``,
     each normalised by its number of outputs (a conv layer's outputs: every channel and position)."""
     total = None
@@ -44,14 +45,16 @@ def intdrift_loss(pairs: Sequence[tuple[str, nn.Module, nn.Module]], cubes: Mapp
     return lam * total
 
 
-def feat_loss(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercube, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+def feat_loss(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercube,
+              lam: float) -> tuple[torch.Tensor, torch.Tensor]:
     """L_Feat and the fraction of the batch whose teacher feature lies inside the box."""
     gate = cube.contains(z_teacher).to(z.dtype)
     dist = (z - z_teacher).pow(2).sum(dim=1)
     return lam * (gate * dist).mean(), gate.mean()
 
 
-def feat_loss_reference(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercube, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+def feat_loss_reference(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercube,
+                        lam: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference code's L_Feat: a gate per (sample, neuron) on the *student* feature, summed squared
     error over gated elements divided by their number. Returns the gated fraction of elements."""
     gate = ((z >= cube.lower) & (z <= cube.upper)).to(z.dtype).detach()

@@ -33,7 +33,8 @@ from intact.results import StoredResults  # noqa: E402
 from intact.studies import format_value, sensitivity_grid  # noqa: E402
 
 SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
-_LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_{Var}$", "lambda_feat": r"$\lambda_{Feat}$",
+_LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_{Var}$",
+           "lambda_feat": r"$\lambda_{Feat}$",
            "lambda_align": r"$\lambda_{Align}$"}
 _MARKERS = "osD^vP<>Xph"
 # tab10 without its grey (kept for the reference-code InTAct), then three more: a main study of 12 methods
@@ -66,7 +67,8 @@ def _empty(ax: plt.Axes, text: str) -> None:
     ax.set_yticks([])
 
 
-def _band(ax: plt.Axes, x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any], log: bool = False) -> None:
+def _band(ax: plt.Axes, x: np.ndarray, curves: np.ndarray, label: str, st: Mapping[str, Any],
+          log: bool = False) -> None:
     """Mean line and ±1 std band over seeds (rows); on a log axis both in log10 (a geometric mean), so the
     band never reaches below zero."""
     values = np.log10(curves) if log else curves
@@ -89,7 +91,8 @@ def _task_axis(ax: plt.Axes, names: Sequence[str], first: int = 0) -> None:
 
 def _legend(ax: plt.Axes, n: int, **kw: Any) -> None:
     if n:
-        ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), **kw)
+        ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                                                             **kw)
 
 
 def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path],
@@ -102,7 +105,8 @@ def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], 
             continue
         curves = np.array([r.metrics["aa_evolution"] for r in runs], dtype=float)
         names = runs[0].metrics["task_names"]
-        _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{m} ({curves[:, -1].mean():.1f}, n={len(runs)})", style(m, i))
+        _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{m} ({curves[:, -1].mean():.1f}, n={len(runs)})",
+              style(m, i))
         drawn += 1
     if drawn:
         _task_axis(ax, names)
@@ -131,7 +135,8 @@ def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] |
             curves = np.array([r.metrics["aa_evolution"] for r in runs], dtype=float)
             names = runs[0].metrics["task_names"]
             st = {"color": cmap(j / max(len(points) - 1, 1)), "marker": _MARKERS[j % len(_MARKERS)], "ms": 4, "lw": 1.4}
-            _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{format_value(value)} ({curves[:, -1].mean():.1f}, n={len(runs)})", st)
+            _band(ax, np.arange(1, curves.shape[1] + 1), curves,
+                  f"{format_value(value)} ({curves[:, -1].mean():.1f}, n={len(runs)})", st)
             drawn += 1
         if drawn:
             _task_axis(ax, names)
@@ -168,7 +173,8 @@ def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], y
         _band(ax, x, arr[:, first:], f"{m}{label}", style(m, i), log=log)
         if dashed and m in dashed:
             d = dashed[m][1][:, first:]
-            ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style(m, i)["color"], ls=":", lw=1.2)
+            ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style(m, i)["color"],
+                    ls=":", lw=1.2)
     if not names:
         _empty(ax, "no stored runs record this yet")
         return
@@ -186,7 +192,8 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
     if cert:
         ax.plot([], [], color="0.3", ls=":", label="dotted: largest drift at 4,096 sampled points")
         _legend(ax, len(cert) + 1)
-    ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std of log10 over seeds)")
+    ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std "
+                 "of log10 over seeds)")
     save(fig, paths)
 
 
@@ -227,9 +234,11 @@ def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     save(fig, paths)
 
 
-def paper_figures(stored: StoredResults, benchmark: str, methods: Sequence[str], sensitivity_spec: Mapping[str, Any] | None,
+def paper_figures(stored: StoredResults, benchmark: str, methods: Sequence[str],
+                  sensitivity_spec: Mapping[str, Any] | None,
                   outputs: Mapping[str, Sequence[str | Path]]) -> None:
-    """Every figure of :data:`intact.plan.PAPER_FIGURES` for ``benchmark``; ``outputs``: figure -> its PNG / PDF paths."""
+    """Every figure of :data:`intact.plan.PAPER_FIGURES` for ``benchmark``; ``outputs``: figure -> its PNG / PDF
+    paths."""
     aa_evolution(stored, benchmark, methods, outputs["aa_evolution"])
     sensitivity(stored, benchmark, sensitivity_spec, outputs["sensitivity"])
     certificate(stored, benchmark, methods, outputs["certificate"])

@@ -40,7 +40,8 @@ PAPER_BENCHMARKS = ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")
 
 AA_NOTE = ("AA: mean top-1 accuracy (%) over all tasks after the last task, AA = (1/T) Σ_i R[i, T] "
            "(the paper's Appendix \"Metrics\").")
-FORGETTING_NOTE = ("Forgetting (max-final): Chaudhry et al.'s mean over tasks i < T of max_{i ≤ j < T} R[i, j] − R[i, T]; "
+FORGETTING_NOTE = ("Forgetting (max-final): Chaudhry et al.'s mean over tasks i < T of max_{i ≤ j < T} R[i, j] − R[i, "
+                   "T]; "
                    "the max stops before the last task, so it can be negative. Not Mammoth's (max including the last "
                    "task, ≥ 0: forgetting_mammoth in metrics.json) nor Avalanche's (R[i, i] − R[i, T] = −BWT); never "
                    "compare numbers across these definitions (docs/protocols.md, \"Forgetting\"). "

@@ -20,7 +20,8 @@ from intact.results import StoredResults
 
 def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
     """Per run from its train.json records, then mean ± std over seeds (see the table note)."""
-    per: dict[str, list[float]] = {k: [] for k in ("total", "trainable", "memory", "train_batch", "inference_batch", "images_per_s")}
+    per: dict[str, list[float]] = {k: [] for k in ("total", "trainable", "memory", "train_batch", "inference_batch",
+                                                   "images_per_s")}
     for r in runs:
         t = r.trains
         if not t or "total_parameters" not in t[-1]:
@@ -56,13 +57,15 @@ def _efficiency_cells(row: Mapping[str, Any] | None, e: Mapping[str, Stat | None
 def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
     paper = paper_numbers()["efficiency"]
     benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
-    G = {"total": "Total params", "trainable": "Trainable params", "memory": "Memory (GB)", "batch": "s / batch", "aa": "AA"}
+    G = {"total": "Total params", "trainable": "Trainable params", "memory": "Memory (GB)", "batch": "s / batch",
+         "aa": "AA"}
     cols = [Column("benchmark", "Benchmark", align="l"), Column("method", "Method", align="l"),
             Column("total_paper", "paper", G["total"]), Column("total_here", "here", G["total"]),
             Column("trainable_paper", "paper", G["trainable"]), Column("trainable_here", "here", G["trainable"]),
             Column("memory_paper", "paper", G["memory"]), Column("memory_here", "here", G["memory"]),
             Column("batch_paper", "paper", G["batch"]), Column("train_batch_here", "train", G["batch"]),
-            Column("inference_batch_here", "inference", G["batch"]), Column("images_per_s_here", "img/s train", "Throughput"),
+            Column("inference_batch_here", "inference", G["batch"]),
+            Column("images_per_s_here", "img/s train", "Throughput"),
             Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"]),
             Column("aa_ci", "95 % CI", G["aa"])]
     table = Table("efficiency", "Efficiency: parameters, memory and time per batch", cols)
@@ -98,9 +101,11 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
         "Here (mean over seeds, from each task's train.json): total / trainable parameters after the last task "
         "(frozen backbone included in the total); memory = peak over tasks (CUDA: max allocated; CPU: the process's "
         "max RSS, not comparable to GPU memory); s / batch: train = training seconds / optimizer steps, inference "
-        "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per second. "
+        "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per "
+        "second. "
         f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
-        AA_NOTE, FORGETTING_NOTE, seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
+        AA_NOTE, FORGETTING_NOTE,
+        seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
         CI_NOTE, backbone_note(stored),
     ]
     return table

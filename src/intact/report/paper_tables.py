@@ -33,7 +33,8 @@ OFFICIAL = "official"
 PAPER_TERM_ORDER = ("intdrift", "var", "align", "feat")  # the paper's ablation rows
 TERM_TITLES = {"intdrift": "L_IntDrift", "var": "L_Var", "align": "L_Align", "feat": "L_Feat"}
 LAMBDAS = ("lambda_feat", "lambda_intdrift", "lambda_var", "lambda_align")
-LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "lambda_var": "λ_Var", "lambda_align": "λ_Align"}
+LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "lambda_var": "λ_Var",
+                 "lambda_align": "λ_Align"}
 #: labels of our runs that are not rows of the paper's tables
 
 
@@ -53,7 +54,9 @@ def _stat(stored: StoredResults, run: str | None, benchmark: str, columns: Seque
     """A run's AA on one benchmark (``average``: the per-seed mean over ``columns``); None: not run."""
     if run is None:
         return None
-    return average_stat(stored, run, columns) if benchmark == "average" else Stat.of(list(stored.values(benchmark, run).values()))
+    if benchmark == "average":
+        return average_stat(stored, run, columns)
+    return Stat.of(list(stored.values(benchmark, run).values()))
 
 
 def _comparison_columns(columns: Sequence[str], extra: Sequence[str], official: bool) -> list[Column]:
@@ -282,10 +285,12 @@ def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Tab
     """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`)."""
     numbers, official = paper_numbers(), official_runs(cfg)
     return {
-        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], main_methods(cfg),
+        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"],
+                                 main_methods(cfg),
                                  stored, official, official_note(cfg, official)),
         "ablation": ablation_table(stored, ablation_spec(cfg)),
-        "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"], integration_methods(cfg), stored),
+        "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"],
+                                        integration_methods(cfg), stored),
         "hyperparameters": hyperparameter_table(cfg),
         "efficiency": efficiency_table(stored, main_methods(cfg)),
     }

@@ -111,7 +111,8 @@ def write_tune_report(choices: Sequence[Mapping[str, Any]], stored: StoredResult
                             "chosen": p["index"] == c["chosen"]["index"]} for c in choices for p in c["points"]])
     paired = pd.DataFrame([r for c in choices for r in paired_rows(c, stored, seeds)])
     cols = [Column("run", "run", align="l"), Column("chosen", "chosen on validation", align="l"),
-            Column("val", "val AA"), Column("choice", "how decisive", align="l"), Column("test", "test AA"), Column("baseline", "baseline", align="l"),
+            Column("val", "val AA"), Column("choice", "how decisive", align="l"), Column("test", "test AA"),
+            Column("baseline", "baseline", align="l"),
             Column("baseline_aa", "baseline AA"), *paired_columns(better="better"),
             Column("forgetting", "Δ forgetting"), Column("diag", "diag (chosen / baseline)")]
     table = Table("study_tune", f"Tuned runs - {benchmark} (seeds {', '.join(map(str, seeds))}; chosen vs baseline "

@@ -16,13 +16,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m intact.tracking", description="Log finished intact runs to MLflow.")
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=None, help="config.yaml whose `tracking:` section to use (default: ./config.yaml if present)")
+    common.add_argument("--config", default=None,
+                        help="config.yaml whose `tracking:` section to use (default: ./config.yaml if present)")
     common.add_argument("--uri", default=None, help="tracking URI (overrides $MLFLOW_TRACKING_URI and tracking.uri)")
     common.add_argument("--experiment", default=None, help="experiment name template, e.g. 'intact/{benchmark}'")
     common.add_argument("--force", action="store_true", help="re-log even when MLflow already holds identical content")
     t = sub.add_parser("track", parents=[common], help="track run folders (always exits 0; see their tracking.json)")
     t.add_argument("run_dirs", nargs="+", type=Path)
-    s = sub.add_parser("sync", parents=[common], help="retry runs whose tracking is missing, pending or outdated (exit 1 if any stays pending)")
+    s = sub.add_parser("sync", parents=[common],
+                       help="retry runs whose tracking is missing, pending or outdated (exit 1 if any stays pending)")
     s.add_argument("results", nargs="?", default=Path("results"), type=Path)
     s.add_argument("--all", action="store_true", dest="all_runs", help="every run, not only those that need it")
     st = sub.add_parser("status", help="list the tracking status of every run")

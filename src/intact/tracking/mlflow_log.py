@@ -234,6 +234,7 @@ def upsert_run(run: RunFolder, uri: str, tracking: TrackingConfig, force: bool) 
     for r in runs:  # older configs of this (benchmark, method, seed) are not current any more
         if r.data.tags.get("intact.run_key") != run.run_key and r.data.tags.get("intact.current") != "false":
             client.set_tag(r.info.run_id, "intact.current", "false")
-    if action == "unchanged" and next(r for r in same if r.info.run_id == keep).data.tags.get("intact.current") != "true":
+    kept = next(r for r in same if r.info.run_id == keep) if action == "unchanged" else None
+    if kept is not None and kept.data.tags.get("intact.current") != "true":
         client.set_tag(keep, "intact.current", "true")
     return {"experiment": name, "experiment_id": exp_id, "run_id": keep, "action": action, "content_hash": chash}

@@ -284,7 +284,8 @@ def run_figure(run: RunFolder, path: Path) -> Path | None:
     names = run.evals[0]["task_names"]
     R = [[run.evals[j]["accuracy"][i] for j in range(run.num_tasks)] for i in range(len(names))]
     T = run.num_tasks
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(4.0 + 0.45 * T, 3.2 + 0.2 * T), gridspec_kw={"width_ratios": [1.2, 1]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(4.0 + 0.45 * T, 3.2 + 0.2 * T),
+                                   gridspec_kw={"width_ratios": [1.2, 1]})
     im = ax1.imshow(R, vmin=0, vmax=100, cmap="viridis")
     for i in range(len(names)):
         for j in range(T):
@@ -300,7 +301,8 @@ def run_figure(run: RunFolder, path: Path) -> Path | None:
     ax2.set_xticks(range(len(aa)), names[:len(aa)], fontsize=7, rotation=90)
     ax2.set_xlabel("after training on")
     ax2.set_ylabel("AA over seen tasks (%)")
-    ax2.set_title(f"AA {run.metrics.get('aa', float('nan')):.1f}  BWT {run.metrics.get('bwt', float('nan')):.1f}", fontsize=9)
+    ax2.set_title(f"AA {run.metrics.get('aa', float('nan')):.1f}  BWT {run.metrics.get('bwt', float('nan')):.1f}",
+                  fontsize=9)
     ax2.grid(alpha=0.3)
     fig.suptitle(f"{run.run_name} ({run.config_hash})", fontsize=9)
     fig.tight_layout()

@@ -1,4 +1,5 @@
-"""The ``tracking:`` section of config.yaml (declared in :mod:`intact.settings`), the tracking URI it resolves to, and the tracking markers.
+"""The ``tracking:`` section of config.yaml (declared in :mod:`intact.settings`), the tracking URI it resolves to,
+and the tracking markers.
 
 Where it logs (first match wins)
 --------------------------------
@@ -37,7 +38,8 @@ def load_tracking_config(path: str | os.PathLike | None) -> TrackingConfig:
     return tracking_config(yaml.safe_load(Path(path).read_text()) or {})
 
 
-def resolve_uri(tracking: TrackingConfig, uri: str | None = None, cwd: str | os.PathLike | None = None) -> tuple[str, str]:
+def resolve_uri(tracking: TrackingConfig, uri: str | None = None,
+                cwd: str | os.PathLike | None = None) -> tuple[str, str]:
     """(tracking URI, where it came from): argument > $MLFLOW_TRACKING_URI > config > local SQLite."""
     if uri:
         return uri, "argument"

@@ -145,7 +145,8 @@ def sync(
     todo = [r for r in find_runs(results) if all_runs or force or needs_sync(r, resolved)]
     out = []
     for run_dir in todo:
-        out.append({"run_dir": str(run_dir), **track_run(run_dir, dataclasses.replace(tracking, enabled=True), uri=resolved, force=force)})
+        out.append({"run_dir": str(run_dir),
+                    **track_run(run_dir, dataclasses.replace(tracking, enabled=True), uri=resolved, force=force)})
         if out[-1]["status"] != "done" and "unreachable" in out[-1].get("error", ""):
             for rest in todo[len(out):]:  # the server is down: do not wait once per run
                 rec = read_marker(rest) or {}

@@ -60,4 +60,5 @@ class NetworkMethod(ContinualMethod):
         return modules["model"](batch.x)
 
     def param_groups(self) -> list[dict[str, Any]]:
-        return [{"params": [p for p in self.model.parameters() if p.requires_grad], "lr": self.cfg.lr, "name": "network"}]
+        return [{"params": [p for p in self.model.parameters() if p.requires_grad], "lr": self.cfg.lr,
+                 "name": "network"}]

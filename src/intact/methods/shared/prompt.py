@@ -55,7 +55,8 @@ class PromptMethod(ContinualMethod):
     def prompt(self, pool: nn.Module, q: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
         return pool(q)
 
-    def features(self, x: torch.Tensor, q: torch.Tensor, pool: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, x: torch.Tensor, q: torch.Tensor,
+                 pool: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompted [CLS] feature and the pool's auxiliary loss."""
         prefix, aux = self.prompt(pool if pool is not None else self.pool, q)
         return self.backbone(x, prefix), aux
