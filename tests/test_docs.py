@@ -1,5 +1,5 @@
-"""The README stays short and every page of docs/ is reachable: links resolve, the index lists every page and
-the log, the log's README lists every entry."""
+"""The README stays short, the reference pages total under 150 KB, and every page of docs/ is reachable: links
+resolve, the index lists every page and the log, the log's README lists every entry."""
 
 from __future__ import annotations
 
@@ -53,3 +53,10 @@ def test_the_one_job_page_names_at_most_15_files_and_each_exists():
     named = set(re.findall(r"`((?:src|workflow)/[\w/.]+\.(?:py|smk))`", text))
     assert 0 < len(named) <= 15, sorted(named)
     assert [p for p in sorted(named) if not (REPO / p).is_file()] == []
+
+
+def test_the_reference_pages_total_under_150_kb():
+    """The reference pages (docs/*.md; the log does not count) stay readable in an evening (issue 31 item 7)."""
+    sizes = {page.name: page.stat().st_size for page in DOCS.glob("*.md")}
+    largest = ", ".join(f"{name} {size:,}" for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[:5])
+    assert sum(sizes.values()) < 150_000, f"docs/*.md total {sum(sizes.values()):,} bytes; the largest: {largest}"
