@@ -158,12 +158,12 @@ def files_section() -> list[str]:
         "(`src/intact/layering.py`; a cycle or a missing base is refused): `configs/paper/imagenet_r.yaml` gives",
         "`config.yaml` <- `base.yaml` <- `imagenet_r.yaml`.", "",
         "Bounds, far above any real config, each refused in one line: a file at most",
-        f"{MAX_FILE_BYTES:,} bytes (checked before parsing); a config at most {MAX_VALUES:,} values with every",
-        f"alias expanded and {MAX_DEPTH} levels deep, no alias inside its own anchor (counted unexpanded, before",
-        "any other check); per list: " + "; ".join(f"{what} {n:,}" for what, n in lists.items()) + ";",
+        f"{MAX_FILE_BYTES:,} bytes; a config at most {MAX_VALUES:,} values with every alias expanded (counted without",
+        f"expanding), {MAX_DEPTH} levels deep, no alias inside its own anchor; per list:",
+        "; ".join(f"{what} {n:,}" for what, n in lists.items()) + ";",
         f"a tune search's random `points` 1,000; any other list {MAX_ITEMS:,}; a run name {NAME_MAX_LENGTH}",
-        "characters (it names a folder), no whitespace or control character; the declared runs (benchmark x run",
-        f"name x seed, studies and tune points included) {MAX_RUNS:,}, counted before any grid is expanded.", ""]
+        f"characters, no whitespace or control character; the declared runs {MAX_RUNS:,}, counted before any grid",
+        "is expanded.", ""]
 
 
 def shared_sections() -> list[str]:
