@@ -18,7 +18,7 @@ Already have the C-Prompt / KA-Prompt authors' `vit_base_p16_224_in22k.pth`? It 
 `backbones.vit_b16_in21k.weights` (`export INTACT_VIT_B16=/path/to/vit_base_p16_224_in22k.pth`) at it and
 paste `sha256sum`'s value into `backbones.vit_b16_in21k.sha256`. A .pth in timm's keys loads as is (its
 classifier head is dropped); one in other keys is refused by name, where the authors' `strict=False` would
-have left the ViT random. Which checkpoint that file is: docs/protocols.md section 7, "The ImageNet-21k weights".
+have left the ViT random. Which checkpoint that file is: docs/protocols.md section 7, "Backbone weights".
 """
 
 from __future__ import annotations
