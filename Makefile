@@ -1,11 +1,12 @@
-# The two commands: `make run` (set up + run the default pipeline) and `make test` (set up + tests).
+# The commands: `make run` (set up + run the default pipeline), `make test` (set up + every test) and `make check`
+# (set up + the fast tier of the tests: docs/testing.md).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run full test setup lint reports clean-results
+.PHONY: run full test check setup lint reports clean-results
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,9 +37,16 @@ reports: $(STAMP)
 # stay on one worker, and a module-scoped fixture (a tiny pipeline run, an MLflow server) is built once.
 # (Not --dist loadgroup: with pytest 9 xdist 3.8's xdist_group marks no longer group anything.) The slowest
 # files go first (tests/conftest.py: SLOW_FIRST). PYTEST_WORKERS=0 runs in one process.
+# --durations=15: the 15 slowest set-ups, calls and tear-downs, against the budget in docs/testing.md.
 PYTEST_WORKERS ?= 3
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+
+# The fast tier (docs/testing.md): unit tests and workflow dry runs, no training, no workflow job, no server.
+# 2 workers: nothing waits on a cluster here, and each worker pays the imports once.
+CHECK_WORKERS ?= 2
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

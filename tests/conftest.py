@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -17,10 +18,51 @@ from pathlib import Path
 import pytest
 
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
-from intact.testing import ENV_CACHE, REPO, snakemake, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
+import intact.testing as kit
+from intact.testing import ENV_CACHE, REPO, tiny_bench as _build_tiny_bench, tiny_config, write_config  # noqa: F401
 from intact.testing import train_and_evaluate as train_on_tiny, train_one  # noqa: F401
 from intact.runtime import warm, warm_snakemake
 from intact.runtime.warm import catchable
+
+
+# ---- the two tiers (docs/testing.md) ----------------------------------------------------------------------
+# `make check` runs the fast tier, `pytest -m "not slow"`: unit tests and workflow dry runs. A test that trains on
+# the pretrained tiny benchmark, runs workflow jobs, an MLflow server or a SLURM cluster is in the full tier only
+# (`make test`): it carries the `slow` mark (pyproject.toml), set by hand or, for the fixtures below, here.
+
+#: the session's artefacts whose tests are full-tier ones wherever they use them (directly or through another
+#: fixture): each holds a pretrained backbone
+FULL_TIER_FIXTURES = frozenset({"tiny_bench", "prepared_digits"})
+
+#: Snakemake's lines for a job it ran (finished or failed): a dry run, ``--lint``, ``--unlock``, ``--report`` and a
+#: run refused at its start print none
+RAN_A_JOB = re.compile(r"^(Finished jobid: \d+|Error in rule \w+:|\d+ of \d+ steps? \()", re.M)
+
+#: the test running in this process (set around its set-up, call and tear-down)
+RUNNING: list[pytest.Item] = []
+
+
+def in_fast_tier(item: pytest.Item) -> bool:
+    return item.get_closest_marker("slow") is None
+
+
+def snakemake(workdir: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    """:func:`intact.testing.snakemake`, for the suite's tests: a fast-tier test whose run executed a workflow job
+    fails, naming the mark it lacks (its module fixtures' runs count as its own)."""
+    proc = kit.snakemake(workdir, *args, **kw)
+    if RUNNING and in_fast_tier(RUNNING[0]) and RAN_A_JOB.search(proc.stdout + proc.stderr):
+        raise AssertionError(f"{RUNNING[0].nodeid} runs workflow jobs (snakemake {' '.join(args)}), but it is in the "
+                             "fast tier: mark it @pytest.mark.slow (docs/testing.md)")
+    return proc
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    RUNNING[:] = [item]
+    try:
+        return (yield)
+    finally:
+        RUNNING.clear()
 
 
 def fenced(doc: Path, lang: str, first_line: str = "") -> str:
@@ -127,6 +169,60 @@ def tiny_bench(tmp_path_factory: pytest.TempPathFactory, _kit_cache: Path) -> di
             "weights": shared / "backbone.safetensors", "root": shared}
 
 
+#: what a prepared digits workdir holds, built by the workflow's own rules: the benchmark's data and preview
+#: figure (prepare_data) and its pretrained backbone (pretrain_backbone)
+PREPARED_PARTS = ("data/digits", "figures/digits/domains.png", "backbones")
+
+
+def prepared_key(cfg: dict) -> str:
+    """What decides a prepared digits workdir's files: the digits benchmark's settings and its backbone's."""
+    from intact.hashing import stable_hash
+
+    bench = cfg["benchmarks"]["digits"]
+    return stable_hash({"benchmark": bench, "backbone": cfg["backbones"][bench.get("backbone", "vit_digits")]})
+
+
+def _build_prepared(folder: Path, cfg: dict) -> None:
+    """The tiny config with ``cfg``'s digits benchmark and backbones (not its methods: a plugin's need its
+    environment), run up to the prepared files."""
+    work = folder / "work"
+    base = tiny_config()
+    base["benchmarks"]["digits"], base["backbones"] = cfg["benchmarks"]["digits"], cfg["backbones"]
+    base["tracking"]["enabled"], base["studies"] = False, {}
+    write_config(work, base)
+    backbone = cfg["benchmarks"]["digits"].get("backbone", "vit_digits")
+    snakemake(work, "results/data/digits/manifest.json", f"results/backbones/{backbone}.safetensors",
+              "results/figures/digits/domains.png")
+    (folder / "complete").write_text("")
+
+
+@pytest.fixture(scope="session")
+def prepared_digits(tmp_path_factory: pytest.TempPathFactory):
+    """``prepared_digits(cfg, workdir)``: ``workdir`` holding ``cfg`` as its config.yaml and the digits benchmark
+    and backbone that ``cfg`` declares, as its own prepare_data and pretrain_backbone jobs would have left them
+    (:data:`PREPARED_PARTS`, copied with their times; not the jobs' logs or Snakemake's records). Each distinct
+    (benchmark, backbone) settings is prepared once per session by those rules - under pytest-xdist once for all
+    workers, under a file lock in the run's shared temporary folder; the copy is the test's to change."""
+    from filelock import FileLock  # a torch dependency
+
+    shared = shared_temp(tmp_path_factory) / "prepared_digits"
+    shared.mkdir(exist_ok=True)
+
+    def prepare(cfg: dict, workdir: Path) -> Path:
+        folder = shared / prepared_key(cfg)
+        with FileLock(str(folder) + ".lock"):
+            if not (folder / "complete").exists():
+                _build_prepared(folder, cfg)
+        for part in PREPARED_PARTS:
+            src, dst = folder / "work/results" / part, workdir / "results" / part
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+        write_config(workdir, cfg)
+        return workdir
+
+    return prepare
+
+
 def _checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int):
     """A lock on the checkout's files across the test processes (a file in the run's shared temporary folder)."""
     with open(shared_temp(tmp_path_factory) / "checkout.lock", "a") as f:
@@ -186,8 +282,10 @@ def _adopt_the_kept_warm_parent(request: pytest.FixtureRequest):
     if request.path.name in OWN_WARM_PARENT or not warm.enabled():
         yield
         return
-    kept = {warm.ENV_SOCKET: request.getfixturevalue("kept_warm_parent"),
-            warm_snakemake.ENV_SOCKET: request.getfixturevalue("kept_snakemake_parent")}
+    kept = {warm_snakemake.ENV_SOCKET: request.getfixturevalue("kept_snakemake_parent")}
+    # jobs run only in full-tier tests (a fast-tier one runs none): a module without one selected starts no parent
+    if not all(in_fast_tier(item) for item in request.session.items if item.path == request.path):
+        kept[warm.ENV_SOCKET] = request.getfixturevalue("kept_warm_parent")
     with pytest.MonkeyPatch.context() as mp:
         for name, parent in kept.items():
             if parent is not None:
@@ -218,8 +316,13 @@ SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_warm_workflow.py", "tes
               "test_c_prompt.py", "test_regression.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Collection order: :data:`SLOW_FIRST` in its order, then every other file as collected (a stable sort: the order of
-    the tests within a file is kept)."""
+    """The `slow` mark on every test that uses one of :data:`FULL_TIER_FIXTURES`. Collection order:
+    :data:`SLOW_FIRST` in its order, then every other file as collected (a stable sort: the order of the tests
+    within a file is kept)."""
+    for item in items:
+        if FULL_TIER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))

@@ -45,6 +45,7 @@ def installed_rot(tmp_path_factory):
     return install_page_package(tmp_path_factory.mktemp("plugin_rot"), DOC, "intact-rotdigits")
 
 
+@pytest.mark.slow
 def test_the_installed_array_benchmark_is_registered_and_validates_without_torch(installed_rot):
     code = ("import sys; from intact.data import BENCHMARKS, BUILTIN_TYPES; t = BENCHMARKS['rotdigits']; "
             "from intact.testing import tiny_config; from intact.config import validate_config; cfg = tiny_config(); "
@@ -75,11 +76,11 @@ def rot_config() -> dict:
 
 
 @pytest.mark.slow
-def test_the_array_benchmark_runs_through_snakemake_on_the_digits_backbone(installed_rot, tmp_path):
+def test_the_array_benchmark_runs_through_snakemake_on_the_digits_backbone(installed_rot, prepared_digits, tmp_path):
     from intact.data.digits import pretrain_indices
     from intact.io import load_tensors
 
-    write_config(tmp_path, rot_config())
+    prepared_digits(rot_config(), tmp_path)  # the digits entry and its backbone: the session's
     runs = {m: run_dir("rotdigits", m, 0) for m in ("coda_p", "coda_p+intact")}
     snakemake(tmp_path, "results/figures/rotdigits/domains.png", *(f"{f}/metrics.json" for f in runs.values()),
               env=installed_rot)
@@ -101,7 +102,7 @@ def test_the_array_benchmark_runs_through_snakemake_on_the_digits_backbone(insta
 
 
 @pytest.mark.slow
-def test_a_prepare_that_writes_other_tasks_is_refused_before_any_training(installed_rot, tmp_path):
+def test_a_prepare_that_writes_other_tasks_is_refused_before_any_training(installed_rot, prepared_digits, tmp_path):
     """The page's file with ``tasks = ROTATIONS[:len(cfg.tasks)]``: the prepare job fails naming the plugin and what
     differs, and no train_task starts."""
     source = page("python", "# intact_rotdigits.py")
@@ -110,7 +111,7 @@ def test_a_prepare_that_writes_other_tasks_is_refused_before_any_training(instal
     shutil.copytree(installed_rot["PYTHONPATH"].split(os.pathsep)[0], site)
     (site / "intact_rotdigits.py").write_text(source.replace("tasks = cfg.tasks", "tasks = ROTATIONS[:len(cfg.tasks)]"))
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    write_config(tmp_path / "w", rot_config())
+    prepared_digits(rot_config(), tmp_path / "w")
     proc = snakemake(tmp_path / "w", check=False, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and ("benchmark 'rotdigits' (type 'rotdigits', from entry point 'rotdigits = "
@@ -144,6 +145,7 @@ def draw_tree(root, per_class: int = 6) -> None:
                 img.save(root / domain / shape / f"{n:03d}.png")
 
 
+@pytest.mark.slow
 def test_the_installed_benchmark_is_registered_like_a_builtin(installed):
     code = ("import sys; from intact.data import BENCHMARKS, BUILTIN_TYPES; t = BENCHMARKS['shapes']; "
             "from intact.schema import schema; assert 'bench_shapes' in schema()['$defs']; "

@@ -28,6 +28,7 @@ def installed(tmp_path_factory):
     return install_page_package(tmp_path_factory.mktemp("plugin"), DOC)
 
 
+@pytest.mark.slow
 def test_the_installed_method_is_registered_like_a_builtin(installed):
     """Found through its entry point without torch, in the current form (no DeprecationWarning: a function
     implementation, a two-argument check would warn), its implementation a module-level class."""
@@ -42,14 +43,13 @@ def test_the_installed_method_is_registered_like_a_builtin(installed):
 
 
 @pytest.mark.slow
-def test_the_installed_method_runs_through_snakemake_with_and_without_intact(installed, tmp_path):
+def test_the_installed_method_runs_through_snakemake_with_and_without_intact(installed, prepared_digits, tmp_path):
     cfg = tiny_config(methods=["l2_anchor", "l2_anchor+intact"])
-    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 2
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # the session's two prepared domains
     cfg["tracking"]["enabled"] = False
     cfg["studies"] = {}
     cfg["methods"]["l2_anchor"] = {"lambda_l2": 0.5}
-    write_config(tmp_path, cfg)
+    prepared_digits(cfg, tmp_path)
     bad = {**cfg, "methods": {**cfg["methods"], "l2_anchor": {"layers": [0, 0]}}}
     write_config(tmp_path / "bad", bad)
     proc = snakemake(tmp_path / "bad", "-n", check=False, env=installed)

@@ -64,6 +64,7 @@ def test_digits_cached_run_equals_live_run_bit_for_bit(tiny_bench, tmp_path):
     assert rec["query"].startswith("stored") and rec["variants"] == 1 and "teacher" in rec
 
 
+@pytest.mark.slow
 def test_flipped_images_cached_run_equals_live_run_bit_for_bit(prepared, tree, weights, tmp_path):  # noqa: F811
     cfg = paper_like_config(tree, weights)
     cfg["run"]["benchmarks"] = ["imagenet_r"]

@@ -44,6 +44,7 @@ def _points(lo: torch.Tensor, hi: torch.Tensor, g: torch.Generator) -> torch.Ten
     return torch.cat([lo + (hi - lo) * corners, lo + (hi - lo) * uniform])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_no_computed_drift_exceeds_the_rounded_certificate_on_exactly_attained_bounds(dtype):
     g = torch.Generator().manual_seed(0)

@@ -82,7 +82,7 @@ def test_the_regularizer_records_both_certificates_for_a_deeper_head():
 
 
 @pytest.mark.parametrize("dims", [[8, 16, 4], [8, 16, 16, 4]])
-@pytest.mark.parametrize("schedule", [{}, LONG], ids=["training", "long"])
+@pytest.mark.parametrize("schedule", [{}, pytest.param(LONG, marks=pytest.mark.slow)], ids=["training", "long"])
 def test_optimised_slopes_tighten_large_updates_and_stay_sound(dims, schedule):
     """At a large update the optimised-slope bound (both networks, slopes of every layer) is well below CROWN on
     the difference network and still above every drift that sampling and gradient ascent find, with the

@@ -18,7 +18,7 @@ from intact.models.esn import ClassAttentionBlock, choose_temperature, free_ener
 from intact.restore import load_method
 from intact.train import Preempted
 
-from conftest import snakemake, tiny_config, train_on_tiny, train_one, write_config
+from conftest import snakemake, tiny_config, train_on_tiny, train_one
 
 TASKS = 3
 
@@ -201,13 +201,12 @@ def test_a_killed_task_resumes_and_the_rerun_gives_the_same_R_bit_for_bit(runs, 
 
 
 @pytest.mark.slow
-def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_to_the_same_R(tmp_path):
+def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_to_the_same_R(prepared_digits, tmp_path):
     cfg = tiny_config(methods=["esn", "cprompt"])
-    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # two domains, a short pretraining: the
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 2         # path and the rerun's exactness, not accuracy
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # two domains (the session's prepared ones)
     cfg["tracking"]["enabled"] = False
     cfg["studies"] = {}
-    write_config(tmp_path, cfg)
+    prepared_digits(cfg, tmp_path)
     snakemake(tmp_path)
     runs = {m: tmp_path / "results/runs/digits" / m / "seed0" for m in ("esn", "cprompt")}
     before = {m: (r / "R.csv").read_bytes() for m, r in runs.items()}

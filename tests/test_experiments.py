@@ -25,6 +25,7 @@ def _config() -> dict:
     return copy.deepcopy(cfg)
 
 
+@pytest.mark.slow
 def test_toy_intact_keeps_earlier_intervals_while_finetuning_moves_them(tmp_path):
     cfg = _config()
     cfg["experiments"]["toy"].update(steps=300, samples_per_task=100, grid_points=201)
@@ -38,6 +39,7 @@ def test_toy_intact_keeps_earlier_intervals_while_finetuning_moves_them(tmp_path
     assert json.loads((tmp_path / "s.json").read_text())["config"]["steps"] == 300
 
 
+@pytest.mark.slow
 def test_drift_study_writes_figure_tables_and_drift_per_hidden_layer(tmp_path):
     cfg = _config()
     cfg["experiments"]["drift"].update(pairs=[[0, 1], [2, 3], [4, 5]], epochs=5, seeds=[0], hidden=[16, 16])
@@ -55,6 +57,7 @@ def test_drift_study_writes_figure_tables_and_drift_per_hidden_layer(tmp_path):
     assert "after task 3" in (o / "d.md").read_text() and "### InTAct" in (o / "R.md").read_text()
 
 
+@pytest.mark.slow
 def test_drift_of_an_untouched_model_is_zero_and_labels_are_binary():
     cfg = drift_config(_config())
     cfg = DriftConfig(**{**cfg.__dict__, "pairs": ((0, 1), (2, 3)), "epochs": 1, "lr": 1e-12, "hidden": (8, 8)})

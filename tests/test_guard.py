@@ -190,6 +190,7 @@ def _train_cnn(cfg, manifest, method, out, task=0, **kw):
 
 # ---- 5: the divergence guard and BatchNorm ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_skipped_batch_leaves_batchnorm_statistics_as_they_were(digits, tmp_path, monkeypatch):
     """One NaN pixel at step 3 of a conv-BN network: the batch is skipped, and neither the saved running
     statistics nor the evaluation logits are non-finite."""
@@ -222,6 +223,7 @@ def test_a_skipped_batch_leaves_batchnorm_statistics_as_they_were(digits, tmp_pa
         assert torch.isfinite(method.eval().predict(x[None])).all()
 
 
+@pytest.mark.slow
 def test_the_guard_refuses_to_save_a_non_finite_tensor_of_the_task(digits, tmp_path, monkeypatch):
     """A non-finite hypercube (or buffer) is never written: the job fails naming it, no state is saved."""
     from intact.methods.shared.base import ContinualMethod as ProtectedMethod

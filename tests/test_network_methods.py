@@ -37,6 +37,7 @@ def _run(cfg, manifest, method, out, tasks=2):
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["net_finetune+intact", CNN, "net_ewc", "net_lwf"])
 def test_network_methods_train_end_to_end(digits, tmp_path, method):
     cfg, manifest = digits

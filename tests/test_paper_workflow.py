@@ -61,6 +61,7 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
         assert expand_studies(cfg)["integration"].seeds == (0, 1, 2, 3, 4)
 
 
+@pytest.mark.slow
 def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"),
@@ -87,6 +88,7 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
             assert "needed by: study_main, full" in line and "not by: all," in line
 
 
+@pytest.mark.slow
 def test_a_cluster_jobs_parse_leaves_the_run_checks_to_its_workflow(tmp_path):
     """A job's own process (--mode remote, as a SLURM job step runs) parses the Snakefile again; it does not
     check every run against its backbone again, which on a paper config imports torch and timm (~4 s a job)."""
@@ -97,6 +99,7 @@ def test_a_cluster_jobs_parse_leaves_the_run_checks_to_its_workflow(tmp_path):
     assert "snakemake.workflow" in modules and not {"torch", "timm"} & modules
 
 
+@pytest.mark.slow
 def test_paper_config_lints_clean_before_the_data_exists(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     proc = snakemake(tmp_path, "--lint", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False, env=NO_ENV)
@@ -104,6 +107,7 @@ def test_paper_config_lints_clean_before_the_data_exists(tmp_path):
     assert "Lints for" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_paper_real_run_stops_at_start_up_naming_the_missing_root(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     weights = tmp_path / "vit.safetensors"

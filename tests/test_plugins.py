@@ -231,6 +231,7 @@ def run_cli(site: Path, *args: str, cwd: Path = REPO, env_extra: dict[str, str] 
                           env={**os.environ, **env(site), **(env_extra or {})}, cwd=cwd, preexec_fn=plain_signals)
 
 
+@pytest.mark.slow
 def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
     ok = run_cli(site, "validate", "config.yaml")
     assert ok.returncode == 0, ok.stderr
@@ -261,6 +262,7 @@ def test_commands_that_do_not_use_a_broken_plugin_still_work(site, tmp_path):
         assert cause in bad.stderr, bad.stderr
 
 
+@pytest.mark.slow
 def test_a_slow_plugin_is_named_and_a_real_ctrl_c_still_stops(tmp_path):
     """A plugin whose import takes longer than INTACT_SLOW_IMPORT_S is named in one line when it has loaded; a
     SIGINT that arrives while a plugin loads (here the plugin sends it itself: a signal is a signal) is the
@@ -304,7 +306,7 @@ def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site
 
 
 @pytest.mark.slow
-def test_a_failed_job_log_holds_its_traceback(tmp_path):
+def test_a_failed_job_log_holds_its_traceback(prepared_digits, tmp_path):
     """A plugin whose implementation fails in the job: the job's log file names the exception."""
     site = tmp_path / "site"
     add_plugin(site, "failing", {"failing": "failing_mod:METHOD"}, {"failing_mod": GOOD.format(name="failing").replace(
@@ -314,11 +316,10 @@ def test_a_failed_job_log_holds_its_traceback(tmp_path):
                 raise RuntimeError("the plugin exploded in the job")
         ''')})
     cfg = tiny_config(methods=["failing"])
-    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 1
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # the session's two prepared domains
     cfg["tracking"]["enabled"] = False
     cfg["studies"] = {}
-    write_config(tmp_path / "w", cfg)
+    prepared_digits(cfg, tmp_path / "w")
     proc = snakemake(tmp_path / "w", check=False, env=env(site))
     assert proc.returncode != 0
     logs = list((tmp_path / "w/results/logs/train_task").rglob("task0.log"))

@@ -20,6 +20,7 @@ def now(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(json.dumps(compute(tmp_path_factory.mktemp("regression"))))
 
 
+@pytest.mark.slow
 def test_R_matches_the_R_every_stored_reference_agrees_on(now):
     refs = load_references()
     want = shared_R(refs)
@@ -31,6 +32,7 @@ def test_R_matches_the_R_every_stored_reference_agrees_on(now):
             f"({', '.join(describe(r['fingerprint']) for r in refs)}); this machine is {describe(fingerprint())}")
 
 
+@pytest.mark.slow
 def test_default_runs_are_bit_identical_to_the_stored_values(now):
     refs = load_references()
     mine = matching(refs, now["fingerprint"])

@@ -215,6 +215,7 @@ def _after_task0(digits, tmp_path):
     return method, train_set
 
 
+@pytest.mark.slow
 def test_the_certificate_is_computed_in_eval_mode_whatever_the_callers_mode(digits, tmp_path):
     method, train_set = _after_task0(digits, tmp_path)
     twin, _ = _after_task0(digits, tmp_path)                              # the same state, loaded again

@@ -38,7 +38,11 @@ from slurm_cluster import ClusterUnavailable, SlurmCluster, ensure_packages
 PROFILE = REPO / "slurm" / "config.yaml"
 GPU_RULES = {"pretrain_backbone", "query_cache", "train_task"}
 LOCAL_RULES = {"collect_run"}
-POLLING = ["--seconds-between-status-checks", "1", "--slurm-init-seconds-before-status-checks", "6"]
+# The executor plugin (2.8.0) checks its jobs' states `--slurm-init-seconds-before-status-checks` seconds after a
+# check that saw no job running, then waits 10 s longer after each check that saw none finish: checks at about
+# 1, 12, 33, 64 s of a job's life with 1 (with 6: 6, 22, 48, 84 s). The chain of six jobs below waits for each
+# one's next check, so the smallest setting waits least (snakemake_executor_plugin_slurm: check_active_jobs).
+POLLING = ["--seconds-between-status-checks", "1", "--slurm-init-seconds-before-status-checks", "1"]
 RUN = "results/runs/digits/coda_p+intact/seed0"
 # The run's results, up to the local collect_run (the dry run above checks the target `all`; the
 # local report/tracking rules would add ~20 s here without touching SLURM).

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import statistics
 
+import pytest
+
 from conftest import REPO
 from intact.cli import main
 from intact.speed import busy, spread
@@ -14,6 +16,7 @@ from intact.speed_report import ratios
 TINY = ["--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10", "--config", str(REPO / "config.yaml")]
 
 
+@pytest.mark.slow
 def test_speed_writes_the_rows_and_counts_the_passes(tmp_path, capsys):
     out = tmp_path / "speed.json"
     assert main(["speed", "--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10",
@@ -34,6 +37,7 @@ def test_speed_writes_the_rows_and_counts_the_passes(tmp_path, capsys):
     assert "coda_p+intact / coda_p step (cached)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_pairs_mode_alternates_the_rows_and_reports_per_step_ratios(tmp_path, capsys):
     out = tmp_path / "speed.json"
     assert main(["speed", *TINY, "--pairs", "--methods", "coda_p", "--json", str(out)]) == 0
@@ -70,6 +74,7 @@ def test_ratios_follow_the_methods_measured():
         "s_prompts cached / uncached step": 0.5}
 
 
+@pytest.mark.slow
 def test_paper_scale_check_runs_at_toy_size(tmp_path):
     """tools/paper_scale_check.py (the GPU check's real-steps part) end to end on a tiny ViT at 32 px."""
     import subprocess

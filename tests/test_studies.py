@@ -109,6 +109,7 @@ def test_sensitivity_compares_each_value_with_its_default():
     assert "(default)" in to_markdown(table) and "No grid value of lambda_intdrift equals the default" in to_markdown(table)
 
 
+@pytest.mark.slow
 def test_study_reports_are_written_from_metrics(tmp_path):
     cfg = _studies_config()
     spec = cfg["studies"]["sensitivity"]

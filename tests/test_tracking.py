@@ -330,16 +330,24 @@ def test_concurrent_clients_lose_nothing(results, mlflow_server, tmp_path):
         assert_artifacts_match(c, r.info.run_id, run_dir, tmp_path / "dl" / r.info.run_id)
 
 
+def gave_up_at_the_probe(record: dict, uri: str) -> bool:
+    """The step ended at its first request, refused: the probe of ``<uri>/health``, made before MLflow is imported,
+    so no MLflow request, retry or back-off waited on the dead server. (What it took stays in the marker's
+    ``seconds``, not asserted: docs/testing.md.)"""
+    probe = f"TrackingError: tracking server {uri} unreachable: "
+    return record["error"].startswith(probe) and "Connection refused" in record["error"] and "seconds" in record
+
+
 def test_unreachable_server_leaves_pending_and_sync_uploads_later(results, mlflow_server, tmp_path):
     root = tmp_path / "results"
     run_dir = variant(results, root, "coda_p", 3, shift=0.2)
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    t0 = time.monotonic()
     proc = cli("track", str(run_dir), "--uri", dead, "--experiment", "late/{benchmark}", cwd=tmp_path)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and time.monotonic() - t0 < 20, err
+    assert proc.returncode == 0, err
     record = read_marker(run_dir)
-    assert record["status"] == "pending" and "unreachable" in record["error"] and record["tracking_uri"] == dead
+    assert record["status"] == "pending" and record["tracking_uri"] == dead
+    assert gave_up_at_the_probe(record, dead)
 
     # `sync` against a dead server stays pending (exit 1), against the live one uploads it
     assert sync(root, TrackingConfig(experiment="late/{benchmark}"), uri=dead)[0]["status"] == "pending"
@@ -382,10 +390,9 @@ def test_track_run_rule_never_fails_the_workflow(results, tmp_path):
     cfg["tracking"] = {"enabled": True, "uri": f"http://127.0.0.1:{free_port()}", "experiment": "wf/{benchmark}", "timeout_s": 2}
     write_config(tmp_path, cfg)
     shutil.copytree(results / RUN, tmp_path / "results" / RUN, ignore=shutil.ignore_patterns(MARKER))
-    t0 = time.monotonic()
     out = snakemake(tmp_path, f"results/{RUN}/{MARKER}", env=TRACKING_ENV)
-    assert time.monotonic() - t0 < 60 and "track_run" in out.stdout + out.stderr
+    assert "track_run" in out.stdout + out.stderr
     record = read_marker(tmp_path / "results" / RUN)
-    assert record["status"] == "pending" and "unreachable" in record["error"]
+    assert record["status"] == "pending" and gave_up_at_the_probe(record, cfg["tracking"]["uri"])
     log = (tmp_path / "results/logs/track_run/digits/coda_p+intact/seed0.log").read_text()
     assert "results are safe" in log and "intact.tracking sync" in log

@@ -190,9 +190,10 @@ def _corrupt_test_split(data_file) -> None:
     save_tensors(data_file, t)
 
 
-def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(tmp_path):
+@pytest.mark.slow
+def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(prepared_digits, tmp_path):
     cfg = tune_config()
-    write_config(tmp_path, cfg)
+    prepared_digits(cfg, tmp_path)  # the session's two prepared digits domains and backbone
     snakemake(tmp_path, "study_tune", timeout=2400)  # a cap for a loaded shared machine
     res = tmp_path / "results"
     choice = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())

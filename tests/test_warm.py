@@ -118,6 +118,7 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_a_warm_job_sees_what_a_cold_job_sees_and_nothing_of_the_job_before(parent, tmp_path):
     """The state a job starts from - cwd, environment, umask, open files, argv, stdin, __name__, torch's seed,
     random state and thread count, the method registry, module attributes - is a fresh process's, although
@@ -147,6 +148,7 @@ def _nohup_like() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
 
 
+@pytest.mark.slow
 def test_a_warm_job_inherits_the_signal_state_its_cold_self_would(parent, tmp_path):
     """Blocked and ignored signals pass through exec to a cold job; a warm job gets its client's, not the
     warm parent's (which ignores SIGINT, and may have inherited anything from whoever started it)."""
@@ -356,6 +358,7 @@ def test_the_jobs_pythonpath_has_the_sources_first_once():
     assert warm.jobs_pythonpath("/s", f"/s{sep}/p") == f"/s{sep}/p"
 
 
+@pytest.mark.slow
 def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_and_status(tmp_path, monkeypatch):
     """intact.testing.snakemake, where intact.runtime.warm_snakemake.ENV_SOCKET names a parent (the suite's), runs
     Snakemake in a child of it: the same output and exit status as ``python -m snakemake``, a failing run

@@ -18,6 +18,9 @@ import pytest
 import yaml
 from conftest import REPO, plain_signals, process_gone, snakemake, tiny_config, write_config
 
+#: every test here runs workflow jobs: the full tier only (docs/testing.md)
+pytestmark = pytest.mark.slow
+
 RUN = "results/runs/digits/coda_p+intact/seed0"
 #: the measurements in train.json (also per epoch) and eval.json - wall times, rates, peak memory: everything
 #: else in them must match bit for bit
@@ -25,16 +28,11 @@ MEASURED = {"seconds", "images_per_s", "peak_memory_mb", "inference_batch_second
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """A workdir (3 tiny tasks, one method, no tracking) with its data and backbone built."""
-    work = tmp_path_factory.mktemp("warm_prepared")
+def prepared(prepared_digits, tmp_path_factory):
+    """A workdir (3 tiny tasks, one method, no tracking) with its data and backbone built (the session's)."""
     cfg = tiny_config(methods=["coda_p+intact"])
     cfg["tracking"]["enabled"] = False
-    # these tests compare tensors bit for bit and follow processes, not accuracy: a short pretraining will do
-    cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 3
-    write_config(work, cfg)
-    snakemake(work, "results/data/digits/manifest.json", "results/backbones/vit_digits.safetensors")
-    return work
+    return prepared_digits(cfg, tmp_path_factory.mktemp("warm_prepared"))
 
 
 def _copy(prepared: Path, dst: Path) -> Path:

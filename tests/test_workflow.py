@@ -79,10 +79,11 @@ def workflow_config():
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """One uninterrupted pipeline run of the tiny config, shared by the tests below (read-only)."""
-    workdir = tmp_path_factory.mktemp("tiny_run")
-    write_config(workdir, workflow_config())
+def tiny_run(prepared_digits, tmp_path_factory):
+    """One uninterrupted pipeline run of the tiny config from the session's prepared benchmark and backbone (the
+    rest of the pipeline: the query cache, training, evaluation, collection, reports, tracking), shared by the
+    tests below (read-only)."""
+    workdir = prepared_digits(workflow_config(), tmp_path_factory.mktemp("tiny_run"))
     snakemake(workdir)
     return workdir
 
@@ -129,6 +130,7 @@ def test_a_missing_weights_file_stops_only_the_targets_that_train_on_it(tiny_run
     cfg["backbones"]["vit_absent"] = {"model": "vit_digits_p8", "weights": str(tmp_path / "absent.safetensors")}
     cfg["protocols"] = {"official": {"per_method": {"coda_p": {"backbone": "vit_absent"}}}}
     cfg["studies"]["main"] = {"methods": ["coda_p"], "protocols": ["intact", "official"]}
+    cfg["tracking"]["enabled"] = False  # a view of finished runs: not what is tested, and an MLflow job less
     write_config(work, cfg)
     line = next(ln for ln in snakemake(work, "-n", "--quiet", "rules").stderr.splitlines() if "vit_absent" in ln)
     assert "absent.safetensors' does not exist" in line and "needed by: study_main, full" in line
@@ -306,7 +308,7 @@ def test_random_kills_resume_exactly(tiny_run, tmp_path):
     collection - restarting each time as docs/cluster.md says (`snakemake --unlock`, then the same command).
     Finished jobs are never redone, an interrupted task resumes from its checkpoint, and the final R is
     bit-identical to the uninterrupted run's. To stay cheap, data and backbone are copied from that run and
-    MLflow tracking (a view of the results, not part of R) is off."""
+    MLflow tracking (a view of the results, not part of R) is off; its query cache is copied too."""
     import json
     import os
     import random
@@ -317,7 +319,7 @@ def test_random_kills_resume_exactly(tiny_run, tmp_path):
     cfg = workflow_config()
     cfg["tracking"]["enabled"] = False
     write_config(tmp_path, cfg)
-    for part in ("data", "backbones", "figures/digits/domains.png"):
+    for part in ("data", "backbones", "cache", "figures/digits/domains.png"):
         src, dst = tiny_run / "results" / part, tmp_path / "results" / part
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
@@ -411,11 +413,13 @@ def test_paper_tables_from_copied_results_are_byte_identical(tiny_run, tmp_path)
 def test_diverging_config_fails_the_workflow_and_reaches_no_table(tiny_run, tmp_path):
     """The issue's new-user config - InTAct lambdas of 1e38 - makes snakemake exit non-zero naming the term that
     went non-finite; the diverged run leaves no task result and no table row. (The plain run is unchanged by
-    the intact section, so it is copied from the shared run instead of retrained.)"""
+    the intact section, so it is copied from the shared run instead of retrained, with the query cache; MLflow
+    tracking, a view of finished runs, is off.)"""
     cfg = workflow_config()
     cfg["intact"].update(lambda_var=1.0e38, lambda_feat=1.0e38)
+    cfg["tracking"]["enabled"] = False
     write_config(tmp_path, cfg)
-    for part in ("data", "backbones", "figures/digits/domains.png", "runs/digits/coda_p"):
+    for part in ("data", "backbones", "cache", "figures/digits/domains.png", "runs/digits/coda_p"):
         src, dst = tiny_run / "results" / part, tmp_path / "results" / part
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
