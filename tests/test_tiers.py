@@ -18,9 +18,6 @@ def test_every_test_that_uses_a_pretrained_fixture_is_in_the_full_tier(request):
 
 
 def test_a_fast_test_whose_run_executes_a_job_fails_naming_the_mark(tmp_path, monkeypatch):
-    write_config(tmp_path, tiny_config())
-    dry = snakemake(tmp_path, "-n", "results/figures/digits/domains.png")  # a real dry run: no job runs
-    assert "prepare_data" in dry.stdout and not RAN_A_JOB.search(dry.stdout + dry.stderr)
     # what Snakemake printed for a job it ran (test_snakemake_prints_the_lines_the_tier_check_reads)
     ran = subprocess.CompletedProcess([], 0, "", "[Fri Nov 27 13:18:46 2026]\nFinished jobid: 4 (Rule: prepare_data)\n")
     monkeypatch.setattr(conftest.kit, "snakemake", lambda *args, **kw: ran)
@@ -30,8 +27,11 @@ def test_a_fast_test_whose_run_executes_a_job_fails_naming_the_mark(tmp_path, mo
 
 @pytest.mark.slow
 def test_snakemake_prints_the_lines_the_tier_check_reads(tmp_path):
-    """A real job (prepare_data, the cheapest) run through the kit, and the same target again (nothing to do)."""
+    """A dry run (no job runs), a real job (prepare_data, the cheapest) run through the kit, and the same target
+    again (nothing to do)."""
     write_config(tmp_path, tiny_config())
+    dry = snakemake(tmp_path, "-n", "results/figures/digits/domains.png")
+    assert "prepare_data" in dry.stdout and not RAN_A_JOB.search(dry.stdout + dry.stderr)
     ran = conftest.kit.snakemake(tmp_path, "results/figures/digits/domains.png")
     assert RAN_A_JOB.search(ran.stdout + ran.stderr), ran.stderr[-3000:]
     again = conftest.kit.snakemake(tmp_path, "results/figures/digits/domains.png")
