@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run full test check setup lint reports clean-results
+.PHONY: run full test check style setup lint reports clean-results
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,8 +45,12 @@ test: $(STAMP)
 # The fast tier (docs/testing.md): unit tests and workflow dry runs, no training, no workflow job, no server.
 # 2 workers: nothing waits on a cluster here, and each worker pays the imports once.
 CHECK_WORKERS ?= 2
-check: $(STAMP)
+check: style
 	$(BIN)/python -m pytest -q -m "not slow" -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10
+
+# ruff (pyproject.toml [tool.ruff]) over src/, tests/, tools/ and workflow/scripts/: offline, under a second
+style: $(STAMP)
+	$(BIN)/ruff check src tests tools workflow/scripts
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

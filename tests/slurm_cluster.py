@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 PACKAGES = ["slurm-wlm", "slurmdbd", "munge", "mariadb-server"]
-COMMANDS = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "sacct", "sacctmgr"]
+COMMANDS = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "sacct",
+            "sacctmgr"]
 
 # What the fake node offers: at least what the profile asks of one job, and room for two jobs at once.
 NODE_CPUS = 32
@@ -55,7 +56,8 @@ def ensure_packages(log: Path) -> None:
     if not missing_commands():
         return
     if os.geteuid() != 0:
-        raise ClusterUnavailable(f"SLURM is not installed ({', '.join(missing_commands())} missing) and installing it needs root")
+        raise ClusterUnavailable(f"SLURM is not installed ({', '.join(missing_commands())} missing) and installing it "
+                                 "needs root")
     if shutil.which("apt-get") is None:
         raise ClusterUnavailable("SLURM is not installed and there is no apt-get to install it")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -118,13 +120,14 @@ class SlurmCluster:
                 del self.env[var]
 
     # ---- life cycle ------------------------------------------------------------------------------
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         if os.geteuid() != 0:
             raise ClusterUnavailable("starting munged, MariaDB and the SLURM daemons needs root")
         for name in ("slurm.conf", "gres.conf", "slurmdbd.conf"):
             path = self.etc / name
             if path.exists() and not path.read_text(errors="replace").startswith(MARKER):
-                raise ClusterUnavailable(f"{path} exists and was not written by these tests: not touching a real SLURM setup")
+                raise ClusterUnavailable(f"{path} exists and was not written by these tests: not touching a real SLURM "
+                                         "setup")
         for d in (self.etc, self.logs, self.root / "run", self.root / "state", self.root / "spool"):
             d.mkdir(parents=True, exist_ok=True)
         self.ctld_port, self.slurmd_port, self.dbd_port = free_ports(3)
@@ -153,7 +156,7 @@ class SlurmCluster:
         for pid in self._our_stepds():  # job steps that outlived the queue (should not happen)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        for name, proc in reversed(self.procs):
+        for _name, proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
                 try:
@@ -170,7 +173,7 @@ class SlurmCluster:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "SlurmCluster":
+    def __enter__(self) -> SlurmCluster:
         try:
             return self.start()
         except BaseException:
@@ -217,7 +220,8 @@ class SlurmCluster:
             try:
                 if not (proc / "cmdline").read_bytes().startswith(b"slurmstepd"):
                     continue
-                if os.readlink(proc / "cwd") == root or any(os.readlink(fd).startswith(root + "/") for fd in (proc / "fd").iterdir()):
+                if os.readlink(proc / "cwd") == root or any(os.readlink(fd).startswith(root + "/")
+                                                            for fd in (proc / "fd").iterdir()):
                     pids.append(int(proc.name))
             except OSError:
                 continue

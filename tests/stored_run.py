@@ -4,7 +4,7 @@ records and the ``R.csv`` / ``metrics.json`` that the real :func:`intact.results
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from intact.io import write_json
 from intact.results import collect_run

@@ -63,7 +63,8 @@ def test_the_kit_example_of_the_page_passes(installed_rot, tmp_path):
     test_file = tmp_path / "test_rotdigits.py"
     test_file.write_text(page("python", "# test_rotdigits.py"))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
-                          cwd=tmp_path, env={**os.environ, **installed_rot}, capture_output=True, text=True, timeout=900)
+                          cwd=tmp_path, env={**os.environ, **installed_rot}, capture_output=True, text=True,
+                          timeout=900)
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -92,7 +93,7 @@ def test_the_array_benchmark_runs_through_snakemake_on_the_digits_backbone(insta
     data = load_tensors(tmp_path / "results/data/rotdigits/data.safetensors")
     seen = set(pretrain_indices(0.4, 0)[1].tolist())
     assert seen and not seen & set(data["train_index"].tolist() + data["test_index"].tolist())
-    for method, folder in runs.items():
+    for folder in runs.values():
         record = json.loads((tmp_path / folder / "task1/train.json").read_text())
         assert record["feature_cache"]["query"].startswith("stored"), record["feature_cache"]  # the data.task marker
         metrics = json.loads((tmp_path / folder / "metrics.json").read_text())

@@ -60,7 +60,8 @@ def test_the_installed_method_runs_through_snakemake_with_and_without_intact(ins
         record = json.loads((folder / "task1/train.json").read_text())
         assert record["epochs"][0][term] > 0, record["epochs"]
         assert (folder / "metrics.json").exists()
-    assert "l2" in json.loads((tmp_path / run_dir("digits", "l2_anchor+intact", 0) / "task1/train.json").read_text())["epochs"][0]
+    assert "l2" in json.loads((tmp_path / run_dir("digits", "l2_anchor+intact",
+                                                  0) / "task1/train.json").read_text())["epochs"][0]
 
 
 @pytest.mark.slow

@@ -68,7 +68,8 @@ def _assert_names(err, path, redo="snakemake --forcerun"):
     ("state.safetensors", lambda p: _relabel(p, method="coda_p"), "method = 'coda_p'"),
     ("hypercube.safetensors", lambda p: _relabel(p, config_hash="0123456789ab"), "config_hash = '0123456789ab'"),
 ])
-def test_damaged_or_foreign_previous_task_is_refused_naming_the_file(tiny_bench, two_tasks, tmp_path, name, damage, fragment):
+def test_damaged_or_foreign_previous_task_is_refused_naming_the_file(tiny_bench, two_tasks, tmp_path, name, damage,
+                                                                     fragment):
     work = _copy(two_tasks, tmp_path)
     damage(work / "task0" / name)
     run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
@@ -120,7 +121,8 @@ def test_nonfinite_losses_or_metrics_never_reach_a_table(two_tasks, tmp_path):
     with pytest.raises(ArtifactError, match=r"non-finite values \(epochs\[0\]\.var\)"):
         collect_run(evals, trains, work / "R.csv", work / "metrics.json", 10)
     metrics = work / "metrics.json"
-    metrics.write_text(json.dumps({"method": METHOD, "seed": 0, "aa": float("nan"), "aa_evolution": [1.0, float("nan")]}))
+    metrics.write_text(json.dumps({"method": METHOD, "seed": 0, "aa": float("nan"),
+                                   "aa_evolution": [1.0, float("nan")]}))
     with pytest.raises(ArtifactError) as err:
         read_run(work)                                     # what every table, figure and choice reads
     assert "aa" in str(err.value) and "kept out of every table" in str(err.value)
@@ -164,7 +166,8 @@ def test_damaged_manifest_names_the_file(tiny_bench, two_tasks, tmp_path):
     _truncate(manifest)
     run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
     with pytest.raises(ArtifactError) as err:
-        train_task(run, 0, manifest=manifest, backbone_weights=tiny_bench["weights"], out_dir=tmp_path / "t0", threads=1, progress=False)
+        train_task(run, 0, manifest=manifest, backbone_weights=tiny_bench["weights"], out_dir=tmp_path / "t0",
+                   threads=1, progress=False)
     _assert_names(err, manifest)
 
 
@@ -209,7 +212,8 @@ def tiny_disk(tmp_path):
 
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "intact-full-disk-test", str(mnt)], capture_output=True, text=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "intact-full-disk-test", str(mnt)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {proc.stderr.strip() or proc.returncode}")
     try:
@@ -218,7 +222,8 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_full_disk_fails_the_job_cleanly_and_a_rerun_after_freeing_space_finishes(tiny_bench, two_tasks, tmp_path, tiny_disk):
+def test_full_disk_fails_the_job_cleanly_and_a_rerun_after_freeing_space_finishes(tiny_bench, two_tasks, tmp_path,
+                                                                                  tiny_disk):
     """Task 1 writes into a filesystem too small for its files - at its epoch checkpoint, its state, its record:
     each time the job fails with a message naming the file, and leaves no result and no temporary file; with
     space again, the rerun (resuming where it can) ends bit-identical to a run that never hit a full disk."""

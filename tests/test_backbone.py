@@ -64,8 +64,10 @@ def test_a_weights_file_written_for_another_timm_model_is_refused(tmp_path):
     from intact.models.backbone import WeightsError, create_vit, load_backbone_weights
 
     path = tmp_path / "w.safetensors"
-    save_file(create_vit("vit_digits_p8").state_dict(), str(path), metadata={"timm_model": "vit_base_patch16_224.augreg_in21k"})
-    with pytest.raises(WeightsError, match=r"written for timm model 'vit_base_patch16_224.augreg_in21k', not 'vit_digits_p8'"):
+    save_file(create_vit("vit_digits_p8").state_dict(), str(path),
+              metadata={"timm_model": "vit_base_patch16_224.augreg_in21k"})
+    with pytest.raises(WeightsError, match=r"written for timm model 'vit_base_patch16_224.augreg_in21k', not "
+                       r"'vit_digits_p8'"):
         load_backbone_weights(create_vit("vit_digits_p8"), path, model="vit_digits_p8")
     load_backbone_weights(create_vit("vit_digits_p8"), path)                 # no model named: not checked
 

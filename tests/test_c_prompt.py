@@ -89,7 +89,8 @@ def test_query_tokens_read_token1_and_the_patch_mean():
 
 
 def test_selection_is_within_the_task_slice_in_training_and_over_the_pool_at_test():
-    pool = CompositionalPool(8, num_tasks=3, per_task=3, length=2, top_n=2, general_length=2, general_layers=(0,), expert_layers=(1,))
+    pool = CompositionalPool(8, num_tasks=3, per_task=3, length=2, top_n=2, general_length=2, general_layers=(0,),
+                             expert_layers=(1,))
     pool.begin_task(0, torch.Generator().manual_seed(0))
     pool.begin_task(1, torch.Generator().manual_seed(1))
     q = torch.randn(64, 8, generator=torch.Generator().manual_seed(2))
@@ -173,10 +174,12 @@ def test_ka_prompt_copies_the_greedy_slots_into_the_new_slice(tiny_bench):
     m.begin_task(1, data)
     q = torch.cat([m.backbone.query(x, "patch_mean") for x, _ in eval_batches(data, 64, torch.device("cpu"))])
     sim = (F.normalize(before["pool.keys"][:3], dim=1) @ F.normalize(q, dim=1).T + 1) / 2
-    assert len(m.greedy) == 3 and m.greedy[0] == (_greedy_by_brute_force(sim, 1)[0],) * 2   # the best-covering key first
+    assert len(m.greedy) == 3 and m.greedy[0] == (_greedy_by_brute_force(sim, 1)[0],
+                                                  ) * 2   # the best-covering key first
     for new, (i, j) in zip(range(3, 6), m.greedy):
         torch.testing.assert_close(m.pool.keys[new], (before["pool.keys"][i] + before["pool.keys"][j]) / 2)
-        torch.testing.assert_close(m.pool.prompts["2"][new], (before["pool.prompts.2"][i] + before["pool.prompts.2"][j]) / 2)
+        torch.testing.assert_close(m.pool.prompts["2"][new],
+                                   (before["pool.prompts.2"][i] + before["pool.prompts.2"][j]) / 2)
     assert torch.equal(m.pool.keys[:3], before["pool.keys"][:3])
 
 
@@ -278,7 +281,8 @@ def test_ka_prompt_previous_model_trunk_cache_is_exact(runs, tiny_bench, tmp_pat
     import intact.cache
 
     z = runs["ka_prompt+intact"]
-    assert read_json(z["folder"] / "task1/train.json")["feature_cache"]["old_trunk"] == "computed at the start of the task"
+    cache = read_json(z["folder"] / "task1/train.json")["feature_cache"]
+    assert cache["old_trunk"] == "computed at the start of the task"
     assert "old_trunk" not in read_json(z["folder"] / "task0/train.json")["feature_cache"]  # no previous model
     a = load_tensors(z["folder"] / "task1/state.safetensors")
     live = resolve_run(tiny_bench["config"], "digits", "ka_prompt+intact@optim.feature_cache=false", 0)

@@ -72,7 +72,8 @@ def test_flipped_images_cached_run_equals_live_run_bit_for_bit(prepared, tree, w
     manifest = prepared["imagenet_r"]
     live = _train_eval(_run(cfg, "imagenet_r", "coda_p+intact", False), manifest, weights, tmp_path / "live", 2, None)
     # no stored cache: the query cache is computed at the start of each task (both flips)
-    cached = _train_eval(_run(cfg, "imagenet_r", "coda_p+intact", True), manifest, weights, tmp_path / "cached", 2, None)
+    cached = _train_eval(_run(cfg, "imagenet_r", "coda_p+intact", True), manifest, weights, tmp_path / "cached", 2,
+                         None)
     _assert_identical(live, cached)
     rec = read_json(tmp_path / "cached" / "task1" / "train.json")["feature_cache"]
     assert rec["variants"] == 2 and rec["query"] == "computed at the start of the task"
@@ -141,7 +142,8 @@ def test_the_training_job_evaluates_as_evaluate_task_does(tiny_bench, tmp_path):
     build_query_cache(run.backbone, manifest, w, qdir, threads=1, progress=False)
     for t in range(2):
         d = tmp_path / f"task{t}"
-        train_task(run, t, manifest=manifest, backbone_weights=w, out_dir=d, prev_dir=tmp_path / f"task{t - 1}" if t else None,
+        train_task(run, t, manifest=manifest, backbone_weights=w, out_dir=d,
+                   prev_dir=tmp_path / f"task{t - 1}" if t else None,
                    threads=1, progress=False, query_cache=qdir, eval_out=d / "eval.json")
         again = evaluate_task(run, t, manifest=manifest, backbone_weights=w, state=d / "state.safetensors",
                               out_path=d / "again.json", threads=1)  # no query cache: the live path

@@ -76,4 +76,5 @@ def test_the_margin_is_negligible_next_to_the_bound():
     lo, hi = _box(8, g, torch.float64)
     cert = drift_certificate(list(new), list(old), lo, hi)
     r_lo, r_hi = sequential_drift_bounds(list(new), list(old), lo, hi)
-    assert (cert["upper"] <= r_hi + 1e-9 * r_hi.abs().max()).all() and (cert["lower"] >= r_lo - 1e-9 * r_lo.abs().max()).all()
+    assert (cert["upper"] <= r_hi + 1e-9 * r_hi.abs().max()).all()
+    assert (cert["lower"] >= r_lo - 1e-9 * r_lo.abs().max()).all()

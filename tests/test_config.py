@@ -12,7 +12,7 @@ import yaml
 
 from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
 from intact.layering import LayerError, check_file, read_layers
-from intact.config import ConfigError, RunConfig, resolve_run, run_from_dict, validate_config
+from intact.config import ConfigError, resolve_run, run_from_dict, validate_config
 from intact.naming import NAME_PATTERN, MethodNameError, parse_method_name
 
 
@@ -37,7 +37,8 @@ def test_default_and_tiny_config_are_valid():
     (lambda c: c["run"].update(benchmarks=["imagenet_r"]), ["imagenet_r", "digits"]),
     (lambda c: c["benchmarks"]["digits"].update(type="mnist"), ["benchmarks.digits.type", "mnist", "digits"]),
     (lambda c: c["benchmarks"]["digits"].update(domains=["blur", "fogg"]), ["domains[1]", "fogg"]),
-    (lambda c: c["backbones"]["vit_digits"].update(weights="/nonexistent/vit.safetensors"), ["backbones.vit_digits.weights", "/nonexistent/vit.safetensors", "does not exist"]),
+    (lambda c: c["backbones"]["vit_digits"].update(weights="/nonexistent/vit.safetensors"),
+     ["backbones.vit_digits.weights", "/nonexistent/vit.safetensors", "does not exist"]),
 ])
 def test_bad_input_names_key_and_expectation(mutate, expected):
     assert_config_error(mutate, expected)
@@ -46,7 +47,8 @@ def test_bad_input_names_key_and_expectation(mutate, expected):
 def test_method_name_grammar():
     n = parse_method_name("coda_p+intact-no_var-no_align@lambda_feat=1e-3,optim.epochs=2")
     assert (n.base, n.intact, n.disabled) == ("coda_p", True, ("var", "align"))
-    assert n.section_overrides() == {"intact": {"lambda_var": 0.0, "lambda_align": 0.0, "lambda_feat": 1e-3}, "optim": {"epochs": 2}}
+    assert n.section_overrides() == {"intact": {"lambda_var": 0.0, "lambda_align": 0.0, "lambda_feat": 1e-3},
+                                     "optim": {"epochs": 2}}
     assert parse_method_name("coda_p").section_overrides() == {}
     for bad in ["Coda", "coda_p+intact@", "coda_p+intact@x", "coda_p+intact-no_"]:
         with pytest.raises(MethodNameError):
@@ -109,7 +111,8 @@ def test_resolved_run_merges_overrides_and_round_trips():
     other = copy.deepcopy(cfg)
     other["intact"]["lambda_align"] = 0.5
     # a change in the intact section changes +intact runs' hashes, not plain runs'
-    assert resolve_run(other, "digits", "coda_p+intact", 0).hash() != resolve_run(cfg, "digits", "coda_p+intact", 0).hash()
+    assert resolve_run(other, "digits", "coda_p+intact",
+                       0).hash() != resolve_run(cfg, "digits", "coda_p+intact", 0).hash()
     assert resolve_run(other, "digits", "coda_p", 0).hash() == resolve_run(cfg, "digits", "coda_p", 0).hash()
 
 
@@ -217,14 +220,16 @@ def test_an_alias_bomb_and_a_million_seeds_are_refused_in_one_line(tmp_path):
     seeds = tmp_path / "seeds.yaml"
     seeds.write_text(f"run:\n  seeds: [{', '.join(map(str, range(10**6)))}]\n")
     msg = refused_quickly(tmp_path, tmp_path / "config.yaml", seeds)
-    assert msg == f"error: config file '{seeds}' has {seeds.stat().st_size:,} bytes; at most 262,144 (a config is a few kilobytes)", msg
+    assert msg == (f"error: config file '{seeds}' has {seeds.stat().st_size:,} bytes; at most 262,144 "
+                   "(a config is a few kilobytes)"), msg
     # the same config built in code (or merged by Snakemake from --config): bounded before the schema walks it
     cfg = tiny_config()
     cfg["run"]["seeds"] = list(range(10**6))
     msg = str(pytest.raises(ConfigError, validate_config, cfg).value)
     assert msg.startswith("config: key 'run.seeds' holds at least 1,000,000 values"), msg
     cfg["run"]["seeds"] = yaml.safe_load(BOMB)["i"]
-    assert "key 'run.seeds' holds at least 1,111,111,110 values" in str(pytest.raises(ConfigError, validate_config, cfg).value)
+    msg = str(pytest.raises(ConfigError, validate_config, cfg).value)
+    assert "key 'run.seeds' holds at least 1,111,111,110 values" in msg
 
 
 def test_an_alias_inside_its_anchor_and_deep_nesting_are_refused(tmp_path):
@@ -237,17 +242,21 @@ def test_an_alias_inside_its_anchor_and_deep_nesting_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, expected", [
-    (lambda c: c["run"].update(seeds=list(range(101))), "config: key 'run.seeds' = [0, 1, 2, 3, 4, 5, ...]: 101 entries; "
+    (lambda c: c["run"].update(seeds=list(range(101))),
+     "config: key 'run.seeds' = [0, 1, 2, 3, 4, 5, ...]: 101 entries; "
                                                         "at most 100"),
-    (lambda c: c["run"].update(methods=[f"coda_p@optim.epochs={i}" for i in range(1, 502)]), "501 entries; at most 500"),
+    (lambda c: c["run"].update(methods=[f"coda_p@optim.epochs={i}" for i in range(1, 502)]),
+     "501 entries; at most 500"),
     (lambda c: c.update(studies={}) or c["run"].update(seeds=list(range(100)),
                                                        methods=[f"coda_p@optim.epochs={i}" for i in range(1, 102)]),
      "config: it declares 10,100 runs (benchmark x method x seed, studies and studies.tune included); at most 10,000"),
-    (lambda c: c.setdefault("studies", {}).update(tune={"selection_seeds": [0, 1], "searches": [{"run": "coda_p+intact", "grid": {
+    (lambda c: c.setdefault("studies", {}).update(tune={"selection_seeds": [0, 1],
+                                                        "searches": [{"run": "coda_p+intact", "grid": {
         f"lambda_{t}": [float(v) for v in range(1, 101)] for t in ("var", "feat", "align", "intdrift")}}]}),
      "config: it declares 200,000,103 runs"),
     (lambda c: c["run"].update(seeds=["x"] * 50 + [0]),
-     "config: key 'run.seeds' = ['x', 'x', 'x', 'x', 'x', 'x', ...]: ['x', 'x', 'x', 'x', 'x', 'x', ...] has non-unique"),
+     "config: key 'run.seeds' = ['x', 'x', 'x', 'x', 'x', 'x', ...]: ['x', 'x', 'x', 'x', 'x', 'x', ...] has "
+     "non-unique"),
 ])
 def test_lists_and_the_run_count_are_bounded(mutate, expected):
     """maxItems on every list of the schema; the declared runs counted (a tune grid's product without expanding

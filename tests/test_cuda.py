@@ -17,7 +17,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 def test_coda_pool_initialises_identically_on_cpu_and_cuda():
     pools = {d: CodaPromptPool(16, pool_size=6, length=4, layers=(0, 1), num_tasks=3).to(d) for d in ("cpu", "cuda")}
     for task in range(3):  # from task 1 on, new components are orthogonalised against the old ones
-        for d, pool in pools.items():
+        for pool in pools.values():
             pool.begin_task(task, torch.Generator().manual_seed(task))
         for (name, p_cpu), (_, p_gpu) in zip(pools["cpu"].named_parameters(), pools["cuda"].named_parameters()):
             assert p_gpu.device.type == "cuda"

@@ -19,7 +19,8 @@ from intact.hashing import sha256_file
 def test_prepare_is_deterministic_and_splits_are_disjoint(tmp_path, tiny_bench):
     cfg = benchmark_config(tiny_config(), "digits")
     again = prepare(cfg, tmp_path / "again")
-    assert sha256_file(again.parent / "data.safetensors") == sha256_file(tiny_bench["manifest"].parent / "data.safetensors")
+    shipped = tiny_bench["manifest"].parent / "data.safetensors"
+    assert sha256_file(again.parent / "data.safetensors") == sha256_file(shipped)
     b = open_benchmark(tiny_bench["manifest"])
     t = b._t
     train, test = set(t["train_index"].tolist()), set(t["test_index"].tolist())
@@ -84,8 +85,10 @@ def test_tensor_batches_are_dataloaders_bit_for_bit(tiny_bench, drop_last):
     for data in (bench.train_set(1), bench.eval_set(2)):
         assert isinstance(data, torch.utils.data.TensorDataset)
         for first in (0, 2):
-            fast = list(train_batches(data, seed=3, task=1, epoch=1, batch_size=64, first=first, drop_last=drop_last, keys=True))
-            slow = list(train_batches(_Items(data), seed=3, task=1, epoch=1, batch_size=64, first=first, drop_last=drop_last, keys=True))
+            fast = list(train_batches(data, seed=3, task=1, epoch=1, batch_size=64, first=first, drop_last=drop_last,
+                                      keys=True))
+            slow = list(train_batches(_Items(data), seed=3, task=1, epoch=1, batch_size=64, first=first,
+                                      drop_last=drop_last, keys=True))
             assert len(fast) == len(slow) > 1
             for a, b in zip(fast, slow):
                 for u, v in zip(a, b):
@@ -137,7 +140,8 @@ def test_a_manifest_is_held_to_its_schema(tmp_path):
                    "must write what the config declares)"), msg
     path.write_text('{"benchmark": "digits", "type": "digits", "num_classes": 10, "tasks": [{"name": "blur"}], '
                     '"files": {"data.safetensors": "abc"}}')
-    assert "files.data.safetensors: 'abc' does not match" in str(pytest.raises(ManifestError, check_manifest, path, cfg).value)
+    msg = str(pytest.raises(ManifestError, check_manifest, path, cfg).value)
+    assert "files.data.safetensors: 'abc' does not match" in msg
 
 
 #: a benchmark plugin whose prepare writes its declared tasks, not the config's ``domains``
@@ -178,7 +182,8 @@ def test_a_plugin_whose_prepare_ignores_the_domains_is_refused_when_it_writes(tm
     from intact.registry import Registry
     from test_plugins import add_plugin
 
-    add_plugin(tmp_path, "rotated_dist", {"rotated": "rotated_mod:BENCHMARK"}, {"rotated_mod": ROTATED}, "intact.benchmarks")
+    add_plugin(tmp_path, "rotated_dist", {"rotated": "rotated_mod:BENCHMARK"}, {"rotated_mod": ROTATED},
+               "intact.benchmarks")
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = Registry("benchmark type", BenchmarkType, "intact.data", "BENCHMARK", "intact.benchmarks")
     monkeypatch.setattr(intact.data, "BENCHMARKS", registry)

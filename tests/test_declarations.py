@@ -106,7 +106,8 @@ def test_a_refusal_of_intact_is_declared_with_its_reason():
 
 
 def test_configuration_reference_is_current():
-    proc = subprocess.run([sys.executable, str(REPO / "tools/config_reference.py"), "--check"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, str(REPO / "tools/config_reference.py"), "--check"], capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -192,7 +192,8 @@ def test_a_killed_task_resumes_and_the_rerun_gives_the_same_R_bit_for_bit(runs, 
     for t in (1, 2):
         record = train_one(tiny_bench, z["run"], work / f"task{t}", t, work / f"task{t - 1}")
         assert record["resumed_from"] == ({"epoch": 0, "step": 2} if t == 1 else None)
-        a, b = load_tensors(z["folder"] / f"task{t}/state.safetensors"), load_tensors(work / f"task{t}/state.safetensors")
+        a = load_tensors(z["folder"] / f"task{t}/state.safetensors")
+        b = load_tensors(work / f"task{t}/state.safetensors")
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
         rec = evaluate_task(z["run"], t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
                             state=work / f"task{t}/state.safetensors", out_path=work / f"task{t}/eval.json", threads=1)
@@ -211,7 +212,8 @@ def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_t
     runs = {m: tmp_path / "results/runs/digits" / m / "seed0" for m in ("esn", "cprompt")}
     before = {m: (r / "R.csv").read_bytes() for m, r in runs.items()}
     for m, r in runs.items():
-        assert read_json(r / "metrics.json") and "`" + m + "`" in (tmp_path / "results/tables/digits/default_run.md").read_text()
+        assert read_json(r / "metrics.json")
+        assert "`" + m + "`" in (tmp_path / "results/tables/digits/default_run.md").read_text()
         for f in (r / "task1").iterdir():
             f.unlink()
     snakemake(tmp_path)

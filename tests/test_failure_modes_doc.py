@@ -13,7 +13,8 @@ def test_every_failure_mode_row_names_existing_tests():
     defined: dict[str, set[str]] = {}
     for path in (REPO / "tests").glob("test_*.py"):
         tree = ast.parse(path.read_text())
-        defined[path.name] = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+        defined[path.name] = {n.name for n in ast.walk(tree)
+                              if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
     for row in rows:
         refs = re.findall(r"`(test_\w+\.py)::(test_\w+)`", row)
         assert refs, f"row without a test: {row}"

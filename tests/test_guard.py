@@ -89,8 +89,10 @@ def test_nan_gradient_is_named_when_terms_are_finite(tiny_bench, tmp_path, monke
 
 def test_skip_batch_counts_skipped_batches_and_fails_past_the_allowed_fraction(tiny_bench, tmp_path, monkeypatch):
     inject(monkeypatch, {3, 15})
-    record = _train(tiny_bench, tmp_path / "a", f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1")
-    assert record["nonfinite"] == {"policy": "skip_batch", "skipped_batches": 2, "skipped_at": [[0, 3], [1, 4]], "max_skipped": 2}
+    record = _train(tiny_bench, tmp_path / "a",
+                    f"{METHOD},optim.on_nonfinite=skip_batch,optim.max_skipped_fraction=0.1")
+    assert record["nonfinite"] == {"policy": "skip_batch", "skipped_batches": 2, "skipped_at": [[0, 3], [1, 4]],
+                                   "max_skipped": 2}
     stored = json.loads((tmp_path / "a/task0/train.json").read_text())
     assert stored["nonfinite"]["skipped_batches"] == 2
     assert all(v == v for e in stored["epochs"] for v in e.values())          # the skipped NaNs never reach a record
@@ -119,7 +121,8 @@ def test_skipped_batches_survive_a_resume(tiny_bench, tmp_path, monkeypatch):
     assert resumed["resumed_from"] == {"epoch": 0, "step": 5}
     assert resumed["nonfinite"] == whole["nonfinite"] and whole["nonfinite"]["skipped_batches"] == 1
     assert resumed["epochs"][0]["ce"] == whole["epochs"][0]["ce"]
-    a, b = load_tensors(tmp_path / "whole/task0/state.safetensors"), load_tensors(tmp_path / "cut/task0/state.safetensors")
+    a = load_tensors(tmp_path / "whole/task0/state.safetensors")
+    b = load_tensors(tmp_path / "cut/task0/state.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -184,7 +187,8 @@ def digits(tmp_path_factory):
 
 def _train_cnn(cfg, manifest, method, out, task=0, **kw):
     run = resolve_run(cfg, "digits", method, 0)
-    return train_task(run, task, manifest=manifest, backbone_weights=out / "unused.safetensors", out_dir=out / f"task{task}",
+    return train_task(run, task, manifest=manifest, backbone_weights=out / "unused.safetensors",
+                      out_dir=out / f"task{task}",
                       prev_dir=out / f"task{task - 1}" if task else None, threads=1, progress=False, **kw)
 
 

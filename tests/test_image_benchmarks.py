@@ -47,13 +47,16 @@ def tree(tmp_path_factory) -> Path:
 def configs(base: Path) -> dict[str, dict]:
     """The four benchmark types as config blocks over the synthetic trees."""
     return {
-        "imagenet_r": {"type": "imagenet_r", "root": str(base / "imagenet-r"), "split": str(base / "r_lists"), "domains": R2},
-        "imagenet_c": {"type": "imagenet_c", "root": str(base / "imagenet-c"), "split": str(base / "c_lists"), "domains": C2},
+        "imagenet_r": {"type": "imagenet_r", "root": str(base / "imagenet-r"), "split": str(base / "r_lists"),
+                       "domains": R2},
+        "imagenet_c": {"type": "imagenet_c", "root": str(base / "imagenet-c"), "split": str(base / "c_lists"),
+                       "domains": C2},
         "domainnet": {"type": "domainnet", "root": str(base / "DomainNet"), "domains": ["real", "quickdraw"]},
         "imagenet_mix": {"type": "imagenet_mix", "root_r": str(base / "imagenet-r"), "root_c": str(base / "imagenet-c"),
                          "split": str(base / "mix_lists"), "domains": ["c_defocus_blur", "r_art"],
                          # the switch: C tasks as ImageNet-C's (stored at 33 for the crop), so that the tasks
-                         # differ in size; the default (the authors') is tested below (test_imagenet_mix_c_tasks_use_the_authors_transform_unless_switched)
+                         # differ in size; the default (the authors') is tested below
+                         # (test_imagenet_mix_c_tasks_use_the_authors_transform_unless_switched)
                          "c_transform": "imagenet_c"},
     }
 
@@ -82,12 +85,14 @@ CODA_COUNTS = {"art": (1239, 289), "cartoon": (2969, 757), "deviantart": (1732, 
 
 
 def test_real_imagenet_r_splits_pass_the_check_with_the_paper_counts(tmp_path):
-    """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are docs/protocols.md's."""
+    """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are
+    docs/protocols.md's."""
     from intact.data.imagenet_r import ImageNetR
     from intact.data.split_lists import read_list
 
     root = tmp_path / "imagenet-r"
-    paths = {p for f in ("coda_train", "coda_test", "ka_train", "ka_test") for p, _ in read_list(SPLITS_DIR / f"imagenet-r_{f}.txt.xz")}
+    paths = {p for f in ("coda_train", "coda_test", "ka_train",
+                         "ka_test") for p, _ in read_list(SPLITS_DIR / f"imagenet-r_{f}.txt.xz")}
     for d in {p.split("/")[0] for p in paths}:
         (root / d).mkdir(parents=True)
     for p in paths:
@@ -148,7 +153,8 @@ def test_manifest_records_counts_split_files_and_hashes(prepared):
     assert [(t["train"], t["test"], t["classes_in_train"]) for t in m["tasks"]] == [(8, 4, 4), (8, 4, 4)]
     assert m["num_classes"] == 345 and m["skipped"] == []
     assert m["class_names"][:4] == ["aircraft_carrier", "apple", "bee", "zebra"] and m["class_names"][4] is None
-    assert {f["file"].rsplit("/", 1)[-1] for f in m["split_files"]} == {"real_train.txt", "real_test.txt", "quickdraw_train.txt", "quickdraw_test.txt"}
+    assert {f["file"].rsplit("/", 1)[-1] for f in m["split_files"]} == {"real_train.txt", "real_test.txt",
+                                                                        "quickdraw_train.txt", "quickdraw_test.txt"}
     for rel, digest in m["files"].items():
         assert hashlib.sha256((prepared["domainnet"].parent / rel).read_bytes()).hexdigest() == digest
 
@@ -184,7 +190,8 @@ def test_unreadable_image_can_be_skipped_and_is_listed(tree, tmp_path):
     base = tmp_path / "r"
     trees.imagenet_r(base, tmp_path / "lists", R2)
     (base / trees.WNIDS[0] / "art_0.jpg").write_bytes(b"\xff\xd8 broken")
-    cfg = bench_cfg("r", type="imagenet_r", root=str(base), split=str(tmp_path / "lists"), domains=R2, skip_unreadable=True)
+    cfg = bench_cfg("r", type="imagenet_r", root=str(base), split=str(tmp_path / "lists"), domains=R2,
+                    skip_unreadable=True)
     m = benchmark_class("imagenet_r").prepare(cfg, tmp_path / "out", workers=1, progress=False)
     man = json.loads(m.read_text())
     assert [s["path"].rsplit("/", 2)[-2:] for s in man["skipped"]] == [[trees.WNIDS[0], "art_0.jpg"]]
@@ -212,11 +219,13 @@ def test_bad_inputs_name_the_problem(tree, tmp_path):
         return bench_cfg("r", type="imagenet_r", root=str(root), split=str(lists), domains=R2)
 
     with pytest.raises(SplitError, match=r"data root .*/nowhere' does not exist"):
-        _prepare(bench_cfg("r", type="imagenet_r", root=str(tmp_path / "nowhere"), split=str(tree / "r_lists"), domains=R2), tmp_path / "o1")
+        _prepare(bench_cfg("r", type="imagenet_r", root=str(tmp_path / "nowhere"), split=str(tree / "r_lists"),
+                           domains=R2), tmp_path / "o1")
     with pytest.raises(SplitError, match=r"1 of 25 entries are missing files: .*art_99.jpg"):
         _prepare(with_train(ok + f"{trees.WNIDS[0]}/art_99.jpg 0\n"), tmp_path / "o2")
     with pytest.raises(SplitError, match=r"label outside \[0, 200\): .*art_0.jpg \(label 200\)"):
-        _prepare(with_train(ok.replace(f"{trees.WNIDS[0]}/art_0.jpg 0", f"{trees.WNIDS[0]}/art_0.jpg 200")), tmp_path / "o3")
+        _prepare(with_train(ok.replace(f"{trees.WNIDS[0]}/art_0.jpg 0", f"{trees.WNIDS[0]}/art_0.jpg 200")),
+                 tmp_path / "o3")
     with pytest.raises(SplitError, match=r"duplicated lines: .*art_0.jpg \(train\)"):
         _prepare(with_train(ok + f"{trees.WNIDS[0]}/art_0.jpg 0\n"), tmp_path / "o4")
     with pytest.raises(SplitError, match=r"expected 'relative/path integer_label'"):
@@ -227,7 +236,8 @@ def test_bad_inputs_name_the_problem(tree, tmp_path):
     trees.imagenet_r(corrupt, tmp_path / "clists", R2)
     (corrupt / trees.WNIDS[2] / "cartoon_0.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     with pytest.raises(ValueError, match=r"cannot read image .*cartoon_0.jpg.*skip_unreadable"):
-        _prepare(bench_cfg("r", type="imagenet_r", root=str(corrupt), split=str(tmp_path / "clists"), domains=R2), tmp_path / "o6")
+        _prepare(bench_cfg("r", type="imagenet_r", root=str(corrupt), split=str(tmp_path / "clists"), domains=R2),
+                 tmp_path / "o6")
     assert not (tmp_path / "o6" / "manifest.json").exists()
 
 
@@ -261,13 +271,16 @@ def test_config_errors_name_the_key_the_type_and_the_missing_file(tree, weights,
     validate_config(cfg)
     bad = copy.deepcopy(cfg)
     bad["benchmarks"]["imagenet_r"]["root_c"] = "/x"
-    with pytest.raises(ConfigError, match=r"unknown key 'benchmarks.imagenet_r.root_c'.*for a benchmark of type 'imagenet_r'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'benchmarks.imagenet_r.root_c'.*for a benchmark of type "
+                       r"'imagenet_r'"):
         validate_config(bad)
     bad = paper_like_config(tree, weights, split="kaa")
-    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.split' = 'kaa': neither a split of this type \(coda, ka\)"):
+    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.split' = 'kaa': neither a split of this type "
+                       r"\(coda, ka\)"):
         validate_config(bad)
     bad = paper_like_config(tree, weights, root="$NO_SUCH_ROOT_VAR/imagenet-r")
-    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.root': data root '\$NO_SUCH_ROOT_VAR/imagenet-r' does not exist \(environment variable \$NO_SUCH_ROOT_VAR is not set\)"):
+    with pytest.raises(ConfigError, match=r"'benchmarks.imagenet_r.root': data root '\$NO_SUCH_ROOT_VAR/imagenet-r' "
+                       r"does not exist \(environment variable \$NO_SUCH_ROOT_VAR is not set\)"):
         validate_config(bad)
     validate_config(bad, check_files=False)  # the dry run's check
     bad = paper_like_config(tree, weights, domains=["art", "fog"])
@@ -337,7 +350,6 @@ def test_drop_last_drops_the_partial_batch(prepared):
 
 def test_drop_last_at_its_default_leaves_existing_run_settings_unchanged(tiny_bench):
     """A new option at its default must not change a run's params / hash (Snakemake would redo finished runs)."""
-    from intact.config import RunConfig
 
     cfg = copy.deepcopy(tiny_bench["config"])
     plain = resolve_run(cfg, "digits", "coda_p", 0)
@@ -561,7 +573,8 @@ def test_imagenet_mix_c_tasks_use_the_authors_transform_unless_switched(tmp_path
     assert cfg.c_transform == (c_transform or "authors")
     manifest = benchmark_class("imagenet_mix").prepare(cfg, tmp_path / "out", workers=1, progress=False)
     task = read_json(manifest)["tasks"][0]
-    assert task["name"] == "c_defocus_blur" and (task["resize"], task["train_crop"], task["test_crop"]) == (side, side, 32)
+    assert task["name"] == "c_defocus_blur" and (task["resize"], task["train_crop"],
+                                                 task["test_crop"]) == (side, side, 32)
     # the authors' transform has a finite set of variants (flip): the query cache covers the C tasks too
     assert variants(open_benchmark(manifest).train_set(0)) == (None if c_transform == "imagenet_c" else 2)
 

@@ -21,7 +21,8 @@ TASKS = 3
 def _inputs(basis: torch.Tensor, n: int, g: torch.Generator) -> torch.Tensor:
     """``n`` inputs spanning ``basis``'s columns, with decaying energy per direction."""
     k = basis.shape[1]
-    return (torch.randn(n, k, generator=g, dtype=torch.float64) * torch.linspace(3, 1, k, dtype=torch.float64)) @ basis.T
+    return (torch.randn(n, k, generator=g,
+                        dtype=torch.float64) * torch.linspace(3, 1, k, dtype=torch.float64)) @ basis.T
 
 
 def _cov(x: torch.Tensor) -> torch.Tensor:
@@ -136,7 +137,8 @@ def test_inflora_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
         train_one(tiny_bench, run, tmp_path / "cut/task1", 1, tmp_path / "cut/task0", max_steps=2)
     record = train_one(tiny_bench, run, tmp_path / "cut/task1", 1, tmp_path / "cut/task0")
     assert record["resumed_from"] == {"epoch": 0, "step": 2}
-    a, b = load_tensors(tmp_path / "full/task1/state.safetensors"), load_tensors(tmp_path / "cut/task1/state.safetensors")
+    a = load_tensors(tmp_path / "full/task1/state.safetensors")
+    b = load_tensors(tmp_path / "cut/task1/state.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -144,8 +146,10 @@ def test_inflora_intact_with_the_teacher_cache_equals_the_live_run_bit_for_bit(t
     from test_cache import _run as run_with_cache, _train_eval
 
     cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
-    R0, s0, d0 = _train_eval(run_with_cache(cfg, "digits", "inflora+intact", False), manifest, w, tmp_path / "live", 2, None)
-    R1, s1, d1 = _train_eval(run_with_cache(cfg, "digits", "inflora+intact", True), manifest, w, tmp_path / "cached", 2, None)
+    R0, s0, d0 = _train_eval(run_with_cache(cfg, "digits", "inflora+intact", False), manifest, w, tmp_path / "live", 2,
+                             None)
+    R1, s1, d1 = _train_eval(run_with_cache(cfg, "digits", "inflora+intact", True), manifest, w, tmp_path / "cached",
+                             2, None)
     assert R0 == R1
     assert s0.keys() == s1.keys() and all(torch.equal(s0[k], s1[k]) for k in s0)
     a, b = read_json(d0 / "task1/train.json"), read_json(d1 / "task1/train.json")

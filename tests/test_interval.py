@@ -55,7 +55,9 @@ def test_affine_drift_bounds_equal_corner_extremes(seed):
 
 
 def test_affine_bounds_degenerate_box_is_a_point():
-    W, b, x = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    W = torch.randn(3, 4, dtype=torch.float64)
+    b = torch.randn(3, dtype=torch.float64)
+    x = torch.randn(4, dtype=torch.float64)
     lo, hi = affine_bounds(W, b, x, x)
     torch.testing.assert_close(lo, W @ x + b)
     torch.testing.assert_close(hi, W @ x + b)
@@ -66,8 +68,10 @@ def test_network_drift_bounds_single_layer_exact_and_deep_sound(seed):
     g = torch.Generator().manual_seed(seed)
     lo_in, hi_in = random_box(4, g)
     dims = [4, 6, 5, 3]
-    old = [(torch.randn(dims[i + 1], dims[i], generator=g, dtype=torch.float64), torch.randn(dims[i + 1], generator=g, dtype=torch.float64)) for i in range(3)]
-    new = [(W + 0.3 * torch.randn(W.shape, generator=g, dtype=torch.float64), b + 0.3 * torch.randn(b.shape, generator=g, dtype=torch.float64)) for W, b in old]
+    old = [(torch.randn(dims[i + 1], dims[i], generator=g, dtype=torch.float64),
+            torch.randn(dims[i + 1], generator=g, dtype=torch.float64)) for i in range(3)]
+    new = [(W + 0.3 * torch.randn(W.shape, generator=g, dtype=torch.float64),
+            b + 0.3 * torch.randn(b.shape, generator=g, dtype=torch.float64)) for W, b in old]
     # one layer: exact
     lo1, hi1 = network_drift_bounds(new[:1], old[:1], lo_in, hi_in, 0.01)
     e_lo, e_hi = affine_drift_bounds(new[0][0] - old[0][0], new[0][1] - old[0][1], lo_in, hi_in)
@@ -83,7 +87,8 @@ def test_network_drift_bounds_single_layer_exact_and_deep_sound(seed):
         return z
 
     lo, hi = network_drift_bounds(new, old, lo_in, hi_in, 0.01)
-    z = torch.cat([corners(lo_in, hi_in), lo_in + torch.rand(4000, 4, generator=g, dtype=torch.float64) * (hi_in - lo_in)])
+    z = torch.cat([corners(lo_in, hi_in),
+                   lo_in + torch.rand(4000, 4, generator=g, dtype=torch.float64) * (hi_in - lo_in)])
     drift = f(new, z) - f(old, z)
     assert (drift >= lo - 1e-9).all() and (drift <= hi + 1e-9).all()
     # unchanged network: zero drift bound

@@ -42,7 +42,8 @@ def top(module: str) -> str:
 
 def test_every_module_is_in_a_documented_layer():
     layers = documented_layers()
-    modules = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"} | {p.parent.name for p in SRC.glob("*/__init__.py")}
+    modules = ({p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
+               | {p.parent.name for p in SRC.glob("*/__init__.py")})
     assert modules - set(layers) == set(), "add these to docs/design.md section 2, Layers"
 
 

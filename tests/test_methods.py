@@ -15,7 +15,7 @@ from intact.io import load_tensors, read_json
 from intact.methods.shared.base import Batch, frozen_prefixes
 from intact.methods import create_method
 from intact.methods.impl.dualprompt import DualPromptPool
-from intact.methods.impl.l2p import L2PPool, matching_loss, top_k_keys
+from intact.methods.impl.l2p import L2PPool
 from intact.models.shared_prompt import SharedPrompt, split_prompt
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
 from intact.regularizers.lwf import distillation_loss
@@ -229,7 +229,8 @@ def test_distillation_is_zero_for_an_unchanged_model_and_positive_otherwise():
     logits = torch.randn(6, 10)
     assert distillation_loss(logits, logits.clone(), temperature=2.0).item() == pytest.approx(0.0, abs=1e-7)
     assert distillation_loss(logits + torch.randn(6, 10), logits, temperature=2.0).item() > 0
-    assert distillation_loss(logits + 3.0, logits, temperature=2.0).item() == pytest.approx(0.0, abs=1e-6)  # softmax shift
+    assert distillation_loss(logits + 3.0, logits,
+                             temperature=2.0).item() == pytest.approx(0.0, abs=1e-6)  # softmax shift
 
 
 # ---- methods on the tiny benchmark ------------------------------------------------------------------
@@ -282,8 +283,9 @@ def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
     s0, s1 = load_tensors(folder / "task0/state.safetensors"), load_tensors(folder / "task1/state.safetensors")
     fisher = {k: v for k, v in s0.items() if k.startswith("fisher.")}
     assert fisher and all((v >= 0).all() for v in fisher.values()) and any(v.sum() > 0 for v in fisher.values())
-    assert torch.equal(s0["anchor_params.head__fc0__weight"], s0["head.fc0.weight"])          # anchor = the task's end point
-    for k in fisher:                                                                              # accumulated, never reset
+    assert torch.equal(s0["anchor_params.head__fc0__weight"],
+                       s0["head.fc0.weight"])          # anchor = the task's end point
+    for k in fisher:  # accumulated, never reset
         assert (s1[k] >= fisher[k]).all() and s1[k].sum() > fisher[k].sum()
     assert read_json(folder / "task1/train.json")["epochs"][0]["ewc"] > 0
     # a fresh process loading the state: the penalty is zero at the anchor and positive away from it
@@ -303,7 +305,8 @@ def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
     from intact.restore import load_method
 
     folder = zoo["lwf"]["folder"]
-    bench, method, _ = load_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
+    bench, method, _ = load_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
+                                   torch.device("cpu"),
                                    state=folder / "task0/state.safetensors")
     method.begin_task(1, bench.train_set(1))
     method.train()
@@ -324,7 +327,8 @@ def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
 def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, tiny_bench, tmp_path):
     from intact.restore import load_method
 
-    bench, method, _ = load_method(zoo["joint"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
+    bench, method, _ = load_method(zoo["joint"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
+                                   torch.device("cpu"))
     union = method.training_data(bench, 2)
     parts = [bench.train_set(t) for t in range(3)]
     assert len(union) == sum(len(p) for p in parts)
@@ -365,5 +369,6 @@ def test_prompt_layers_past_the_backbone_are_refused_naming_the_key(tiny_bench, 
     cfg["methods"][base] = {**cfg["methods"][base], key: [0, 99]}
     run = resolve_run(cfg, "digits", method, 0)
     backbone, _ = create_backbone(run.backbone, tiny_bench["weights"])
-    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[0, 99\]: block 99 does not exist: the backbone has depth \d+"):
+    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[0, 99\]: block 99 does not exist: the backbone "
+                       r"has depth \d+"):
         create_method(run, backbone, 10, 3)

@@ -42,7 +42,8 @@ def _run(cfg, manifest, method, out, tasks=2):
 def test_network_methods_train_end_to_end(digits, tmp_path, method):
     cfg, manifest = digits
     if method == CNN:  # (a list cannot be spelled in a run name)
-        cfg = {**cfg, "methods": {**cfg["methods"], "net_finetune": {**cfg["methods"]["net_finetune"], "widths": [8, 16]}}}
+        cfg = {**cfg, "methods": {**cfg["methods"],
+                                  "net_finetune": {**cfg["methods"]["net_finetune"], "widths": [8, 16]}}}
     _run(cfg, manifest, method, tmp_path)
     state = load_tensors(tmp_path / "task1/state.safetensors")
     assert all(k.startswith(("model.", "fisher.", "anchor_params.")) for k in state)      # what trains, nothing else

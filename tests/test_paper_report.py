@@ -39,7 +39,8 @@ def test_paper_numbers_are_the_papers_tables():
     tex = PAPER_TEX.read_text()
     nums = paper_numbers()
     body = lambda label: tex.split(f"\\label{{{label}}}")[1].split("\\end{tabular}")[0]  # noqa: E731
-    rows = {r.split("&")[0].strip().split("\n")[-1].strip(): r for r in body("tab:main_results").split("\\\\") if "\\res" in r}
+    rows = {r.split("&")[0].strip().split("\n")[-1].strip(): r
+            for r in body("tab:main_results").split("\\\\") if "\\res" in r}
     assert len(rows) == len(nums["main"]["rows"]) == 12
     for row in nums["main"]["rows"]:
         key = {"CPrompt": "Cprompt", "InTAct": "\\textbf{InTAct}"}.get(row["method"], row["method"])
@@ -50,7 +51,8 @@ def test_paper_numbers_are_the_papers_tables():
     assert float(re.search(r"[\d.]+", full[4])[0]) == nums["ablation"]["full"]
     for cells, term in zip(removed, ("intdrift", "var", "align", "feat")):
         assert "times" in cells[("intdrift", "var", "align", "feat").index(term)]
-        assert (float(cells[4]), float(cells[5])) == (nums["ablation"]["removed"][term], nums["ablation"]["delta"][term])
+        assert (float(cells[4]), float(cells[5])) == (nums["ablation"]["removed"][term],
+                                                      nums["ablation"]["delta"][term])
     integ = [r for r in body("appendix:tab_intact_other_prompt_methods").split("\\\\") if "\\res" in r]
     assert [[_res(c) for c in r.split("&")[1:]] for r in integ] == [
         [tuple(row["aa"][b]) for b in nums["integration"]["columns"]] for row in nums["integration"]["rows"]]
@@ -58,7 +60,8 @@ def test_paper_numbers_are_the_papers_tables():
     value = lambda c: float(c.strip("$")) if "^" not in c else 10.0 ** int(re.search(r"\{(-?\d+)\}", c)[1])  # noqa: E731
     for cells, b in zip(hp, ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")):
         row = nums["hyperparameters"]["rows"][b]
-        assert [value(c) for c in cells[1:]] == pytest.approx([row["lambda_feat"], row["lambda_intdrift"], row["lambda_var"]])
+        assert [value(c) for c in cells[1:]] == pytest.approx([row["lambda_feat"], row["lambda_intdrift"],
+                                                               row["lambda_var"]])
     eff = [[c.strip() for c in r.split("&")] for r in body("tab:efficiency_comparison").split("\\\\") if "\\res" in r]
     assert len(eff) == len(nums["efficiency"]["rows"])
     for cells, row in zip(eff, nums["efficiency"]["rows"]):
@@ -95,7 +98,8 @@ def test_paper_columns_round_trip_from_the_yaml(tmp_path):
     hp = pd.read_csv(tmp_path / "hyperparameters.csv")
     assert hp[(hp["benchmark"] == "imagenet_r") & (hp["lambda"] == "lambda_intdrift")]["paper"].item() == 1e-3
     # ours: what coda_p+intact resolves to on the embedded benchmark
-    assert hp[(hp["benchmark"] == "digits") & (hp["lambda"] == "lambda_feat")]["ours"].item() == IntactConfig().lambda_feat
+    feat = hp[(hp["benchmark"] == "digits") & (hp["lambda"] == "lambda_feat")]
+    assert feat["ours"].item() == IntactConfig().lambda_feat
     for name in PAPER_TABLES:
         text = (tmp_path / f"{name}.md").read_text()
         assert "AA: mean top-1 accuracy" in text and "Forgetting (max-final)" in text and "eed" in text, name
@@ -147,7 +151,8 @@ def test_measured_cells_differences_and_paired_wins(tmp_path):
     assert f"**{np.mean(list(intact.values())):.2f} ± " in md and "**—**" not in md
     eff = pd.read_csv(tmp_path / "efficiency.csv").set_index(["benchmark", "run"])
     e = eff.loc[("imagenet_r", "coda_p+intact")]
-    assert (e["here_total"], e["here_memory"], e["here_train_batch"], e["here_images_per_s"]) == pytest.approx((1000, 0.5, 0.5, 50.0))
+    assert (e["here_total"], e["here_memory"], e["here_train_batch"],
+            e["here_images_per_s"]) == pytest.approx((1000, 0.5, 0.5, 50.0))
 
 
 def test_pairing_names():
@@ -177,7 +182,8 @@ def _ensure_pdflatex(log: Path) -> str | None:
     install = ["apt-get", "install", "-y", "--no-install-recommends", *TEX_PACKAGES]
     with open(log, "a") as out:
         for cmds in ([install], [["apt-get", "update"], install]):   # update only if the cached lists fail
-            if all(subprocess.run(c, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=600).returncode == 0 for c in cmds):
+            if all(subprocess.run(c, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  timeout=600).returncode == 0 for c in cmds):
                 break
     return None if shutil.which("pdflatex") else f"installing {TEX_PACKAGES} failed (see {log})"
 
@@ -185,7 +191,8 @@ def _ensure_pdflatex(log: Path) -> str | None:
 def test_latex_compiles_or_is_well_formed(tmp_path):
     """Each table's LaTeX compiles with pdflatex where the machine has it (booktabs); the structure is
     checked either way: balanced environments and as many cells per row as the column spec."""
-    tables = paper_tables(CONFIG, StoredResults([_run("digits", "coda_p", 0, 40.0), _run("digits", "coda_p+intact", 0, 41.0)]))
+    tables = paper_tables(CONFIG, StoredResults([_run("digits", "coda_p", 0, 40.0),
+                                                 _run("digits", "coda_p+intact", 0, 41.0)]))
     for name, table in tables.items():
         tex = to_latex(table)
         for env in ("table", "tabular"):
@@ -265,7 +272,8 @@ def test_fresh_clone_paper_tables_fill_the_paper_columns_and_train_nothing(tmp_p
     assert pd.read_csv(StringIO((paper / "main.csv").read_text()))["here_mean"].isna().all()
     figures = tmp_path / "results/figures/paper"
     assert {p.name for p in figures.iterdir()} == {f"{f}_digits.{e}" for f in
-                                                    ("aa_evolution", "sensitivity", "certificate", "hypercube", "feat_gate") for e in ("png", "pdf")}
+                                                    ("aa_evolution", "sensitivity", "certificate", "hypercube",
+                                                     "feat_gate") for e in ("png", "pdf")}
     assert "Nothing to be done" in snakemake(tmp_path, "paper_tables", "-n").stdout
 
 
@@ -305,7 +313,8 @@ def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbe
     md = (tmp_path / "main.md").read_text()
     assert "official" in md and "+1.57" in md and "official − paper" in md
     note = next(n for n in tables["main"].notes if n.startswith("here: the intact protocol"))
-    assert "`coda_p`: the official settings of coda_p are the intact protocol's (source: its authors' script, file.sh:3)" in note
+    assert ("`coda_p`: the official settings of coda_p are the intact protocol's (source: its authors' script, "
+            "file.sh:3)") in note
     assert "`ewc`: no official script declared, so no run under the official protocol" in note
     # a config without the official protocol keeps the table's columns as they were
     assert "official_mean" not in paper_tables(CONFIG, StoredResults(runs))["main"].data.columns
@@ -321,7 +330,8 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
     from intact.naming import parse_method_name
     from intact.protocols import same_as_default
 
-    cfg = merge(yaml.safe_load((REPO / "config.yaml").read_text()), read_layers(REPO / "configs/paper" / f"{name}.yaml"))
+    cfg = merge(yaml.safe_load((REPO / "config.yaml").read_text()),
+                read_layers(REPO / "configs/paper" / f"{name}.yaml"))
     use_stored_names(cfg)   # as validation hands it to the report: the renamed C-Prompts under their stored names
     same = same_as_default(cfg, "official")
     assert set(same) == {"l2p", "dualprompt", "coda_p"} and all(same.values())

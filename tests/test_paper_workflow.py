@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import os
 import shutil
 
 import pytest
@@ -42,9 +40,11 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
     assert benchmark_config(cfg, name).num_tasks == tasks
     for method in ("coda_p+intact", "coda_p+intact@preset=reference"):
         run = resolve_run(cfg, name, method, 0)
-        assert (run.intact.lambda_intdrift, run.intact.lambda_feat, run.intact.lambda_var, run.intact.lambda_align) == (*lambdas, 1.0)
+        assert (run.intact.lambda_intdrift, run.intact.lambda_feat, run.intact.lambda_var,
+                run.intact.lambda_align) == (*lambdas, 1.0)
         o = run.optim
-        assert (o.epochs, o.batch_size, o.lr_head, o.lr_prompt, o.schedule, o.drop_last) == (epochs, 64, 1e-3, 1e-3, "cosine_epoch", True)
+        assert (o.epochs, o.batch_size, o.lr_head, o.lr_prompt, o.schedule,
+                o.drop_last) == (epochs, 64, 1e-3, 1e-3, "cosine_epoch", True)
         assert run.backbone.model == AUTHORS_MODEL and run.backbone.input_std == (1.0, 1.0, 1.0)
         assert run.settings.pool_size == 100 and run.settings.layers == (0, 1, 2, 3, 4)
     assert resolve_run(cfg, name, "coda_p+intact@preset=reference", 0).intact.double_ce is True
@@ -55,7 +55,8 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
 
     tune = expand_tune(cfg)
     assert tune.benchmarks == (name,) and len(tune.selection_seeds) >= 2
-    assert {s.run for s in tune.searches} == {f"{e.stored_as}+intact" for e in METHODS.values() if e.accepts_intact and e.uses_backbone} | {"ewc", "lwf"}
+    tuned = {f"{e.stored_as}+intact" for e in METHODS.values() if e.accepts_intact and e.uses_backbone}
+    assert {s.run for s in tune.searches} == tuned | {"ewc", "lwf"}
     assert expand_studies(cfg)["main"].seeds == (0, 1, 2)
     if "integration" in studies:                               # the paper's integration table averages 5 seeds
         assert expand_studies(cfg)["integration"].seeds == (0, 1, 2, 3, 4)
@@ -66,7 +67,8 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     proc = snakemake(tmp_path, "full", "-n", "--quiet", "rules", "--configfile", str(PAPER / "imagenet_mix.yaml"),
                      env={**NO_ENV, "PYTHONPROFILEIMPORTTIME": "1"})
-    assert {"torch", "timm"} <= imported(proc.stderr)  # every run checked against its ViT-B, built on torch's meta device
+    # every run checked against its ViT-B, built on torch's meta device
+    assert {"torch", "timm"} <= imported(proc.stderr)
     counts = job_counts(proc.stdout)
     # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21) under the
     # intact protocol, and the six the official protocol sets a budget for under it too (issues 21, 32), 3 seeds;
@@ -79,10 +81,13 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     # official S-Prompts, InfLoRA, ESN and CPrompt runs read their images in their scripts' view, which no
     # stored cache holds (issue 32); each of the four backbones is described
     assert counts["query_cache"] == 2 and counts["describe_backbone"] == 4
-    for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"), ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
-                         ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT"), ("backbones.vit_b16_in21k.weights", "INTACT_VIT_B16"),
+    for missing, var in (("backbones.vit_b16_augreg2_in1k.weights", "INTACT_VIT_B16_AUGREG2"),
+                         ("benchmarks.imagenet_mix.root_r", "IMAGENET_R_ROOT"),
+                         ("benchmarks.imagenet_mix.root_c", "IMAGENET_C_ROOT"),
+                         ("backbones.vit_b16_in21k.weights", "INTACT_VIT_B16"),
                          ("backbones.vit_b16_augreg_in1k_imagenet_norm.weights", "INTACT_VIT_B16_AUGREG_IN1K")):
-        line = next(ln for ln in proc.stderr.splitlines() if "intact: MISSING (a real run" in ln and f"key '{missing}'" in ln)
+        line = next(ln for ln in proc.stderr.splitlines() if "intact: MISSING (a real "
+                    "run" in ln and f"key '{missing}'" in ln)
         assert f"environment variable ${var} is not set" in line
         if missing == "backbones.vit_b16_in21k.weights":   # the in21k weights: the official runs' only (issue 32)
             assert "needed by: study_main, full" in line and "not by: all," in line
@@ -93,7 +98,8 @@ def test_a_cluster_jobs_parse_leaves_the_run_checks_to_its_workflow(tmp_path):
     """A job's own process (--mode remote, as a SLURM job step runs) parses the Snakefile again; it does not
     check every run against its backbone again, which on a paper config imports torch and timm (~4 s a job)."""
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    proc = snakemake(tmp_path, "-n", "--quiet", "rules", "--mode", "remote", "--configfile", str(PAPER / "imagenet_r.yaml"),
+    proc = snakemake(tmp_path, "-n", "--quiet", "rules", "--mode", "remote", "--configfile",
+                     str(PAPER / "imagenet_r.yaml"),
                      env={**NO_ENV, "PYTHONPROFILEIMPORTTIME": "1"})
     modules = imported(proc.stderr)
     assert "snakemake.workflow" in modules and not {"torch", "timm"} & modules
@@ -113,9 +119,11 @@ def test_paper_real_run_stops_at_start_up_naming_the_missing_root(tmp_path):
     weights = tmp_path / "vit.safetensors"
     weights.write_bytes(b"x")
     proc = snakemake(tmp_path, "all", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False,
-                     env={**NO_ENV, "INTACT_VIT_B16_AUGREG2": str(weights), "IMAGENET_R_ROOT": str(tmp_path / "not-here")})
+                     env={**NO_ENV, "INTACT_VIT_B16_AUGREG2": str(weights),
+                          "IMAGENET_R_ROOT": str(tmp_path / "not-here")})
     assert proc.returncode != 0
-    assert f"key 'benchmarks.imagenet_r.root': data root '$IMAGENET_R_ROOT' (= '{tmp_path / 'not-here'}') does not exist" in proc.stdout + proc.stderr
+    assert (f"key 'benchmarks.imagenet_r.root': data root '$IMAGENET_R_ROOT' (= '{tmp_path / 'not-here'}') "
+            "does not exist") in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -153,7 +161,8 @@ def test_integration_entries_give_their_settings_to_the_intact_run_only():
     study = expand_studies(layered("domainnet"))["integration"]
     assert study.methods == ("l2p", "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1",
                              "dualprompt", "dualprompt+intact@lambda_var=1e-2,lambda_feat=1e-3",
-                             "compositional_prompt", "compositional_prompt+intact", "ka_prompt", "ka_prompt+intact", "inflora", "inflora+intact")
+                             "compositional_prompt", "compositional_prompt+intact", "ka_prompt", "ka_prompt+intact",
+                             "inflora", "inflora+intact")
     runs = _fake_runs({"l2p": [50.0, 52.0], "l2p+intact@lambda_var=1e-3,lambda_feat=1e-1": [53.0, 55.0]})
     table = integration_table("t", runs, "digits", study.spec["methods"]).data
     assert list(table["method"]) == ["l2p"] and table.loc[0, "diff_mean"] == pytest.approx(3.0)
@@ -201,7 +210,8 @@ def test_intact_validate_and_runs_accept_the_overlays(name, tmp_path, capsys, mo
         monkeypatch.setenv(var, str(tmp_path))
     weights = tmp_path / "w.safetensors"
     weights.write_bytes(b"x")
-    for var in ("INTACT_VIT_B16_AUGREG2", "INTACT_VIT_B16", "INTACT_VIT_B16_AUGREG_IN1K"):  # the official protocol's too
+    for var in ("INTACT_VIT_B16_AUGREG2", "INTACT_VIT_B16",
+                "INTACT_VIT_B16_AUGREG_IN1K"):  # the official protocol's too
         monkeypatch.setenv(var, str(weights))
     assert main(["runs", str(PAPER / f"{name}.yaml")]) == 0
     assert name in capsys.readouterr().out

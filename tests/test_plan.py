@@ -35,7 +35,8 @@ def test_runs_of_targets_are_the_union_of_their_parts():
     assert plan.requested_runs(["paper_tables"]) == {} and plan.requested_runs(["results/x.csv"]) == {}
     assert plan.requested_runs(["full"]) == plan.declared_runs()
     assert plan.requested_runs(["study_main"]) == {"digits": {"coda_p": (0,), "ewc": (0,)}}
-    assert merge_runs([{"b": {"m": (2,)}}, {"b": {"m": (1, 2)}, "c": {"n": (0,)}}]) == {"b": {"m": (1, 2)}, "c": {"n": (0,)}}
+    assert merge_runs([{"b": {"m": (2,)}},
+                       {"b": {"m": (1, 2)}, "c": {"n": (0,)}}]) == {"b": {"m": (1, 2)}, "c": {"n": (0,)}}
 
 
 def test_files_of_a_target_against_brute_force():
@@ -63,7 +64,8 @@ def test_files_of_a_target_against_brute_force():
     full = set(plan.full_targets())
     assert full >= set(plan.all_targets()) and all(set(plan.study_targets(s)) <= full for s in plan.studies)
     assert "results/figures/digits/study_sensitivity_lambda_var.png" in full
-    assert set(plan.record_files(plan.default_runs())) == {f for f in expected if f.endswith(("metrics.json", "R.csv", "eval.json", "train.json"))}
+    records = {f for f in expected if f.endswith(("metrics.json", "R.csv", "eval.json", "train.json"))}
+    assert set(plan.record_files(plan.default_runs())) == records
 
 
 def test_tracking_off_lists_no_markers_and_stored_reports_need_every_run():
@@ -99,7 +101,8 @@ def test_no_rule_spells_a_run_folder_by_hand():
 def _loaded_modules(script) -> set[str]:
     """Brute force: the intact modules that importing the script's imports actually loads."""
     imports = "\n".join(line for line in script.read_text().splitlines() if line.startswith(("import ", "from ")))
-    code = imports + "\nimport sys\nprint('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.split('.')[0] == 'intact'))"
+    code = imports + ("\nimport sys\n"
+                      "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.split('.')[0] == 'intact'))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")}, timeout=300)
     return set(proc.stdout.split())

@@ -35,7 +35,8 @@ METHOD = Method("{name}", S, "intact.methods.shared.network:NetworkMethod", "a p
 
 #: module source of each broken plugin, and what its refusal must say (besides the distribution and entry point)
 BROKEN = {
-    "missing_dep": ("import torchvision_does_not_exist\n", "ModuleNotFoundError: No module named 'torchvision_does_not_exist'"),
+    "missing_dep": ("import torchvision_does_not_exist\n",
+                    "ModuleNotFoundError: No module named 'torchvision_does_not_exist'"),
     "not_a_method": ("METHOD = 42\n", "expected a intact.methods.declare.Method, got int"),
     "bad_bound": (GOOD.replace('minimum=0', 'minimun=0').format(name="bad_bound"),
                   "TypeError: method 'bad_bound': settings field 'weight': unknown bound minimun"),
@@ -64,7 +65,8 @@ from intact.settings import setting
 class S(BenchmarkSettings):
     pass
 
-BENCHMARK = BenchmarkType("{name}", S, "intact.data.image_benchmark:ImageBenchmark", "a plugin", tasks=("a", "b"), num_classes=2)
+BENCHMARK = BenchmarkType("{name}", S, "intact.data.image_benchmark:ImageBenchmark", "a plugin", tasks=("a", "b"),
+                          num_classes=2)
 '''
 
 #: the same for benchmarks (group ``intact.benchmarks``)
@@ -97,7 +99,8 @@ def add_plugin(site: Path, dist: str, entry_points: dict[str, str], modules: dic
 def site(tmp_path_factory) -> Path:
     """One good plugin (``good_plugin``) and one broken distribution per failure kind, side by side."""
     site = tmp_path_factory.mktemp("site")
-    add_plugin(site, "goodplug", {"good_plugin": "goodplug_mod:METHOD"}, {"goodplug_mod": GOOD.format(name="good_plugin")})
+    add_plugin(site, "goodplug", {"good_plugin": "goodplug_mod:METHOD"},
+               {"goodplug_mod": GOOD.format(name="good_plugin")})
     for name, (source, _) in BROKEN.items():
         add_plugin(site, f"{name}_dist", {name: f"{name}_mod:METHOD"}, {f"{name}_mod": source})
     # an entry point named otherwise than the method it declares
@@ -138,13 +141,14 @@ def test_a_broken_plugin_is_recorded_and_refused_only_by_name(registry, name):
     with pytest.raises(RegistryError) as err:
         registry[name]
     msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(f"method {name!r} cannot be loaded: entry point '{name} = {name}_mod:METHOD'")
+    assert "\n" not in msg and msg.startswith(f"method {name!r} cannot be loaded: entry point '{name} = "
+                                              f"{name}_mod:METHOD'")
     assert f"of distribution '{name}_dist 0.1'" in msg and BROKEN[name][1] in msg, msg
 
 
 def test_an_entry_point_named_otherwise_than_its_method_is_refused_under_both_names(registry):
     for name in ("alias", "real_name"):
-        msg = str(pytest.raises(RegistryError, lambda: registry[name]).value)
+        msg = str(pytest.raises(RegistryError, registry.__getitem__, name).value)
         assert "declares method 'real_name'" in msg and "write 'real_name = renamed_mod:METHOD'" in msg, msg
         assert "renamed_dist 0.1" in msg
 
@@ -155,7 +159,8 @@ def test_a_broken_benchmark_plugin_is_recorded_and_refused_only_by_name(bench_re
     assert name not in bench_registry and name in bench_registry.failures
     msg = str(pytest.raises(RegistryError, lambda: bench_registry[name]).value)
     assert "\n" not in msg and msg.startswith(
-        f"benchmark type {name!r} cannot be loaded: entry point '{name} = {name}_mod:BENCHMARK' (group 'intact.benchmarks')")
+        f"benchmark type {name!r} cannot be loaded: entry point '{name} = {name}_mod:BENCHMARK' (group "
+        "'intact.benchmarks')")
     assert f"of distribution '{name}_dist 0.1'" in msg and BROKEN_BENCH[name][1] in msg, msg
     # the helper modules of intact.data were read, not imported
     assert {"base", "loader", "declare"} <= set(bench_registry.skipped)
@@ -163,8 +168,9 @@ def test_a_broken_benchmark_plugin_is_recorded_and_refused_only_by_name(bench_re
 
 def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused_under_both_names(bench_registry):
     for name in ("bench_alias", "bench_real"):
-        msg = str(pytest.raises(RegistryError, lambda: bench_registry[name]).value)
-        assert "declares benchmark type 'bench_real'" in msg and "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
+        msg = str(pytest.raises(RegistryError, bench_registry.__getitem__, name).value)
+        assert "declares benchmark type 'bench_real'" in msg
+        assert "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
         assert "bench_renamed_dist 0.1" in msg, msg
 
 
@@ -180,7 +186,8 @@ def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
 def test_a_renamed_method_answers_to_its_former_name_which_no_plugin_may_take(tmp_path, monkeypatch):
     """compositional_prompt is stored as c_prompt: the registry answers to both names; a plugin that declares
     c_prompt would share its runs' folders and hashes, so it is refused, naming the method that keeps it."""
-    add_plugin(tmp_path, "squatter", {"c_prompt": "squatter_mod:METHOD"}, {"squatter_mod": GOOD.format(name="c_prompt")})
+    add_plugin(tmp_path, "squatter", {"c_prompt": "squatter_mod:METHOD"},
+               {"squatter_mod": GOOD.format(name="c_prompt")})
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
     assert reg["c_prompt"] is reg["compositional_prompt"] and reg.aliases["c_prompt"] == "compositional_prompt"
@@ -218,7 +225,8 @@ def test_one_importer_and_one_resolver():
     with pytest.warns(DeprecationWarning, match="import_class"):
         assert Method.load(_method_of("coda_p")) is _method_of("coda_p").import_class()
     assert resolve({"a": 1}, "a", "thing") == 1
-    assert str(pytest.raises(KeyError, resolve, {"a": 1, "b": 2}, "c", "thing").value) == "unknown thing 'c'; known: a, b"
+    assert str(pytest.raises(KeyError, resolve, {"a": 1, "b": 2}, "c",
+                             "thing").value) == "unknown thing 'c'; known: a, b"
     assert target_problem("intact.registry:Registry") is None
     assert "defines no 'Nope'" in target_problem("intact.registry:Nope")
     assert "cannot be found" in target_problem("intact.no_such_module:X")
@@ -290,7 +298,9 @@ def test_snakemake_runs_beside_a_broken_plugin_and_refuses_only_its_configs(site
     write_config(tmp_path / "bad", tiny_config(methods=["coda_p", "bad_bound"]))
     proc = snakemake(tmp_path / "bad", "-n", check=False, env=env(site))
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "settings field 'weight': unknown bound minimun" in out and "bad_bound_dist 0.1" in out
+    assert proc.returncode != 0
+    assert "settings field 'weight': unknown bound minimun" in out
+    assert "bad_bound_dist 0.1" in out
     assert "Traceback" not in out, out[-3000:]
     write_config(tmp_path / "exits", tiny_config(methods=["coda_p", "argparse_at_import"]))
     proc = snakemake(tmp_path / "exits", "-n", check=False, env=env(site))

@@ -3,7 +3,6 @@ over the shared sections; the paper configs' ``intact`` and ``official`` protoco
 
 from __future__ import annotations
 
-import copy
 import lzma
 import math
 
@@ -48,7 +47,8 @@ def test_a_per_method_setting_changes_only_that_methods_runs():
     cfg["per_method"] = {"c_prompt": {"optim": {"epochs": 3, "batch_size": 8, "optimizer": "sgd"}}}
     after = {m: resolve_run(cfg, "digits", m, 0) for m in cfg["run"]["methods"]}
     assert after["c_prompt"].hash() != before["c_prompt"].hash()
-    assert (after["c_prompt"].optim.epochs, after["c_prompt"].optim.batch_size, after["c_prompt"].optim.optimizer) == (3, 8, "sgd")
+    assert (after["c_prompt"].optim.epochs, after["c_prompt"].optim.batch_size,
+            after["c_prompt"].optim.optimizer) == (3, 8, "sgd")
     for m in ("coda_p", "ka_prompt"):      # KA-Prompt's settings extend C-Prompt's; its layer is its own
         assert after[m].hash() == before[m].hash() and after[m].optim == before[m].optim
 
@@ -59,8 +59,10 @@ def test_layers_merge_from_the_least_to_the_most_specific():
     cfg = tiny_config()
     cfg["optim"]["epochs"] = 50
     cfg["per_method"] = {"c_prompt": {"optim": {"epochs": 5}}}
-    cfg["benchmarks"]["digits"]["overrides"] = {"optim": {"epochs": 7}, "per_method": {"ka_prompt": {"optim": {"epochs": 9}}},
-                                                "protocols": {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 13}}}}}}
+    cfg["benchmarks"]["digits"]["overrides"] = {"optim": {"epochs": 7},
+                                                "per_method": {"ka_prompt": {"optim": {"epochs": 9}}},
+                                                "protocols": {"official": {"per_method": {
+                                                    "c_prompt": {"optim": {"epochs": 13}}}}}}
     cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 11, "batch_size": 4}}}}}
 
     def epochs(method: str) -> int:
@@ -134,8 +136,9 @@ def test_the_official_schedules_are_torchs_per_epoch_schedulers():
     from intact.train import lr_factor
 
     spe, epochs = 3, 6
-    for schedule, make in (("multistep", lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[2, 4], gamma=0.1)),
-                           ("cosine_annealing", lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=epochs))):
+    torch_lr = torch.optim.lr_scheduler
+    for schedule, make in (("multistep", lambda o: torch_lr.MultiStepLR(o, milestones=[2, 4], gamma=0.1)),
+                           ("cosine_annealing", lambda o: torch_lr.CosineAnnealingLR(o, T_max=epochs))):
         opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
         sched, f = make(opt), lr_factor(schedule, epochs, spe, (2, 4), 0.1)
         for e in range(epochs):
@@ -198,7 +201,8 @@ def test_the_official_protocol_resolves_each_rows_authors_budget(name):
         want = {"backbone": backbone, "epochs": epochs, "batch": batch, "optimizer": optimizer, "schedule": schedule,
                 **({"lr": lr} if lr else {}), **(DOMAINNET.get(method, {}) if name == "domainnet" else {})}
         got = training_summary(resolve_run(cfg, name, f"{method}@protocol=official", 0))
-        assert {k: got[k] for k in want} == want | ({"schedule": "multistep[4]"} if want["schedule"] == "multistep" else {})
+        shown = {"schedule": "multistep[4]"} if want["schedule"] == "multistep" else {}
+        assert {k: got[k] for k in want} == want | shown
         assert resolve_run(cfg, name, f"{method}@protocol=official", 0).optim.drop_last is False
         if method in WEIGHT_DECAY:
             assert got["weight_decay"] == WEIGHT_DECAY[method]
@@ -222,7 +226,8 @@ def test_intact_runs_shows_what_each_run_trains_with(tmp_path, monkeypatch, caps
     assert main(["runs", str(PAPER / "imagenet_r.yaml")]) == 0
     lines = {tuple(ln.split("\t")[:2]): ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")}
     official = lines[("imagenet_r", "compositional_prompt@protocol=official")]   # C-Prompt, stored as c_prompt
-    for part in ("protocol=official", "backbone=vit_b16_in21k", "epochs=5", "batch=128", "optimizer=adamw", "schedule=constant", "lr=0.005"):
+    for part in ("protocol=official", "backbone=vit_b16_in21k", "epochs=5", "batch=128", "optimizer=adamw",
+                 "schedule=constant", "lr=0.005"):
         assert f"\t{part}" in official, official
     for part in ("protocol=intact", "epochs=50", "batch=64", "optimizer=adamw", "schedule=cosine_epoch"):
         assert f"\t{part}" in lines[("imagenet_r", "compositional_prompt")]

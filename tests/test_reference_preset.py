@@ -14,7 +14,8 @@ def test_default_is_the_paper_and_preset_sets_every_switch():
     cfg = tiny_config()
     paper = resolve_run(cfg, "digits", "coda_p+intact", 0).intact
     assert paper == IntactConfig(**{**IntactConfig().__dict__, **cfg["intact"]})
-    assert (paper.feat_gate, paper.align_form, paper.protected_layers, paper.percentile_method, paper.double_ce, paper.hypercube_source) == \
+    assert (paper.feat_gate, paper.align_form, paper.protected_layers, paper.percentile_method, paper.double_ce,
+            paper.hypercube_source) == \
         ("teacher_sample", "paper", "all", "linear", False, "train")
     ref = resolve_run(cfg, "digits", "coda_p+intact@preset=reference", 0).intact
     assert (ref.feat_gate, ref.align_form, ref.protected_layers, ref.percentile_method, ref.double_ce) == \
@@ -54,12 +55,14 @@ def test_protected_layers_cls_keeps_only_the_cls_layer():
 
     from intact.regularizers.regularizer import IntactRegularizer
 
-    head = torch.nn.Sequential(OrderedDict(fc0=torch.nn.Linear(3, 4), act0=torch.nn.LeakyReLU(), fc1=torch.nn.Linear(4, 2)))
+    head = torch.nn.Sequential(OrderedDict(fc0=torch.nn.Linear(3, 4), act0=torch.nn.LeakyReLU(),
+                                           fc1=torch.nn.Linear(4, 2)))
     cfg = IntactConfig(lambda_intdrift=1.0, lambda_feat=0.0, lambda_var=1.0, lambda_align=0.0)
     regs = [IntactRegularizer(c, head, ["fc0", "fc1"], feature="fc0")
             for c in (cfg, IntactConfig(**{**cfg.__dict__, "protected_layers": "cls"}))]
     for reg in regs:
-        reg.hypercubes = {"fc0": Hypercube(-torch.ones(3), torch.ones(3)), "fc1": Hypercube(-torch.ones(4), torch.ones(4))}
+        reg.hypercubes = {"fc0": Hypercube(-torch.ones(3), torch.ones(3)),
+                          "fc1": Hypercube(-torch.ones(4), torch.ones(4))}
         reg.begin_task(1)
     with torch.no_grad():
         head.fc1.weight.add_(1.0)                                       # only the second layer moved

@@ -96,7 +96,8 @@ def test_certificate_of_a_conv_bn_network_is_never_below_the_sampled_drift(seed)
     _perturb(new, g, 0.2)
     lower, upper = _box((1, 4, 4), g)
     lo, hi = sequential_drift_bounds(list(new), list(old), lower, upper)
-    x = torch.cat([lower[None], upper[None], lower + torch.rand(5000, 1, 4, 4, generator=g, dtype=torch.float64) * (upper - lower)])
+    x = torch.cat([lower[None], upper[None],
+                   lower + torch.rand(5000, 1, 4, 4, generator=g, dtype=torch.float64) * (upper - lower)])
     drift = new(x) - old(x)
     assert (drift >= lo - 1e-9).all() and (drift <= hi + 1e-9).all()
     zl, zh = sequential_drift_bounds(list(old), list(old), lower, upper)       # unchanged network: zero
@@ -146,7 +147,8 @@ def test_per_position_conv_box_is_tighter_than_a_per_channel_box():
     x, _ = load_digit_images(8)
     element = Hypercube.from_activations(x, 5.0)
     per_channel = Hypercube.from_activations(x.transpose(0, 1).reshape(1, -1).T, 5.0)   # (1,) over N*H*W
-    channel = Hypercube(per_channel.lower.view(1, 1, 1).expand_as(element.lower), per_channel.upper.view(1, 1, 1).expand_as(element.upper))
+    channel = Hypercube(per_channel.lower.view(1, 1, 1).expand_as(element.lower),
+                        per_channel.upper.view(1, 1, 1).expand_as(element.upper))
     assert (channel.lower <= element.lower).all() and (channel.upper >= element.upper).all()
     assert float(element.width.mean()) < 0.8 * float(channel.width.mean())
     g = torch.Generator().manual_seed(0)
@@ -177,10 +179,12 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
         method.reg.hypercubes = {"fc0": Hypercube(-torch.ones(64), torch.ones(64))}
         method.begin_task(1, None)
         method.train()
-        snapshots = [method.reg.previous] + ([method.reg.teacher] if name.endswith("+intact") else list(method.penalties[0].previous.values()))
+        own = [method.reg.teacher] if name.endswith("+intact") else list(method.penalties[0].previous.values())
+        snapshots = [method.reg.previous] + own
         assert all(not m.training for s in snapshots for m in s.modules())
         state = method.trainable_state()
-        assert not any(k.startswith(("backbone.", "teacher.", "previous.")) for k in state) and "head.fc0.weight" in state
+        assert not any(k.startswith(("backbone.", "teacher.",
+                                     "previous.")) for k in state) and "head.fc0.weight" in state
     # DualPrompt's teacher after task 1 picks each image's best key among tasks 0-1 (not E-prompt 1 for all)
     method = create_method(resolve_run(tiny_config(), "digits", "dualprompt+intact", 0), backbone, 10, 3)
     method.begin_task(0, None)
@@ -194,7 +198,7 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
     _, idx = method.reg.teacher.select(q)
     assert int(method.reg.teacher.task) == 1 and idx[0] == 0
 
-# ==== moved from tests/test_audit_fixes.py (issue 17): the certificate, L_Feat through BatchNorm 
+# ==== moved from tests/test_audit_fixes.py (issue 17): the certificate, L_Feat through BatchNorm
 
 # ---- 6: the certificate in eval mode ---------------------------------------------------------------------
 

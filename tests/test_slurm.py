@@ -166,7 +166,8 @@ def test_profile_runs_the_workflow_on_slurm(cluster, tmp_path):
             text = task_log.read_text(errors="replace") if task_log.exists() else ""
             if "epoch 1/" in text:  # the progress bar exists: the handler is installed, training runs
                 queue = cluster.run(["squeue", "-h", "-o", "%i|%k"]).stdout.split()
-                ids = [line.split("|")[0] for line in queue if line.endswith("|rule_train_task_wildcards_digits_coda_p+intact_0_0")]
+                job = "|rule_train_task_wildcards_digits_coda_p+intact_0_0"
+                ids = [line.split("|")[0] for line in queue if line.endswith(job)]
                 assert ids, f"train_task 0 is training but not in the queue: {queue}"
                 cluster.run(["scancel", "--signal=TERM", ids[0]])
                 signalled = ids[0]
@@ -184,18 +185,21 @@ def test_profile_runs_the_workflow_on_slurm(cluster, tmp_path):
     # ---- the results are there; the signalled task resumed from its checkpoint
     run = work / RUN
     for t in range(2):
-        assert {"state.safetensors", "hypercube.safetensors", "train.json", "eval.json"} <= {p.name for p in (run / f"task{t}").iterdir()}
+        assert {"state.safetensors", "hypercube.safetensors", "train.json",
+                "eval.json"} <= {p.name for p in (run / f"task{t}").iterdir()}
         assert not (run / f"task{t}/checkpoint.pt").exists()
     assert (run / "R.csv").exists() and (run / "metrics.json").exists()
     record = json.loads((run / "task0/train.json").read_text())
-    assert record["resumed_from"] is not None and (record["resumed_from"]["epoch"], record["resumed_from"]["step"]) != (0, 0)
+    assert record["resumed_from"] is not None and (record["resumed_from"]["epoch"],
+                                                   record["resumed_from"]["step"]) != (0, 0)
     assert len(record["epochs"]) == 5
     assert json.loads((run / "task1/train.json").read_text())["resumed_from"] is None
     slurm_log = (work / f"results/logs/slurm/rule_train_task/digits_coda_p+intact_0_0/{signalled}.log").read_text()
     assert "(signal 15); checkpoint saved" in slurm_log, slurm_log[-3000:]
 
     # ---- sacct: every non-local rule ran as its own SLURM job, the GPU rules with a GPU
-    fields = ["JobID", "Comment", "State", "Timelimit", "AllocTRES", "ReqTRES", "Partition", "Account", "SubmitLine"]  # free text last
+    fields = ["JobID", "Comment", "State", "Timelimit", "AllocTRES", "ReqTRES", "Partition", "Account",
+              "SubmitLine"]  # free text last
     jobs = [j for j in cluster.sacct(fields) if j["Comment"].startswith("rule_")]
     by_rule: dict[str, list[dict]] = {}
     for j in jobs:
@@ -211,7 +215,8 @@ def test_profile_runs_the_workflow_on_slurm(cluster, tmp_path):
             assert "gres/gpu=1" in j["AllocTRES"] and "gres/gpu=1" in j["ReqTRES"], j
             assert "--gpus=1" in j["SubmitLine"], j
             res = p["set-resources"][rule]
-            assert f"cpus-per-task={res['cpus_per_task']}" in j["SubmitLine"] and f"--mem {res['mem_mb']}" in j["SubmitLine"], j
+            assert f"cpus-per-task={res['cpus_per_task']}" in j["SubmitLine"], j
+            assert f"--mem {res['mem_mb']}" in j["SubmitLine"], j
         else:
             assert "gpu" not in j["AllocTRES"] + j["ReqTRES"], j
         assert ("--requeue" in j["SubmitLine"]) == bool(p.get("slurm-requeue")), j
@@ -252,7 +257,8 @@ def test_signal_mid_task_checkpoints_and_resumes(tiny_bench, tmp_path):
     cfg = json.loads(json.dumps(tiny_bench["config"]))
     cfg["optim"]["epochs"] = 6
     out = tmp_path / "cut"
-    args = json.dumps({"config": cfg, "manifest": str(tiny_bench["manifest"]), "weights": str(tiny_bench["weights"]), "out": str(out)})
+    args = json.dumps({"config": cfg, "manifest": str(tiny_bench["manifest"]), "weights": str(tiny_bench["weights"]),
+                       "out": str(out)})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-c", TRAIN_SCRIPT, args], env=env, stderr=subprocess.PIPE, text=True)
     try:

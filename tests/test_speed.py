@@ -13,7 +13,8 @@ from intact.cli import main
 from intact.speed import busy, spread
 from intact.speed_report import ratios
 
-TINY = ["--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10", "--config", str(REPO / "config.yaml")]
+TINY = ["--model", "vit_rgb_p8", "--batch", "4", "--repeats", "2", "--classes", "10", "--config",
+        str(REPO / "config.yaml")]
 
 
 @pytest.mark.slow
@@ -43,7 +44,8 @@ def test_pairs_mode_alternates_the_rows_and_reports_per_step_ratios(tmp_path, ca
     assert main(["speed", *TINY, "--pairs", "--methods", "coda_p", "--json", str(out)]) == 0
     got = json.loads(out.read_text())
     assert got["pairs"] is True
-    assert [(r["method"], r["cache"], r["passes_per_step"]) for r in got["results"]] == [("coda_p", False, 2), ("coda_p", True, 1)]
+    assert [(r["method"], r["cache"],
+             r["passes_per_step"]) for r in got["results"]] == [("coda_p", False, 2), ("coda_p", True, 1)]
     live, cached = got["results"]
     per_step = [a / b for a, b in zip(cached["step_times_s"], live["step_times_s"])]
     want = {"median": statistics.median(per_step), "min": min(per_step), "max": max(per_step)}

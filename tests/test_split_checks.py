@@ -66,7 +66,8 @@ def test_a_byte_identical_copy_under_another_name_is_refused_naming_both(r_tree,
     lists.mkdir()
     (lists / "train.txt").write_text(train)
     (lists / "test.txt").write_text((r_tree / "lists" / "test.txt").read_text() + f"{copy} {label}\n")
-    with pytest.raises(SplitError, match=rf"byte-identical copies of training images .*{copy} \(test\) has the bytes of {rel} \(train\)"):
+    with pytest.raises(SplitError, match=rf"byte-identical copies of training images .*{copy} \(test\) has the bytes "
+                       rf"of {rel} \(train\)"):
         _prepare(_cfg(type="imagenet_r", root=str(root), split=str(lists), domains=R2), tmp_path / "out")
 
 
@@ -106,6 +107,7 @@ def test_imagenet_c_reuse_across_corruptions_stays_a_warning(tmp_path):
             s.paths.append(rel)
             s.labels.append(y)
     # the second corruption tests on photographs the first trains on (swap its lists' roles)
-    splits["glass_blur"]["test"], splits["glass_blur"]["train"] = splits["glass_blur"]["train"], splits["glass_blur"]["test"]
+    blur = splits["glass_blur"]
+    blur["test"], blur["train"] = blur["train"], blur["test"]
     check_split(splits, 200)
     assert reuse_warnings(splits)

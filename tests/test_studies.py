@@ -22,7 +22,8 @@ def _studies_config():
         "main": {"methods": ["coda_p", "coda_p+intact"]},
         "integration": {"methods": ["coda_p"]},
         "ablation": {"method": "coda_p+intact", "terms": ["intdrift", "var", "align", "feat"]},
-        "sensitivity": {"method": "coda_p+intact@lambda_align=0.5", "seeds": [3], "grid": {"lambda_var": [1e-3, 0.1], "lambda_intdrift": [1e-4, 1]}},
+        "sensitivity": {"method": "coda_p+intact@lambda_align=0.5", "seeds": [3],
+                        "grid": {"lambda_var": [1e-3, 0.1], "lambda_intdrift": [1e-4, 1]}},
     }
     return cfg
 
@@ -55,7 +56,8 @@ def test_a_bad_study_is_rejected_at_start_up():
 
 
 def test_sweep_values_get_readable_names():
-    assert [format_value(v) for v in (1e-6, 1e-4, 0.01, 0.5, 1, 10, 2.5e-4)] == ["1e-6", "1e-4", "0.01", "0.5", "1", "10", "0.00025"]
+    assert [format_value(v) for v in (1e-6, 1e-4, 0.01, 0.5, 1, 10,
+                                      2.5e-4)] == ["1e-6", "1e-4", "0.01", "0.5", "1", "10", "0.00025"]
 
 
 def _fake_runs(methods_aa: dict[str, list[float]], benchmark: str = "digits") -> StoredResults:
@@ -106,7 +108,8 @@ def test_sensitivity_compares_each_value_with_its_default():
     point = data.loc[grid["lambda_var"][0.1]]
     assert (point["diff_mean"], point["better"], point["worse"], point["seeds"]) == pytest.approx((-2.0, 0, 2, 3))
     assert data.loc[grid["lambda_var"][1e-4], "default"] and np.isnan(data.loc[grid["lambda_intdrift"][1], "diff_mean"])
-    assert "(default)" in to_markdown(table) and "No grid value of lambda_intdrift equals the default" in to_markdown(table)
+    assert "(default)" in to_markdown(table)
+    assert "No grid value of lambda_intdrift equals the default" in to_markdown(table)
 
 
 @pytest.mark.slow

@@ -41,7 +41,6 @@ def results(tiny_bench, tmp_path_factory) -> Path:
     """A real finished run (3 tasks, coda_p+intact) under results/runs/..., trained as a SLURM job would be."""
     from intact.config import resolve_run
     from intact.evaluate import evaluate_task
-    from intact.results import collect_run
     from intact.train import train_task
 
     root = tmp_path_factory.mktemp("tracking") / "results"
@@ -51,7 +50,8 @@ def results(tiny_bench, tmp_path_factory) -> Path:
         mp.setenv("SLURM_JOB_ID", "4242")
         mp.setenv("INTACT_RULE", "train_task")
         for t in range(3):
-            train_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / f"task{t}",
+            train_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                       out_dir=out / f"task{t}",
                        prev_dir=out / f"task{t - 1}" if t else None, threads=1, progress=False)
             evaluate_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
                           state=out / f"task{t}/state.safetensors", out_path=out / f"task{t}/eval.json", threads=1)
@@ -98,7 +98,8 @@ def active_runs(c, experiment: str):
 
 
 def histories(c, run) -> dict[str, list[tuple[int, float, int]]]:
-    return {k: sorted((m.step, m.value, m.timestamp) for m in c.get_metric_history(run.info.run_id, k)) for k in run.data.metrics}
+    return {k: sorted((m.step, m.value, m.timestamp) for m in c.get_metric_history(run.info.run_id, k))
+            for k in run.data.metrics}
 
 
 def expected_histories(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -164,7 +165,8 @@ def test_logs_params_metrics_tags_and_artifacts_to_the_default_local_store(resul
     for k in ("aa", "caa", "forgetting_max", "forgetting_one_step", "bwt", "aa_weighted", "fwt_vs_chance"):
         assert [(s, v) for s, v, _ in h[k]] == [(2, pytest.approx(metrics[k]))], k
     for i, name in enumerate(["blur", "noise", "edges"]):
-        assert [(s, v) for s, v, _ in h[f"acc/{name}"]] == [(t, pytest.approx(evals[t]["accuracy"][i])) for t in range(3)]
+        want = [(t, pytest.approx(evals[t]["accuracy"][i])) for t in range(3)]
+        assert [(s, v) for s, v, _ in h[f"acc/{name}"]] == want
     assert [v for _, v, _ in h["aa_evolution"]] == pytest.approx(metrics["aa_evolution"])
     assert [(s, v) for s, v, _ in h["certificate"]] == [(t, pytest.approx(train[t]["certificate"])) for t in (1, 2)]
     assert [v for _, v, _ in h["hypercube/fc0/cumulative/log_volume"]] == pytest.approx(metrics["hypercube_log_volume"])
@@ -179,11 +181,13 @@ def test_logs_params_metrics_tags_and_artifacts_to_the_default_local_store(resul
     tags = r.data.tags
     prov = train[-1]["provenance"]
     assert tags["intact.run"] == "digits/coda_p+intact/seed0" and tags["intact.config_hash"] == metrics["config_hash"]
-    assert tags["intact.run_key"] == f"digits/coda_p+intact/seed0@{metrics['config_hash']}" and tags["intact.current"] == "true"
+    assert tags["intact.run_key"] == f"digits/coda_p+intact/seed0@{metrics['config_hash']}"
+    assert tags["intact.current"] == "true"
     assert tags["intact.slurm_job_ids"] == "0:4242,1:4242,2:4242" and tags["intact.snakemake_rules"] == "train_task"
     assert tags["intact.backbone_sha256"] == train[0]["backbone_sha256"]
     assert tags["intact.data_sha256.data.safetensors"] == train[0]["data_sha256"]["data.safetensors"]
-    assert tags["intact.packages.torch"] == prov["packages"]["torch"] and tags["intact.packages.mlflow"] == prov["packages"]["mlflow"]
+    assert tags["intact.packages.torch"] == prov["packages"]["torch"]
+    assert tags["intact.packages.mlflow"] == prov["packages"]["mlflow"]
     if prov["git_commit"]:
         assert tags["mlflow.source.git.commit"] == prov["git_commit"]
     assert tags["mlflow.runName"] == "coda_p+intact/seed0" and tags["intact.tracked_by"] == "python -m intact.tracking"
@@ -387,7 +391,8 @@ def test_all_includes_tracking_markers_only_when_enabled():
 def test_track_run_rule_never_fails_the_workflow(results, tmp_path):
     """The rule with an unreachable server: the workflow succeeds, the marker says pending."""
     cfg = tiny_config()
-    cfg["tracking"] = {"enabled": True, "uri": f"http://127.0.0.1:{free_port()}", "experiment": "wf/{benchmark}", "timeout_s": 2}
+    cfg["tracking"] = {"enabled": True, "uri": f"http://127.0.0.1:{free_port()}", "experiment": "wf/{benchmark}",
+                       "timeout_s": 2}
     write_config(tmp_path, cfg)
     shutil.copytree(results / RUN, tmp_path / "results" / RUN, ignore=shutil.ignore_patterns(MARKER))
     out = snakemake(tmp_path, f"results/{RUN}/{MARKER}", env=TRACKING_ENV)

@@ -68,7 +68,8 @@ def test_same_config_and_seed_give_identical_R(tiny_bench, tmp_path):
         assert (out / "R.csv").read_bytes() == (tmp_path / "a/R.csv").read_bytes()
     assert Rs[0].equals(Rs[1])
     for t in range(3):
-        a, b = load_tensors(tmp_path / f"a/task{t}/state.safetensors"), load_tensors(tmp_path / f"b/task{t}/state.safetensors")
+        a = load_tensors(tmp_path / f"a/task{t}/state.safetensors")
+        b = load_tensors(tmp_path / f"b/task{t}/state.safetensors")
         assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -80,12 +81,15 @@ def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
     _train_run(tiny_bench, method, tmp_path / "full", 2)
     run = resolve_run(tiny_bench["config"], "digits", method, 0)
     out = tmp_path / "cut"
-    train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task0", threads=1, progress=False)
+    train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task0",
+               threads=1, progress=False)
     with pytest.raises(Preempted):
-        train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task1",
+        train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                   out_dir=out / "task1",
                    prev_dir=out / "task0", threads=1, progress=False, max_steps=3)
     assert (out / "task1/checkpoint.pt").exists() and not (out / "task1/state.safetensors").exists()
-    record = train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=out / "task1",
+    record = train_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                        out_dir=out / "task1",
                         prev_dir=out / "task0", threads=1, progress=False)
     assert record["resumed_from"] == {"epoch": 0, "step": 3}
     assert not (out / "task1/checkpoint.pt").exists()
@@ -105,7 +109,8 @@ def test_multilayer_head_protects_every_linear_against_its_own_input_box(tiny_be
     cfg = dict(tiny_bench["config"], head={"hidden": [16], "negative_slope": 0.1})
     run = resolve_run(cfg, "digits", "coda_p+intact", 0)
     for t in range(2):
-        train_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], out_dir=tmp_path / f"task{t}",
+        train_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                   out_dir=tmp_path / f"task{t}",
                    prev_dir=tmp_path / f"task{t - 1}" if t else None, threads=1, progress=False)
     cubes = load_hypercubes(tmp_path / "task1/hypercube.safetensors")
     assert set(cubes) == {"fc0", "fc1"} and cubes["fc0"].dim == 64 and cubes["fc1"].dim == 16

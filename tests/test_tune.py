@@ -50,7 +50,8 @@ def test_search_points_are_named_runs_on_the_validation_split():
 
 def test_any_setting_can_be_searched_and_random_points_are_seeded():
     assert grid_points({"a": [1, 2], "b": [3]}) == [(("a", 1), ("b", 3)), (("a", 2), ("b", 3))]
-    spec = {"points": 5, "seed": 3, "space": {"methods.ewc.lambda_ewc": {"log_uniform": [1, 1000]}, "optim.epochs": {"choice": [1, 2]}}}
+    spec = {"points": 5, "seed": 3,
+            "space": {"methods.ewc.lambda_ewc": {"log_uniform": [1, 1000]}, "optim.epochs": {"choice": [1, 2]}}}
     points = random_points(spec)
     assert points == random_points(spec) and len(set(points)) == 5 and points != random_points({**spec, "seed": 4})
     assert all(1 <= dict(p)["methods.ewc.lambda_ewc"] <= 1000 and dict(p)["optim.epochs"] in (1, 2) for p in points)
@@ -85,7 +86,8 @@ def test_the_choice_is_the_best_mean_validation_aa_with_the_declared_tie_rule():
     assert select(s, metrics, (0, 1), tie="first", tolerance=1.0)["chosen"]["index"] == 0
     assert select(s, metrics, (0, 1), tie="min_forgetting", tolerance=1.0)["chosen"]["index"] == 2
     with pytest.raises(ValueError, match="validation-split records only"):
-        select(s, _metrics(s, [[50, 52], [49, 55], [52, 50]], [10, 20, 5], split="test"), (0, 1), tie="first", tolerance=0.0)
+        select(s, _metrics(s, [[50, 52], [49, 55], [52, 50]], [10, 20, 5], split="test"), (0, 1), tie="first",
+               tolerance=0.0)
 
 
 def test_the_choice_says_how_decisive_it_is():
@@ -110,7 +112,9 @@ def test_identical_runs_are_a_tie_not_a_preference():
     metrics = _metrics(s, [[70, 72], [70, 72], [60, 61], [65, 60]], [0, 0, 0, 0])
     same = {(n, k): ("twin" if i < 2 else f"{i}-{k}") for i, n in enumerate(s.val_names) for k in (0, 1)}
     choice = select(s, metrics, (0, 1), tie="first", tolerance=0.0, fingerprints=same)
-    assert choice["identical"] == [[0, 1]] and choice["chosen"]["index"] == 0 and choice["chosen"]["identical_to"] == [1]
+    assert choice["identical"] == [[0, 1]]
+    assert choice["chosen"]["index"] == 0
+    assert choice["chosen"]["identical_to"] == [1]
     d = choice["decisiveness"]
     assert d["identical_tie"] is True and d["runner_up"]["index"] == 3   # the runner-up is not the chosen's twin
     # without fingerprints (records from before): nothing is called identical
@@ -129,7 +133,8 @@ def test_an_edited_search_record_never_makes_the_choice(tmp_path):
     paths = []
     for name, aa in zip(s.val_names, (60.0, 50.0)):                 # point 0 is the better one
         for seed in (0, 1):
-            run = write_run(tmp_path / f"results/runs/digits/{name}/seed{seed}", [[aa + 10, aa + seed], [5.0, aa + seed]],
+            run = write_run(tmp_path / f"results/runs/digits/{name}/seed{seed}",
+                            [[aa + 10, aa + seed], [5.0, aa + seed]],
                             method=name, seed=seed, split="val")
             paths.append(run / "metrics.json")
     assert choose(cfg, "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
@@ -155,7 +160,8 @@ def test_the_report_pairs_the_choice_with_its_baseline_seed_by_seed(tmp_path):
     choice["benchmark"] = "digits"
     evals = lambda aa: tuple({"task": t, "accuracy": [aa, aa]} for t in range(2))  # noqa: E731  (diag = aa)
     runs = [StoredRun("digits", m, seed, {"aa": aa, "forgetting_max": 1.0, "eval_split": "test"}, (), evals(aa))
-            for m, aas in ((s.test_names[1], [53.0, 52.5, 58.0]), ("m", [50.0, 52.0, 54.0])) for seed, aa in enumerate(aas)]
+            for m, aas in ((s.test_names[1], [53.0, 52.5, 58.0]),
+                           ("m", [50.0, 52.0, 54.0])) for seed, aa in enumerate(aas)]
     out = {k: tmp_path / f"t.{k}" for k in ("csv", "md", "search", "paired")}
     table = write_tune_report([choice], StoredResults(runs), [0, 1, 2], out, "digits")
     row = table.iloc[0]
@@ -201,7 +207,8 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(prepared_d
     means = [np.mean([json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)])
              for n in s.val_names]
     best = int(np.argmax(means))  # ties: the first, as np.argmax
-    assert choice["chosen"]["final_name"] == s.test_names[best] and choice["chosen"]["val_aa_mean"] == pytest.approx(means[best])
+    assert choice["chosen"]["final_name"] == s.test_names[best]
+    assert choice["chosen"]["val_aa_mean"] == pytest.approx(means[best])
     final = json.loads((res / f"runs/digits/{s.test_names[best]}/seed0/metrics.json").read_text())
     assert final["eval_split"] == "test"
     table = pd.read_csv(res / "tables/digits/study_tune.csv")
@@ -213,13 +220,15 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(prepared_d
     folder = read_run_folder(res / f"runs/digits/{s.test_names[best]}/seed0")
     tags = build_payload(folder).tags
     assert tags["intact.tune.run"] == "coda_p+intact" and tags["intact.tune.chosen"] == s.test_names[best]
-    assert json.loads(tags["intact.tune.settings"]) == dict(s.points[best]) and "tune/coda_p+intact/choice.json" in folder.files
+    assert json.loads(tags["intact.tune.settings"]) == dict(s.points[best])
+    assert "tune/coda_p+intact/choice.json" in folder.files
     assert read_run_folder(res / "runs/digits/coda_p/seed0").tune is None
     # a rerun with nothing changed does nothing
     assert "Nothing to be done" in snakemake(tmp_path, "-n", "study_tune").stdout
 
     # no test number reaches the choice: corrupt the test split, redo every search point, same choice
-    val_aa = {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)] for n in s.val_names}
+    val_aa = {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)]
+              for n in s.val_names}
     _corrupt_test_split(res / "data/digits/data.safetensors")
     for n in s.val_names:
         shutil.rmtree(res / f"runs/digits/{n}")
@@ -229,7 +238,8 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(prepared_d
     snakemake(tmp_path, "results/tune/digits/coda_p+intact/choice.json", timeout=2400)  # targets: relative to -d
     again = json.loads((res / "tune/digits/coda_p+intact/choice.json").read_text())
     assert again["chosen"] == choice["chosen"] and again["points"] == choice["points"]
-    assert val_aa == {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)] for n in s.val_names}
+    assert val_aa == {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)]
+                      for n in s.val_names}
     # ... while a test number does change: the chosen point's final run, redone on the corrupted test split
     before = final["aa"]
     shutil.rmtree(res / f"runs/digits/{s.test_names[best]}")
@@ -266,7 +276,8 @@ def test_image_validation_part_is_a_seeded_stratified_cut_of_the_train_list(name
         assert np.array_equal(again.eval_set(t, "val").rows, val.rows)
     other = open_benchmark(prepared[name])
     other.use_settings(bench_cfg(name, **configs(tree)[name], val_fraction=0.5, val_seed=7))
-    assert any(not np.array_equal(other.eval_set(t, "val").rows, bench.eval_set(t, "val").rows) for t in range(bench.num_tasks))
+    assert any(not np.array_equal(other.eval_set(t, "val").rows,
+                                  bench.eval_set(t, "val").rows) for t in range(bench.num_tasks))
 
 
 def test_validation_settings_leave_existing_image_runs_and_preparation_unchanged(tree):

@@ -46,7 +46,8 @@ if what == "report":
     # a warm job holds one socket more than a cold one: its connection to its client
     fds = sorted(int(f) for f in os.listdir("/proc/self/fd") if not (target(f) or "").startswith("socket:"))
     status = dict(line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":\t" in line)
-    print(json.dumps({"sigblk": status["SigBlk"].strip(), "sigign": status["SigIgn"].strip(), "cwd": os.getcwd(), "env": {k: v for k, v in os.environ.items() if k.startswith("T_")},
+    print(json.dumps({"sigblk": status["SigBlk"].strip(), "sigign": status["SigIgn"].strip(), "cwd": os.getcwd(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith("T_")},
         "leak": getattr(intact.methods, "LEAK", None), "registered": "leaked" in METHODS,
         "torch_seed": torch.initial_seed(), "threads": torch.get_num_threads(),
         "random_differs": random.random() != 0.8444218515250481, "umask": os.umask(0o22), "fds": fds,
@@ -164,7 +165,8 @@ def test_a_warm_job_inherits_the_signal_state_its_cold_self_would(parent, tmp_pa
     plain, nohup = (int(r["sigblk"], 16) for r in reports), (int(r["sigign"], 16) for r in reports)
     blocked_plain, blocked_nohup = plain
     ignored_plain, ignored_nohup = nohup
-    bit = lambda sig: 1 << (sig - 1)
+    def bit(sig):
+        return 1 << (sig - 1)
     assert blocked_plain & bit(signal.SIGUSR2) == 0 and blocked_nohup & bit(signal.SIGUSR2)
     assert ignored_plain & bit(signal.SIGHUP) == 0 and ignored_nohup & bit(signal.SIGHUP)
     assert ignored_plain & bit(signal.SIGINT) == 0  # the parent ignores SIGINT; its job does not
@@ -377,10 +379,12 @@ def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_an
     assert parent is not None
     try:
         monkeypatch.setenv(warm_snakemake.ENV_SOCKET, parent.path)
-        warm_runs = [snakemake(tmp_path / "ok", "-n", "--quiet", "rules"), snakemake(tmp_path / "bad", "-n", check=False)]
+        warm_runs = [snakemake(tmp_path / "ok", "-n", "--quiet", "rules"),
+                     snakemake(tmp_path / "bad", "-n", check=False)]
         profiled = snakemake(tmp_path / "ok", "-n", "--quiet", "rules", env={"PYTHONPROFILEIMPORTTIME": "1"})
         monkeypatch.delenv(warm_snakemake.ENV_SOCKET)
-        cold_runs = [snakemake(tmp_path / "ok", "-n", "--quiet", "rules"), snakemake(tmp_path / "bad", "-n", check=False)]
+        cold_runs = [snakemake(tmp_path / "ok", "-n", "--quiet", "rules"),
+                     snakemake(tmp_path / "bad", "-n", check=False)]
     finally:
         parent.stop()
     lines = trace.read_text().splitlines()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
