@@ -67,6 +67,7 @@ def test_drift_of_an_untouched_model_is_zero_and_labels_are_binary():
     assert r["drift"]["fc1"][0, 1] < 1e-6                 # (almost) no step: (almost) no drift
 
 
+@pytest.mark.slow
 def test_drift_reads_mnist_idx_files(tmp_path):
     g = np.random.default_rng(0)
     for prefix, n in (("train", 40), ("t10k", 20)):

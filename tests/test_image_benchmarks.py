@@ -84,6 +84,7 @@ CODA_COUNTS = {"art": (1239, 289), "cartoon": (2969, 757), "deviantart": (1732, 
                "tattoo": (1529, 418), "toy": (1179, 332), "videogame": (1161, 261)}
 
 
+@pytest.mark.slow
 def test_real_imagenet_r_splits_pass_the_check_with_the_paper_counts(tmp_path):
     """Every path of both shipped ImageNet-R splits as an empty file: the split check passes, the counts are
     docs/protocols.md's."""

@@ -38,6 +38,7 @@ def _fake_build(calls):
     return build
 
 
+@pytest.mark.slow
 def test_off_builds_every_time_and_keeps_nothing(tmp_path, monkeypatch):
     calls: list[Path] = []
     monkeypatch.setattr(kit, "_build_tiny_bench", _fake_build(calls))

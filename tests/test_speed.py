@@ -112,6 +112,7 @@ class Hog:
         return {"peak_mb": _peak_mb(torch.device("cpu")), "pid": __import__("os").getpid()}
 
 
+@pytest.mark.slow
 def test_each_row_reports_its_own_peak_memory():
     """Rows alive at the same time (as in --pairs) each report their own process's peak: a small row built
     after a 300 MiB one does not inherit its peak (in one process ru_maxrss would say 300+ for both)."""

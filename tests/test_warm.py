@@ -172,6 +172,7 @@ def test_a_warm_job_inherits_the_signal_state_its_cold_self_would(parent, tmp_pa
     assert ignored_plain & bit(signal.SIGINT) == 0  # the parent ignores SIGINT; its job does not
 
 
+@pytest.mark.slow
 def test_exit_status_output_and_traceback_are_the_cold_jobs(parent, tmp_path):
     for what, expect in (("exit3", 3), ("crash", 1), ("sleep-no", 0)):
         hot = _run(tmp_path / "w", what, parent.path)
@@ -181,6 +182,7 @@ def test_exit_status_output_and_traceback_are_the_cold_jobs(parent, tmp_path):
         assert hot[2].replace("/w/", "/c/") == cold[2]  # the traceback starts at the script, as a cold one
 
 
+@pytest.mark.slow
 def test_signals_reach_the_job_once_and_its_status_reaches_the_caller(parent, tmp_path):
     """SIGTERM: the job's handler checkpoints and exits (5); SIGINT: KeyboardInterrupt, killed by SIGINT;
     SIGKILL of the job's process: the caller sees -9 - each as for a cold job."""
@@ -251,6 +253,7 @@ def test_without_a_warm_parent_a_job_runs_cold(tmp_path, monkeypatch):
         p.stop()
 
 
+@pytest.mark.slow
 def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     """stop() ends the parent (after its running job); if the process that started it dies - even by
     SIGKILL - the parent ends by itself (its stdin closes); SIGINT (Ctrl-C) alone does not end it."""
@@ -275,6 +278,7 @@ def test_the_parent_ends_with_its_starter_and_leaves_no_process(tmp_path):
     assert process_gone(pid)
 
 
+@pytest.mark.slow
 def test_killing_the_whole_process_group_leaves_no_job(tmp_path):
     """SIGKILL of the workflow's whole process group (its parent, the clients; test_workflow's random kills):
     the job processes - in process groups of their own - end too, although their parent died with them, and
