@@ -92,6 +92,13 @@ def install_package(pkg: Path, site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
 
 
+def python_in(env: dict[str, str], code: str) -> str:
+    """The standard output of ``python -c code`` under ``env`` (an installed package's, :func:`install_package`)
+    over this process's environment; a non-zero exit fails the test."""
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, check=True, capture_output=True,
+                          text=True).stdout
+
+
 def plain_signals() -> None:
     """``preexec_fn`` for a process a test signals: start it with nothing blocked or ignored, as a shell starts
     a command. What the test runner's process inherited, or what C code in it set (a SIG_IGN that Python's

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from conftest import REPO, fenced, install_package, install_page_package, snakemake, tiny_config, write_config
+from conftest import (REPO, fenced, install_package, install_page_package, python_in, snakemake, tiny_config,
+                      write_config)
 from intact.layering import merge
 from intact.paths import run_dir
 
@@ -52,8 +53,7 @@ def test_the_installed_array_benchmark_is_registered_and_validates_without_torch
             "cfg['benchmarks']['rotdigits'] = {'type': 'rotdigits', 'backbone': 'vit_digits'}; "
             "cfg['run']['benchmarks'] = ['rotdigits']; validate_config(cfg); "
             "assert 'rotdigits' not in BUILTIN_TYPES and 'torch' not in sys.modules; print(t.tasks, t.num_classes)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **installed_rot}, check=True,
-                         capture_output=True, text=True).stdout
+    out = python_in(installed_rot, code)
     assert out.split("\n")[0] == "('rot0', 'rot30', 'rot60', 'rot90') 10"
 
 
@@ -152,8 +152,7 @@ def test_the_installed_benchmark_is_registered_like_a_builtin(installed):
             "from intact.schema import schema; assert 'bench_shapes' in schema()['$defs']; "
             "assert 'shapes' not in BUILTIN_TYPES and 'digits' in BUILTIN_TYPES; "
             "assert 'torch' not in sys.modules; print(t.tasks, t.num_classes)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **installed}, check=True,
-                         capture_output=True, text=True).stdout
+    out = python_in(installed, code)
     assert out.split("\n")[0] == "('photo', 'sketch', 'cartoon') 3"
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, fenced, install_page_package, snakemake, tiny_config, write_config
+from conftest import REPO, fenced, install_page_package, python_in, snakemake, tiny_config, write_config
 from intact.paths import run_dir
 
 DOC = REPO / "docs" / "adding-a-method.md"
@@ -37,8 +37,7 @@ def test_the_installed_method_is_registered_like_a_builtin(installed):
             "from intact.schema import schema; assert 'l2_anchor' in schema()['properties']['methods']['properties']; "
             "import sys; assert 'torch' not in sys.modules; print(m.accepts_intact, m.layer_keys); "
             "assert m.import_class().__qualname__ == 'L2AnchorMethod'")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **installed}, check=True,
-                         capture_output=True, text=True).stdout
+    out = python_in(installed, code)
     assert out.split() == ["True", "('layers',)"]
 
 
