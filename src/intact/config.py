@@ -100,7 +100,8 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     # resolve every declared run and check what can be checked without training
     if check_runs:
-        _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
+        # (validation has put the names in their stored form above: no run needs the stored copy)
+        _check_runs(cfg, lambda benchmark, method: _resolve_stored_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
 def use_stored_names(cfg: dict[str, Any]) -> None:
@@ -299,9 +300,15 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
                 eval_split: str | None = None) -> RunConfig:
     """Build the typed :class:`RunConfig` of one run. The split it is evaluated on: ``eval_split`` if given,
     else the name's ``run.eval_split`` (a tuning study's search point), else ``run.eval_split`` of the config."""
+    # (a config validation has not seen: a test's, a tool's)
+    return _resolve_stored_run(stored_config(cfg), benchmark, method, seed, eval_split)
+
+
+def _resolve_stored_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
+                        eval_split: str | None = None) -> RunConfig:
+    """:func:`resolve_run` of a config whose method names are in their stored form (:func:`stored_config`)."""
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
-    cfg = stored_config(cfg)   # (a config validation has not seen: a test's, a tool's)
     method = stored_name(method)   # the run's name, folder and hash: a renamed method's runs keep its former name
     name, sections, backbone_name = _method_sections(cfg, benchmark, method)
     bench = benchmark_config(cfg, benchmark)

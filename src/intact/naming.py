@@ -19,6 +19,7 @@ variant gets its own results without hand-written paths. This module imports no 
 
 from __future__ import annotations
 
+import functools
 import re
 import reprlib
 from dataclasses import dataclass
@@ -82,6 +83,17 @@ class MethodName:
 def parse_method_name(name: str) -> MethodName:
     """Parse ``name``, matched whole against :data:`NAME_PATTERN`; raise :class:`MethodNameError` naming the
     offending part (whitespace and control characters by position: a run name is a folder's name)."""
+    return _parse_name(name) if isinstance(name, str) else _parse_name_uncached(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_name(name: str) -> MethodName:
+    """:func:`parse_method_name` of a string, kept: a config's validation parses each run's name several times
+    (~450 parses of ~200 names for the default config); a :class:`MethodName` is immutable."""
+    return _parse_name_uncached(name)
+
+
+def _parse_name_uncached(name: object) -> MethodName:
     m = _NAME.fullmatch(name) if isinstance(name, str) else None
     if m is not None and len(name) > NAME_MAX_LENGTH:
         raise MethodNameError(f"method name {excerpt(name)} has {len(name)} characters; at most {NAME_MAX_LENGTH} "
