@@ -3,6 +3,7 @@ backbone, a Snakemake runner, a train-and-evaluate helper)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -230,8 +231,11 @@ def prepared_digits(tmp_path_factory: pytest.TempPathFactory):
     return prepare
 
 
-def _checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int):
-    """A lock on the checkout's files across the test processes (a file in the run's shared temporary folder)."""
+@contextlib.contextmanager
+def checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int = fcntl.LOCK_SH):
+    """A lock on the checkout's files across the test processes (a file in the run's shared temporary folder):
+    ``LOCK_SH`` (:func:`checkout_unchanged`, or a module fixture's runs that a test compares) or ``LOCK_EX``
+    (:func:`checkout_edited`)."""
     with open(shared_temp(tmp_path_factory) / "checkout.lock", "a") as f:
         fcntl.flock(f, mode)
         try:
@@ -244,14 +248,16 @@ def _checkout_lock(tmp_path_factory: pytest.TempPathFactory, mode: int):
 def checkout_edited(tmp_path_factory: pytest.TempPathFactory):
     """For a test that edits the checkout's own files (and puts them back): no test that needs the checkout
     unchanged runs meanwhile in another worker."""
-    yield from _checkout_lock(tmp_path_factory, fcntl.LOCK_EX)
+    with checkout_lock(tmp_path_factory, fcntl.LOCK_EX):
+        yield
 
 
 @pytest.fixture
 def checkout_unchanged(tmp_path_factory: pytest.TempPathFactory):
     """For a test whose runs must all see one state of the checkout (a job records ``git_commit``, with
     ``-dirty`` while a file is edited): it waits for an editing test in another worker, and holds it off."""
-    yield from _checkout_lock(tmp_path_factory, fcntl.LOCK_SH)
+    with checkout_lock(tmp_path_factory, fcntl.LOCK_SH):
+        yield
 
 
 #: the files whose workflows start their own warm parent, as a user's run does: the SLURM cluster's jobs run cold

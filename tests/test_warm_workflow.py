@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, plain_signals, process_gone, snakemake, tiny_config, write_config
+from conftest import REPO, checkout_lock, plain_signals, process_gone, snakemake, tiny_config, write_config
 
 #: every test here runs workflow jobs: the full tier only (docs/testing.md)
 pytestmark = pytest.mark.slow
@@ -29,10 +29,24 @@ MEASURED = {"seconds", "images_per_s", "peak_memory_mb", "inference_batch_second
 
 @pytest.fixture(scope="module")
 def prepared(prepared_digits, tmp_path_factory):
-    """A workdir (3 tiny tasks, one method, no tracking) with its data and backbone built (the session's)."""
+    """A workdir (3 tiny tasks of 3 epochs, one method, no tracking) with its data and backbone built (the
+    session's). 3 epochs: a SIGTERM can come after the first epoch's checkpoint (an epoch of a tiny task costs
+    ~0.3 s: a process start costs more)."""
     cfg = tiny_config(methods=["coda_p+intact"])
     cfg["tracking"]["enabled"] = False
+    cfg["optim"]["epochs"] = 3
     return prepared_digits(cfg, tmp_path_factory.mktemp("warm_prepared"))
+
+
+@pytest.fixture(scope="module")
+def cold_run(prepared, tmp_path_factory) -> Path:
+    """The prepared workdir run cold (INTACT_WARM=0: every job in a fresh Python), uninterrupted, up to R.csv:
+    the reference the warm runs below must equal bit for bit (read-only)."""
+    work = _copy(prepared, tmp_path_factory.mktemp("warm_cold_run") / "cold")
+    with checkout_lock(tmp_path_factory):  # as the tests that compare with it: one state of the checkout
+        proc = snakemake(work, f"{RUN}/R.csv", env={"INTACT_WARM": "0"})
+    assert "warm parent" not in proc.stderr
+    return work
 
 
 def _copy(prepared: Path, dst: Path) -> Path:
@@ -71,13 +85,11 @@ def _record(path: Path):
     return strip(json.loads(path.read_text()))
 
 
-def test_warm_and_cold_runs_are_bit_identical_and_the_parent_ends(prepared, tmp_path, checkout_unchanged):
+def test_warm_and_cold_runs_are_bit_identical_and_the_parent_ends(prepared, cold_run, tmp_path, checkout_unchanged):
     # checkout_unchanged: train.json records the commit, "-dirty" while tests/test_workflow.py edits a file
-    warm_dir, cold_dir = _copy(prepared, tmp_path / "warm"), _copy(prepared, tmp_path / "cold")
+    warm_dir, cold_dir = _copy(prepared, tmp_path / "warm"), cold_run
     trace = tmp_path / "trace"
     hot = snakemake(warm_dir, f"{RUN}/R.csv", env={"INTACT_WARM_TRACE": str(trace)})
-    cold = snakemake(cold_dir, f"{RUN}/R.csv", env={"INTACT_WARM": "0"})
-    assert "warm parent" not in cold.stderr
     started = [rest for what, _, rest in _trace(trace) if what == "start"]
     assert sum("train_task" in s for s in started) == 3 and any("collect_run" in s for s in started)
     assert all(rest == "0" for what, _, rest in _trace(trace) if what == "exit")
@@ -144,16 +156,13 @@ def test_ctrl_c_ends_the_run_its_jobs_and_the_parent(prepared, tmp_path):
     _no_process_left(_parent_pid(err), trace)
 
 
-def test_sigterm_checkpoints_a_warm_job_and_the_rerun_resumes_bit_identically(prepared, tmp_path):
+def test_sigterm_checkpoints_a_warm_job_and_the_rerun_resumes_bit_identically(prepared, cold_run, tmp_path,
+                                                                              checkout_unchanged):
     """SIGTERM to a training job's process (the client Snakemake started): as for a cold job, it saves a
     checkpoint and exits; Snakemake sees the failure; the rerun resumes from the checkpoint and gives the
-    uninterrupted run's outputs (cold, INTACT_WARM=0)."""
-    work, cold, trace = _copy(prepared, tmp_path / "w"), _copy(prepared, tmp_path / "cold"), tmp_path / "trace"
-    for folder in (work, cold):  # 3 epochs: the signal comes after the first epoch's checkpoint
-        cfg = yaml.safe_load((folder / "config.yaml").read_text())
-        cfg["optim"]["epochs"] = 3
-        write_config(folder, cfg)
-    proc = _start(work, trace, f"{RUN}/task0/train.json")
+    uninterrupted run's outputs (the module's cold run, INTACT_WARM=0)."""
+    work, cold, trace = _copy(prepared, tmp_path / "w"), cold_run, tmp_path / "trace"
+    proc = _start(work, trace, f"{RUN}/task0/train.json")  # 3 epochs: the signal comes after the first checkpoint
     try:
         _wait_for_training(work, trace)
         script = next(rest for what, _, rest in _trace(trace) if what == "start" and "train_task" in rest)
@@ -173,7 +182,7 @@ def test_sigterm_checkpoints_a_warm_job_and_the_rerun_resumes_bit_identically(pr
     _no_process_left(_parent_pid(err), trace)
     snakemake(work, f"{RUN}/task0/train.json")
     assert json.loads((work / RUN / "task0/train.json").read_text())["resumed_from"] is not None
-    snakemake(cold, f"{RUN}/task0/train.json", env={"INTACT_WARM": "0"})
+    assert json.loads((cold / RUN / "task0/train.json").read_text())["resumed_from"] is None
     for name in ("state.safetensors", "hypercube.safetensors"):
         assert _tensors(work / RUN / "task0" / name) == _tensors(cold / RUN / "task0" / name)
     assert _record(work / RUN / "task0/eval.json") == _record(cold / RUN / "task0/eval.json")
