@@ -1,6 +1,7 @@
 """Config validation: bad input stops with a message naming the key / file and what was expected."""
 
 import copy
+import dataclasses
 import os
 import re
 import subprocess
@@ -53,6 +54,35 @@ def test_method_name_grammar():
     for bad in ["Coda", "coda_p+intact@", "coda_p+intact@x", "coda_p+intact-no_"]:
         with pytest.raises(MethodNameError):
             parse_method_name(bad)
+
+
+def test_parsed_names_and_type_hints_are_kept_without_changing_what_they_say():
+    """Validation parses each run's name several times and builds each settings section once per run: both are
+    kept (intact.naming, intact.settings.fields.type_hints). A kept answer equals a fresh one; a bad name is refused
+    every time (a refusal is not kept); a name that is not a string is refused as such, not as unhashable."""
+    import typing
+
+    from intact.naming import _parse_name_uncached
+    from intact.settings.fields import type_hints
+    from intact.settings.sections import OptimConfig
+
+    name = "coda_p+intact-no_var@lambda_feat=1e-3,optim.epochs=2"
+    assert parse_method_name(name) is parse_method_name(name) == _parse_name_uncached(name)
+    for _ in range(2):
+        with pytest.raises(MethodNameError, match="unknown InTAct term"):
+            parse_method_name("coda_p+intact-no_varr")
+    with pytest.raises(MethodNameError, match="does not follow"):
+        parse_method_name(["coda_p"])
+    hints = type_hints(OptimConfig)
+    assert dict(hints) == {f: t for f, t in typing.get_type_hints(OptimConfig).items() if f in hints}
+    assert list(hints) == [f.name for f in dataclasses.fields(OptimConfig)]
+    with pytest.raises(TypeError):
+        hints["epochs"] = str  # read-only: every caller sees the same answer
+    # validating twice resolves every run to the same settings
+    cfg = tiny_config()
+    first = resolve_run(cfg, "digits", "coda_p+intact@lambda_feat=3", 0)
+    validate_config(cfg)
+    assert resolve_run(cfg, "digits", "coda_p+intact@lambda_feat=3", 0) == first
 
 
 @pytest.mark.parametrize("name, shown", [
