@@ -141,8 +141,8 @@ def test_resolved_run_merges_overrides_and_round_trips():
     other = copy.deepcopy(cfg)
     other["intact"]["lambda_align"] = 0.5
     # a change in the intact section changes +intact runs' hashes, not plain runs'
-    assert resolve_run(other, "digits", "coda_p+intact",
-                       0).hash() != resolve_run(cfg, "digits", "coda_p+intact", 0).hash()
+    changed, same = (resolve_run(c, "digits", "coda_p+intact", 0).hash() for c in (other, cfg))
+    assert changed != same
     assert resolve_run(other, "digits", "coda_p", 0).hash() == resolve_run(cfg, "digits", "coda_p", 0).hash()
 
 
@@ -273,8 +273,7 @@ def test_an_alias_inside_its_anchor_and_deep_nesting_are_refused(tmp_path):
 
 @pytest.mark.parametrize("mutate, expected", [
     (lambda c: c["run"].update(seeds=list(range(101))),
-     "config: key 'run.seeds' = [0, 1, 2, 3, 4, 5, ...]: 101 entries; "
-                                                        "at most 100"),
+     "config: key 'run.seeds' = [0, 1, 2, 3, 4, 5, ...]: 101 entries; at most 100"),
     (lambda c: c["run"].update(methods=[f"coda_p@optim.epochs={i}" for i in range(1, 502)]),
      "501 entries; at most 500"),
     (lambda c: c.update(studies={}) or c["run"].update(seeds=list(range(100)),
