@@ -29,6 +29,32 @@ def test_a_cache_hit_copies_the_sessions_build_bit_for_bit_and_builds_nothing(ti
     assert bench["weights"] == tmp_path / "again/backbone.safetensors"
 
 
+
+def _no_pretraining(*args, **kw):
+    raise AssertionError("pretrained although another benchmark's build holds this backbone")
+
+
+@pytest.mark.slow
+def test_a_benchmark_pretraining_on_another_borrows_that_ones_build(tiny_bench, prepared_digits, tmp_path,
+                                                                    monkeypatch):
+    """digits_3 pretrains vit_digits on digits (as a plugin's benchmark reuses the digits ViT): its tiny
+    benchmark takes the digits data and backbone from the session's digits build, and nothing pretrains."""
+    import intact.pretrain
+
+    # what is lent is what pretraining writes: the workflow's own pretrain_backbone job, in another process and
+    # folder, wrote the same weights
+    prepared = prepared_digits(tiny_config(), tmp_path / "prepared")
+    weights = (tiny_bench["root"] / "backbone.safetensors").read_bytes()
+    assert (prepared / "results/backbones/vit_digits.safetensors").read_bytes() == weights
+    monkeypatch.setattr(intact.pretrain, "pretrain_backbone", _no_pretraining)
+    bench = kit.tiny_bench(tmp_path / "d3", tiny_config(), "digits_3")
+    files, session = _files(tmp_path / "d3"), _files(tiny_bench["root"])
+    assert {k.removeprefix("pretrain_"): v for k, v in files.items() if k.startswith("pretrain_data/")} == \
+        {k: v for k, v in session.items() if k.startswith("data/")}
+    assert files["backbone.safetensors"] == weights and files["backbone.json"] == session["backbone.json"]
+    assert bench["weights"] == tmp_path / "d3/backbone.safetensors" and bench["manifest"].is_file()
+    assert files["data/manifest.json"] != session["data/manifest.json"]  # its own domains
+
 def _fake_build(calls):
     def build(cfg, root, benchmark="digits"):
         calls.append(root)

@@ -105,7 +105,8 @@ def tiny_bench(root: Path, cfg: Mapping[str, Any] | None = None, benchmark: str 
     ``{"config", "benchmark", "manifest", "weights", "root"}``, what the other helpers take.
 
     What it builds is kept in a cache (:data:`ENV_CACHE`) under :func:`tiny_bench_key`, and copied from there
-    the next time: the same files, bit for bit, without the 10 s."""
+    the next time: the same files, bit for bit, without the 10 s. A benchmark whose backbone pretrains on
+    another benchmark takes that one's build (:func:`_lend_pretraining`)."""
     from intact.config import backbone_config, validate_config
     from intact.paths import expand_path
 
@@ -173,10 +174,25 @@ def _build_tiny_bench(cfg: Mapping[str, Any], root: Path, benchmark: str = "digi
     if backbone.weights != "pretrain":
         return
     source = benchmark_config(cfg, backbone.pretrain.benchmark)
+    if source.name != benchmark and source.backbone == bench_cfg.backbone:
+        _lend_pretraining(cfg, source.name, root)
+        return
     if source.name != benchmark:  # the backbone pretrains on another benchmark (a plugin reusing the digits ViT)
         manifest = prepare_benchmark(source, root / "pretrain_data")
     pretrain_backbone(backbone, manifest, root / "backbone.safetensors", root / "backbone.json", threads=1,
                       progress=False, benchmark=source)
+
+
+def _lend_pretraining(cfg: Mapping[str, Any], source: str, root: Path) -> None:
+    """``root``'s pretraining data and backbone taken from the tiny benchmark ``source`` (kept, or built
+    now), whose own backbone is the one ``root``'s benchmark pretrains on it: the same files that preparing
+    ``source`` and pretraining here would write (``pretrain_backbone`` is deterministic; its ``seconds`` are
+    ``source``'s), without pretraining once more per benchmark (a plugin's benchmark reusing the digits ViT)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        lent = Path(tiny_bench(Path(tmp) / source, cfg, source)["root"])
+        shutil.copytree(lent / "data", root / "pretrain_data")
+        for name in ("backbone.safetensors", "backbone.json"):
+            shutil.copy2(lent / name, root / name)
 
 
 def _cache_folder() -> Path | None:
