@@ -29,7 +29,6 @@ def test_a_cache_hit_copies_the_sessions_build_bit_for_bit_and_builds_nothing(ti
     assert bench["weights"] == tmp_path / "again/backbone.safetensors"
 
 
-
 def _no_pretraining(*args, **kw):
     raise AssertionError("pretrained although another benchmark's build holds this backbone")
 
@@ -54,6 +53,7 @@ def test_a_benchmark_pretraining_on_another_borrows_that_ones_build(tiny_bench, 
     assert files["backbone.safetensors"] == weights and files["backbone.json"] == session["backbone.json"]
     assert bench["weights"] == tmp_path / "d3/backbone.safetensors" and bench["manifest"].is_file()
     assert files["data/manifest.json"] != session["data/manifest.json"]  # its own domains
+
 
 def _fake_build(calls):
     def build(cfg, root, benchmark="digits"):

@@ -174,20 +174,19 @@ def _build_tiny_bench(cfg: Mapping[str, Any], root: Path, benchmark: str = "digi
     if backbone.weights != "pretrain":
         return
     source = benchmark_config(cfg, backbone.pretrain.benchmark)
-    if source.name != benchmark and source.backbone == bench_cfg.backbone:
-        _lend_pretraining(cfg, source.name, root)
-        return
     if source.name != benchmark:  # the backbone pretrains on another benchmark (a plugin reusing the digits ViT)
+        if source.backbone == bench_cfg.backbone:  # whose own tiny build holds this backbone
+            _lend_pretraining(cfg, source.name, root)
+            return
         manifest = prepare_benchmark(source, root / "pretrain_data")
     pretrain_backbone(backbone, manifest, root / "backbone.safetensors", root / "backbone.json", threads=1,
                       progress=False, benchmark=source)
 
 
 def _lend_pretraining(cfg: Mapping[str, Any], source: str, root: Path) -> None:
-    """``root``'s pretraining data and backbone taken from the tiny benchmark ``source`` (kept, or built
-    now), whose own backbone is the one ``root``'s benchmark pretrains on it: the same files that preparing
-    ``source`` and pretraining here would write (``pretrain_backbone`` is deterministic; its ``seconds`` are
-    ``source``'s), without pretraining once more per benchmark (a plugin's benchmark reusing the digits ViT)."""
+    """Copy ``source``'s tiny build (kept, or built now) as ``root``'s pretraining data and backbone: the files
+    that preparing ``source`` and pretraining here would write (pretraining is deterministic; ``backbone.json``
+    keeps ``source``'s measured ``seconds``), without pretraining the same backbone once per benchmark."""
     with tempfile.TemporaryDirectory() as tmp:
         lent = Path(tiny_bench(Path(tmp) / source, cfg, source)["root"])
         shutil.copytree(lent / "data", root / "pretrain_data")
