@@ -113,14 +113,9 @@ def tiny_bench(root: Path, cfg: Mapping[str, Any] | None = None, benchmark: str 
     cfg = copy.deepcopy(dict(cfg or tiny_config()))
     cfg["run"] = {**cfg["run"], "benchmarks": [benchmark]}  # its runs are the ones checked (and resolved by tiny_run)
     validate_config(cfg)
-    cache = _cache_folder()
-    kept = cache / tiny_bench_key(cfg, benchmark) if cache else None
-    if kept is not None and (kept / "complete").is_file():
-        shutil.copytree(kept, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("complete"))
-    else:
-        _build_tiny_bench(cfg, root, benchmark)
-        if kept is not None:
-            _keep(root, kept)
+    built = _kept_or_built(cfg, benchmark, root)
+    if built != root:
+        shutil.copytree(built, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("complete"))
     weights = backbone_config(cfg, cfg["benchmarks"][benchmark]["backbone"]).weights
     return {"config": cfg, "benchmark": benchmark, "manifest": root / "data" / "manifest.json", "root": root,
             "weights": root / "backbone.safetensors" if weights == "pretrain" else Path(expand_path(weights))}
@@ -163,6 +158,19 @@ def _type_modules(kind: str) -> set[str]:
     return {str(Path(o).resolve()) for o in origins if o and o.endswith(".py")}
 
 
+def _kept_or_built(cfg: Mapping[str, Any], benchmark: str, root: Path) -> Path:
+    """The folder holding ``benchmark``'s tiny build (``cfg`` validated): its cache entry where one is complete,
+    else ``root``, built now (and kept where a cache is)."""
+    cache = _cache_folder()
+    kept = cache / tiny_bench_key(cfg, benchmark) if cache else None
+    if kept is not None and (kept / "complete").is_file():
+        return kept
+    _build_tiny_bench(cfg, root, benchmark)
+    if kept is not None:
+        _keep(root, kept)
+    return root
+
+
 def _build_tiny_bench(cfg: Mapping[str, Any], root: Path, benchmark: str = "digits") -> None:
     from intact.config import backbone_config, benchmark_config
     from intact.data import prepare_benchmark
@@ -184,11 +192,12 @@ def _build_tiny_bench(cfg: Mapping[str, Any], root: Path, benchmark: str = "digi
 
 
 def _lend_pretraining(cfg: Mapping[str, Any], source: str, root: Path) -> None:
-    """Copy ``source``'s tiny build (kept, or built now) as ``root``'s pretraining data and backbone: the files
-    that preparing ``source`` and pretraining here would write (pretraining is deterministic; ``backbone.json``
-    keeps ``source``'s measured ``seconds``), without pretraining the same backbone once per benchmark."""
+    """Copy ``source``'s tiny build (from its cache entry, or built now) as ``root``'s pretraining data and
+    backbone: the files that preparing ``source`` and pretraining here would write (pretraining is deterministic;
+    ``backbone.json`` keeps ``source``'s measured ``seconds``), without pretraining the same backbone once per
+    benchmark."""
     with tempfile.TemporaryDirectory() as tmp:
-        lent = Path(tiny_bench(Path(tmp) / source, cfg, source)["root"])
+        lent = _kept_or_built(cfg, source, Path(tmp))
         shutil.copytree(lent / "data", root / "pretrain_data")
         for name in ("backbone.safetensors", "backbone.json"):
             shutil.copy2(lent / name, root / name)
