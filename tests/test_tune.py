@@ -48,6 +48,15 @@ def test_search_points_are_named_runs_on_the_validation_split():
     assert runs == {**{n: (0, 1) for n in s.val_names}, "coda_p": (0,)}
 
 
+def test_an_intact_search_is_compared_with_its_baseline_unless_it_declares_another():
+    """The search's baseline defaults to the one pairing rule of every table (intact.naming.baseline)."""
+    cfg = tune_config(searches=[{"run": "coda_p+intact@optim.epochs=2", "grid": GRID},
+                                {"run": "ewc", "grid": {"methods.ewc.lambda_ewc": [1.0]}},
+                                {"run": "l2p+intact", "baseline": None, "grid": GRID}])
+    validate_config(cfg)
+    assert [s.baseline for s in expand_tune(cfg).searches] == ["coda_p@optim.epochs=2", None, None]
+
+
 def test_any_setting_can_be_searched_and_random_points_are_seeded():
     assert grid_points({"a": [1, 2], "b": [3]}) == [(("a", 1), ("b", 3)), (("a", 2), ("b", 3))]
     spec = {"points": 5, "seed": 3,

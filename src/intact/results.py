@@ -228,11 +228,13 @@ def _short(value: Any) -> str:
 @dataclass
 class StoredResults:
     """A set of finished runs, each read by :func:`read_run`; ``stale``: runs skipped as of an older config;
-    ``backbones``: benchmark -> the backbone its runs ran on, in words."""
+    ``backbones``: benchmark -> the backbone its runs ran on, in words; ``declared``: benchmark -> run -> seeds
+    that the config declares, stored or not (empty where the set was read from a list of files)."""
 
     runs: list[StoredRun] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     backbones: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, metrics_paths: Sequence[str | Path]) -> StoredResults:

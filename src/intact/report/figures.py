@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 from intact.io import atomic_path  # noqa: E402
 from intact.report.paper import benchmark_title  # noqa: E402
 from intact.results import StoredResults  # noqa: E402
-from intact.studies import format_value, sensitivity_grid  # noqa: E402
+from intact.naming import format_value  # noqa: E402
+from intact.studies import sensitivity_grid  # noqa: E402
 
 SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
 _LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_{Var}$",

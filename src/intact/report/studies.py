@@ -7,6 +7,7 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from intact.report import figures
+from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import write_table
 from intact.report.paper import default_points
@@ -34,7 +35,8 @@ def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults
     elif name == "integration":
         table = integration_table(f"InTAct on prompt methods - {title}", stored, benchmark, spec["methods"])
     elif name == "ablation":
-        table = ablation_table(stored, spec, [benchmark], f"Ablation of {spec['method']} - {title}")
+        table = ablation_table(Ledger(f"study_ablation ({benchmark})", stored), spec, [benchmark],
+                               f"Ablation of {spec['method']} - {title}")
     elif name == "sensitivity":
         table = sensitivity_table(f"Sensitivity of {spec['method']} - {title}", stored, benchmark, spec,
                                   default_points(cfg, benchmark, spec["method"], sensitivity_grid(spec)))
