@@ -1,6 +1,8 @@
 """``intact`` command line: check a config and list the runs it declares (no torch import).
 
-    intact validate [config.yaml ...]  # schema + consistency check, the same one the Snakefile runs
+    intact validate [--target T] [config.yaml ...]   # the Snakefile's start-up check of the config (schema, names,
+                                       # every run resolved), and the weights files and data roots the runs of
+                                       # target T (default: all) read; prepared data (results/data/<b>) needs no root
     intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies, with
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from intact.config import ConfigError, load_config, resolve_run
 from intact.methods import declared_name
+from intact.plan import check_target_files
 from intact.protocols import training_summary
 from intact.studies import expand_studies
 from intact.tune import expand_tune
@@ -29,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("config", nargs="*", default=["config.yaml"], help="config files, layered in order")
+    sub.choices["validate"].add_argument(
+        "--target", default="all", help="check the weights and data files this workflow target reads (default: all; "
+        "paper_tables, reports, study_toy and study_drift read none); the workflow refuses them when a job it runs "
+        "needs them, so a target whose runs are finished needs none")
     sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (intact speed --help)", add_help=False)
     sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)",
                    add_help=False)
@@ -43,13 +51,15 @@ def main(argv: list[str] | None = None) -> int:
         return speed(argv[1:])
     args = parser.parse_args(argv)
     try:
-        # listing runs needs no data or weights (as a dry run): a config can be read before they arrive
-        cfg = load_config(*args.config, check_files=args.command == "validate")
+        # the files are checked per target, as the workflow checks them (a dry run needs none)
+        cfg = load_config(*args.config, check_files=False)
+        if args.command == "validate":
+            checked = check_target_files(cfg, args.target, lambda b: Path(f"results/data/{b}/manifest.json").is_file())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.command == "validate":
-        print(f"{' <- '.join(args.config)}: valid")
+        print(f"{' <- '.join(args.config)}: valid ({checked})")
         return 0
     everywhere = tuple(cfg["run"]["benchmarks"])
     groups = {"run (default target)": (cfg["run"]["methods"], cfg["run"]["seeds"], everywhere)}
