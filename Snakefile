@@ -31,6 +31,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/runtime.smk"  # how jobs start: their PYTHONPATH, the warm parent (onstart/onsuccess/onerror)
 include: "workflow/rules/data.smk"
 include: "workflow/rules/images.smk"
+include: "workflow/rules/rehearsal.smk"
 include: "workflow/rules/backbone.smk"
 include: "workflow/rules/cache.smk"
 include: "workflow/rules/train.smk"

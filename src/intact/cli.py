@@ -7,6 +7,8 @@
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
     intact warm [--checkout DIR]       # keep a warm parent for many local runs: prints `export INTACT_WARM_SOCKET=...`
+    intact rehearse [imagenet_r ...] [-- snakemake options]   # a paper config's whole DAG at toy scale, every output
+                                       # read (intact.rehearse): before spending GPU time
 
 Several files are layered in order, as Snakemake layers them: ``intact validate config.yaml overlay.yaml``
 checks what ``snakemake --configfile overlay.yaml`` runs (the Snakefile's ``configfile`` is config.yaml).
@@ -40,11 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (intact speed --help)", add_help=False)
     sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)",
                    add_help=False)
+    sub.add_parser("rehearse", help="rehearse the paper configs at toy scale and read every output (intact rehearse "
+                   "--help)", add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["warm"]:
         from intact.runtime.warm import keep
 
         return keep(argv[1:])
+    if argv[:1] == ["rehearse"]:
+        from intact.rehearse import main as rehearse
+
+        return rehearse(argv[1:])
     if argv[:1] == ["speed"]:
         from intact.speed import main as speed  # imports torch: only for this command (its own options)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from intact.config import (ConfigError, benchmark_config, missing_data, missing_weights, resolve_run, stored_config,
                            tracking_config)
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
+from intact.rehearsal import made_backbones, synthetic_benchmarks
 from intact.studies import Study, expand_studies
 from intact.tune import TuneStudy, expand_tune
 
@@ -321,9 +322,11 @@ def check_target_files(cfg: Mapping[str, Any], target: str, prepared: Callable[[
         if data.get(b):
             raise ConfigError(f"config: {data[b][0]} (needed by target {target} to prepare {b!r})")
     unread = sorted(set(cfg["backbones"]) - set(backbones))
-    return (f"target {target}: checked the weights of {', '.join(backbones) or 'no backbone'} and the data of "
-            f"{', '.join(benchmarks) or 'no benchmark'}" + (f"; not read by this target: {', '.join(unread)}" if unread
-                                                            else ""))
+    made = [n for n in [*made_backbones(cfg), *synthetic_benchmarks(cfg)] if n in backbones or n in benchmarks]
+    text = (f"target {target}: checked the weights of {', '.join(backbones) or 'no backbone'} and the data of "
+            f"{', '.join(benchmarks) or 'no benchmark'}")
+    text += f"; made by the rehearsal: {', '.join(made)}" if made else ""
+    return text + (f"; not read by this target: {', '.join(unread)}" if unread else "")
 
 
 def each_run(runs: Runs) -> Iterable[tuple[str, str, int]]:

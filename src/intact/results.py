@@ -148,6 +148,11 @@ class StoredRun:
         """Mean of R's diagonal: how well each task is learned when it is learned (plasticity)."""
         return float(np.mean([e["accuracy"][e["task"]] for e in self.evals]))
 
+    @property
+    def rehearsal(self) -> bool:
+        """Whether the run is a rehearsal's (its train.json records the run's settings: intact.rehearsal)."""
+        return any(bool((t.get("config") or {}).get("rehearsal")) for t in self.trains)
+
 
 def read_run(path: str | Path) -> StoredRun:
     """Read the run folder ``path``, checking each derived record against its sources: ``R.csv`` against the
@@ -235,11 +240,18 @@ class StoredResults:
     stale: list[str] = field(default_factory=list)
     backbones: dict[str, str] = field(default_factory=dict)
     declared: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    #: read for a rehearsal's config (intact.rehearsal); :attr:`is_rehearsal` also holds where a run records it
+    rehearsal: bool = False
 
     @classmethod
     def read(cls, metrics_paths: Sequence[str | Path]) -> StoredResults:
         """The runs whose ``metrics.json`` files are listed (a report rule's inputs)."""
         return cls([read_run(Path(p).parent) for p in metrics_paths])
+
+    @property
+    def is_rehearsal(self) -> bool:
+        """Whether a table or figure of these runs is a rehearsal's, and must say so on itself."""
+        return self.rehearsal or any(r.rehearsal for r in self.runs)
 
     def benchmarks(self) -> list[str]:
         return list(dict.fromkeys(r.benchmark for r in self.runs))

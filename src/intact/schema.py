@@ -21,7 +21,8 @@ from intact.data.declare import benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
-from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, section_schema
+from intact.settings import (BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, RehearsalConfig,
+                             section_schema)
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -41,6 +42,7 @@ def schema() -> dict[str, Any]:
     methods["properties"].update({m.stored_as: settings_schema(m) for m in METHODS.values() if m.stored_as != m.name})
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
+    out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
     out["properties"]["backbones"]["additionalProperties"] = section_schema(
         BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
     _add_benchmarks(out)

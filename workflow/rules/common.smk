@@ -19,6 +19,7 @@ from intact.settings import recorded
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
+from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
 from intact.sources import source_files
 
 try:
@@ -111,6 +112,15 @@ def script_code(script):
 def one_of(names):
     """A regex matching exactly these names (nothing if empty): restricts a rule to some config entries."""
     return "|".join(map(re.escape, names)) or "(?!)"
+
+
+# a rehearsal's synthetic benchmarks and tiny backbones (intact.rehearsal: their rules in rehearsal.smk)
+REHEARSAL_BENCHMARKS, REHEARSAL_BACKBONES = synthetic_benchmarks(config), made_backbones(config)
+
+
+def synthetic_tree(wildcards):
+    """A rehearsal's synthetic tree of the benchmark, an input of preparing it ([] for real data)."""
+    return REHEARSAL_TREE.format(benchmark=wildcards.benchmark) if wildcards.benchmark in REHEARSAL_BENCHMARKS else []
 
 
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]

@@ -98,7 +98,8 @@ def stored_results(cfg: Mapping[str, Any], root: str | Path = "results") -> Stor
     current settings, each read and checked by :func:`~intact.results.read_run`; a run of an older config
     (its config hash differs) is skipped and counted in ``stale``."""
     declared = Plan(cfg).declared_runs()
-    out = StoredResults(backbones=backbone_descriptions(cfg), declared=declared)
+    out = StoredResults(backbones=backbone_descriptions(cfg), declared=declared,
+                        rehearsal=cfg.get("rehearsal") is not None)
     for b, m, s in each_run(declared):
         d = Path(run_dir(b, m, s, root))
         if not (d / METRICS_JSON).exists():
