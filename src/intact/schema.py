@@ -21,7 +21,7 @@ from intact.data.declare import benchmark_schema
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
-from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, section_schema
+from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, section_schema, validator
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -72,7 +72,7 @@ def _add_benchmarks(out: dict[str, Any]) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema())
+    return validator(schema())
 
 
 def _key(path: typing.Iterable[Any]) -> str:
@@ -97,11 +97,22 @@ def schema_error(err: jsonschema.ValidationError, where: str = "config") -> Conf
     shown = excerpt(err.instance)
     if err.validator == "enum":
         return ConfigError(f"{where}: key '{key}' = {shown} is not allowed; expected one of {err.validator_value}")
+    repeated = _first_repeat(err.instance) if err.validator == "uniqueItems" else []
+    if repeated:
+        return ConfigError(f"{where}: key '{key}' = {shown}: {excerpt(repeated[0])} is listed twice; each at most once")
     if err.validator in ("maxItems", "maxProperties"):
         return ConfigError(f"{where}: key '{key}' = {shown}: {len(err.instance):,} entries; at most "
                            f"{err.validator_value}")
     # jsonschema's message quotes the whole value: quote an excerpt
     return ConfigError(f"{where}: key '{key}' = {shown}: {err.message.replace(repr(err.instance), shown)}")
+
+
+def _first_repeat(items: list[Any]) -> list[Any]:
+    """``[the first item equal to an earlier one]``, or ``[]``."""
+    for i, item in enumerate(items):
+        if item in items[:i]:
+            return [item]
+    return []
 
 
 def check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
@@ -126,8 +137,7 @@ _SECTIONS_OK: set[str] = set()  # the JSON of sections already found valid (per 
 def _sections_validator(names: tuple[str, ...]) -> jsonschema.Draft202012Validator:
     # the root schema cut to these properties: its $defs (and $ref paths into it) stay as they are
     root = schema()
-    return jsonschema.Draft202012Validator({**root, "required": [],
-                                            "properties": {n: root["properties"][n] for n in names}})
+    return validator({**root, "required": [], "properties": {n: root["properties"][n] for n in names}})
 
 
 def _raise_first(errors: typing.Iterable[jsonschema.ValidationError], where: str) -> None:
