@@ -80,6 +80,10 @@ SEED = 2**64
     (lambda c: c["experiments"]["toy"].update(seed=SEED), ["key 'experiments.toy.seed'", BITS]),
     (lambda c: c["experiments"]["drift"].update(seeds=[SEED]), ["key 'experiments.drift.seeds[0]'", BITS]),
     (lambda c: c["optim"].update(epochs=SEED), ["key 'optim.epochs'", BITS]),
+    # an integer setting written as a float passes JSON Schema's "integer" (2.0 is one), then fails in the job
+    (lambda c: c["optim"].update(epochs=2.0), ["key 'optim.epochs' = 2.0: an integer is written without a decimal"]),
+    (run_named("coda_p@optim.epochs=2.0"), ["key 'optim.epochs' = 2.0: an integer is written without a decimal"]),
+    (lambda c: c["run"].update(seeds=[1.0]), ["key 'run.seeds[0]' = 1.0: an integer is written without a decimal"]),
     # a domain twice re-prepared the shared data and trained, and the reports then failed as if R.csv were damaged:
     # every benchmark type's ``domains`` takes each task once (derived: intact.data.declare); terms and seeds too
     (lambda c: c["benchmarks"]["digits"].update(domains=["blur", "noise", "blur"]),

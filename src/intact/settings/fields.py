@@ -67,14 +67,18 @@ def _typed(validator: Any, types: Any, instance: Any, schema: Mapping[str, Any])
     import jsonschema
 
     errors = list(jsonschema.Draft202012Validator.VALIDATORS["type"](validator, types, instance, schema))
-    problem = None if errors else number_problem(instance, schema.get("finite", True))
+    problem = None if errors else number_problem(instance, types, schema.get("finite", True))
     yield from errors or ([jsonschema.ValidationError(problem)] if problem else [])
 
 
-def number_problem(value: Any, finite: bool = True) -> str | None:
-    """Why ``value`` cannot be a setting's number (not finite where ``finite``, an integer past 64 bits), or None."""
+def number_problem(value: Any, types: str | list[str] = "number", finite: bool = True) -> str | None:
+    """Why ``value`` cannot be a setting's number of JSON-schema ``types`` (not finite where ``finite``; a float
+    where only an integer is allowed, which JSON Schema takes for ``2.0``; an integer past 64 bits), or None."""
+    types = [types] if isinstance(types, str) else list(types)
     if isinstance(value, float) and finite and not math.isfinite(value):
         return "not a finite number (.nan, .inf and -.inf pass every bound, then fail or spoil the run)"
+    if isinstance(value, float) and "integer" in types and "number" not in types:
+        return "an integer is written without a decimal point (2, not 2.0)"
     if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
         return f"does not fit in 64 bits (an integer here is at most 2^63 - 1 = {INT_MAX:,}, at least -2^63)"
     return None
