@@ -1,12 +1,16 @@
-"""No bad value starts a job (issue 43 item 3): a number that is not finite, an integer past 64 bits and an entry
-listed twice are each refused at validation, in one line naming the key."""
+"""No bad value starts a job (issue 43 item 3): a number that is not finite, an integer past 64 bits, an entry
+listed twice and a key given twice in a YAML file are each refused at validation, in one line naming the key (and
+the file and line where a file says it). The workflow test of the same cases after a finished run:
+tests/test_workflow.py::test_bad_values_stop_before_any_job."""
 
 import dataclasses
+import re
 
 import pytest
 
-from conftest import tiny_config
+from conftest import REPO, tiny_config, write_config
 from intact.config import ConfigError, validate_config
+from intact.layering import LayerError, load_file, read_layers
 from intact.settings import INT_MAX, check_declared, section_schema, setting, validator
 
 NAN, INF = float("nan"), float("inf")
@@ -122,3 +126,61 @@ def test_a_declaration_may_allow_a_number_that_is_not_finite_and_its_default_is_
     assert [(list(e.absolute_path), e.message.split(" (")[0]) for e in errors] == [(["clip"], "not a finite number")]
     with pytest.raises(TypeError, match=r"field 'weight': default nan breaks its own declaration: not a finite number"):
         check_declared(NanDefault, "NanDefault")
+
+
+def validate_files(capsys, *files) -> str:
+    """``intact validate`` on ``files``: its one line on stderr (it refuses them)."""
+    from intact.cli import main
+
+    assert main(["validate", *map(str, files)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_a_key_given_twice_is_refused(tmp_path, capsys):
+    """YAML keeps the last of two equal keys silently (a second ``optim:`` block dropped the first): the one loader
+    refuses it, at any depth, in a list of mappings and in an ``extends`` base; ``<<`` merges still override."""
+    write_config(tmp_path, tiny_config())
+    over = tmp_path / "over.yaml"
+    over.write_text("optim:\n  epochs: 2\nintact: {}\noptim:\n  lr_head: 0.02\n")
+    assert validate_files(capsys, tmp_path / "config.yaml", over) == (
+        f"error: config file '{over}', line 4: key 'optim' is given twice in one mapping (first on line 1); YAML "
+        "would keep only the last, silently")
+    over.write_text("studies:\n  tune:\n    searches:\n      - run: coda_p\n        grid: {lambda_feat: [1]}\n"
+                    "        run: l2p\n")
+    assert "line 6: key 'studies.tune.searches[0].run' is given twice" in validate_files(capsys, over)
+    over.write_text("methods: {coda_p: {length: 8}, l2p: {}, coda_p: {pool_size: 10}}\n")
+    assert "line 1: key 'methods.coda_p' is given twice" in validate_files(capsys, over)
+    base = tmp_path / "base.yaml"
+    base.write_text("run:\n  seeds: [0]\n  seeds: [1]\n")
+    over.write_text("extends: base.yaml\n")
+    msg = str(pytest.raises(LayerError, read_layers, over).value)
+    assert msg.startswith(f"config file '{base}', line 3: key 'run.seeds' is given twice"), msg
+    over.write_text("a: {1: x, 1.0: y}\n")
+    assert "key 'a.1.0' is given twice" in str(pytest.raises(LayerError, load_file, over).value)
+    over.write_text("base: &b {epochs: 2, lr_head: 0.1}\noptim: {<<: *b, epochs: 3}\n")
+    assert load_file(over)["optim"] == {"epochs": 3, "lr_head": 0.1}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("optim: [\n  epochs: 3\n", "not valid YAML: while parsing a flow sequence: did not find expected ',' or ']' "
+                                "(line 3, column 1)"),
+    (f"run:\n  seeds: [{'9' * 5000}]\n", "a value cannot be read: Exceeds the limit (4300 digits)"),
+    # libyaml's parser stops at 1,000 levels; Python's (where libyaml is not installed) at its recursion limit
+    ("run: {methods: " + "[" * 2000 + "]" * 2000 + "}\n", "nest"),
+])
+def test_unreadable_yaml_is_refused(tmp_path, capsys, text, expected):
+    (tmp_path / "bad.yaml").write_text(text)
+    msg = validate_files(capsys, tmp_path / "bad.yaml")
+    assert msg.startswith(f"error: config file '{tmp_path / 'bad.yaml'}': ") and expected in msg, msg
+
+
+def test_every_yaml_file_the_package_reads_goes_through_the_one_loader():
+    """``intact.layering.load_file`` (and, for a run name's value, ``load_text``): no other YAML reader."""
+    readers = re.compile(r"yaml\.(safe_load|load|full_load|unsafe_load|compose|load_all|safe_load_all)\(")
+    sources = [*(REPO / "src/intact").rglob("*.py"), *(REPO / "workflow").rglob("*.py"),
+               *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile"]
+    found = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in sources if p.name != "layering.py"
+             for m in readers.finditer(p.read_text())]
+    assert found == []

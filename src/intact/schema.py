@@ -14,10 +14,10 @@ from typing import Any
 from collections.abc import Mapping
 
 import jsonschema
-import yaml
 
 from intact.data import BENCHMARKS
 from intact.data.declare import benchmark_schema
+from intact.layering import load_file
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
@@ -33,7 +33,7 @@ MAX_ITEMS = 1000
 @functools.lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
-    out = yaml.safe_load(SCHEMA_PATH.read_text())
+    out = load_file(SCHEMA_PATH, "schema file")
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
     methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
