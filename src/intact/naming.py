@@ -25,7 +25,7 @@ import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml
+from intact.layering import LayerError, load_text
 
 #: InTAct loss terms, named as in the paper.
 TERMS = ("intdrift", "feat", "var", "align")
@@ -148,8 +148,8 @@ _EXCERPT.maxlevel = 3
 def _parse_scalar(raw: str) -> object:
     # YAML 1.1 reads "1e-4" as a string; accept it as the float a user means.
     try:
-        return float(raw) if re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", raw) else yaml.safe_load(raw)
-    except yaml.YAMLError:
+        return float(raw) if re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", raw) else load_text(raw, "a run name")
+    except LayerError:
         return raw
 
 

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Mapping, Sequence
 
-import yaml
-
 from intact.config import resolve_run
 from intact.models.named_backbones import describe
 from intact.io import read_json
+from intact.layering import load_file
 from intact.paths import RUN_KEY, run_dir
 from intact.plan import Plan, each_run
 from intact.results import METRICS_JSON, StoredResults, read_run
@@ -49,7 +48,7 @@ FORGETTING_NOTE = ("Forgetting (max-final): Chaudhry et al.'s mean over tasks i 
 @lru_cache(maxsize=1)
 def paper_numbers(path: str | Path = PAPER_NUMBERS) -> dict[str, Any]:
     """The paper's numbers (parsed ``paper_numbers.yaml``), checked for the shape the tables rely on."""
-    data = yaml.safe_load(Path(path).read_text())
+    data = load_file(path, "paper numbers file")
     for section in ("main", "ablation", "integration", "hyperparameters", "efficiency"):
         if "table" not in data.get(section, {}):
             raise ValueError(f"{path}: section {section!r} is missing or names no source table")

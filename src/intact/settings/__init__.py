@@ -20,8 +20,8 @@ from typing import Any
 from intact.hashing import stable_hash
 from intact.naming import DEFAULT_PROTOCOL
 from intact.settings.fields import (
-    BOUND_KEYWORDS, ConfigError, build_dataclass, check_declared, defaults, fields_schema, plain, recorded,
-    section_schema, setting,
+    BOUND_KEYWORDS, INT_MAX, INT_MIN, ConfigError, build_dataclass, check_declared, defaults, fields_schema, plain,
+    recorded, section_schema, setting, validator,
 )
 from intact.settings.sections import (
     BACKBONE_REQUIRED, INTACT_PRESETS, OPTIMIZERS, SCHEDULES, SECTIONS, BackboneConfig, HeadConfig, IntactConfig,
@@ -29,11 +29,10 @@ from intact.settings.sections import (
 )
 
 __all__ = [
-    "BOUND_KEYWORDS", "ConfigError", "build_dataclass", "check_declared", "defaults", "fields_schema", "plain",
-    "recorded", "section_schema", "setting", "BACKBONE_REQUIRED", "INTACT_PRESETS", "OPTIMIZERS", "SCHEDULES",
-    "SECTIONS", "BackboneConfig", "HeadConfig", "IntactConfig", "OptimConfig", "PretrainConfig", "RehearsalConfig",
-    "TrackingConfig",
-    "section_defaults", "RunConfig",
+    "BOUND_KEYWORDS", "INT_MAX", "INT_MIN", "ConfigError", "build_dataclass", "check_declared", "defaults",
+    "fields_schema", "plain", "recorded", "section_schema", "setting", "validator", "BACKBONE_REQUIRED",
+    "INTACT_PRESETS", "OPTIMIZERS", "SCHEDULES", "SECTIONS", "BackboneConfig", "HeadConfig", "IntactConfig",
+    "OptimConfig", "PretrainConfig", "RehearsalConfig", "TrackingConfig", "section_defaults", "RunConfig",
 ]
 
 
