@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
-from intact.io import ArtifactError, load_tensors
+from intact.io import ArtifactError, load_tensors, save_tensors
 from intact.results import collect_run, read_run
 from intact.train import Preempted, train_task
 
@@ -158,6 +158,30 @@ def test_a_derived_record_that_its_task_records_do_not_give_is_refused(tmp_path,
         read_run(run)
     _assert_names(err, run / name, f"snakemake --forcerun {run / name}")
     assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_same_tensors_and_metadata_give_the_same_bytes(tmp_path):
+    """safetensors writes its metadata in a Rust HashMap's order, which changes from call to call; save_tensors
+    writes it sorted, so a file's sha256 (what the records keep) is a function of its tensors and metadata. A file
+    with one metadata key (the backbone's) keeps safetensors' own bytes, and the tensors read back unchanged."""
+    import hashlib
+
+    from safetensors.torch import save
+
+    tensors = {"head.weight": torch.arange(12.0).reshape(3, 4), "e_p": torch.ones(2, dtype=torch.bfloat16)}
+    meta = {"method": "coda_p+intact", "task": "2", "config_hash": "0123456789ab"}
+    digests = set()
+    for i in range(12):
+        order = list(meta.items())[i % 3:] + list(meta.items())[: i % 3]
+        digests.add(save_tensors(tmp_path / f"{i}.safetensors", tensors, dict(order)))
+    files = {(tmp_path / f"{i}.safetensors").read_bytes() for i in range(12)}
+    assert len(files) == 1 and digests == {hashlib.sha256(files.pop()).hexdigest()}
+    assert b'{"__metadata__":{"config_hash":"0123456789ab","method":"coda_p+intact","task":"2"},' in \
+        (tmp_path / "0.safetensors").read_bytes()
+    back = load_tensors(tmp_path / "0.safetensors", meta)
+    assert all(torch.equal(back[k], v) for k, v in tensors.items())
+    save_tensors(tmp_path / "one.safetensors", tensors, {"model": "vit_digits_p8"})
+    assert (tmp_path / "one.safetensors").read_bytes() == save(tensors, metadata={"model": "vit_digits_p8"})
 
 
 def test_damaged_manifest_names_the_file(tiny_bench, two_tasks, tmp_path):

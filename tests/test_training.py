@@ -71,6 +71,9 @@ def test_same_config_and_seed_give_identical_R(tiny_bench, tmp_path):
         a = load_tensors(tmp_path / f"a/task{t}/state.safetensors")
         b = load_tensors(tmp_path / f"b/task{t}/state.safetensors")
         assert all(torch.equal(a[k], b[k]) for k in a)
+        for name in ("state", "hypercube"):   # the same tensors, the same bytes (the metadata in a stable order)
+            assert (tmp_path / f"a/task{t}/{name}.safetensors").read_bytes() == \
+                (tmp_path / f"b/task{t}/{name}.safetensors").read_bytes()
 
 
 def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import json
 import os
@@ -89,14 +90,34 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 def save_tensors(
     path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
-) -> None:
-    """Save a flat dict of tensors with safetensors, atomically."""
+) -> str:
+    """Save a flat dict of tensors with safetensors, atomically; the sha256 of the bytes written (what a record
+    of the file keeps). The same tensors and metadata give the same bytes."""
     from safetensors.torch import save
 
     flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    data = save(flat, metadata=metadata)  # serialised in memory: a full disk then surfaces as Python's OSError
+    data = sorted_metadata(save(flat, metadata=metadata))  # in memory: a full disk surfaces as Python's OSError
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def sorted_metadata(data: bytes) -> bytes:
+    """safetensors bytes with the header's ``__metadata__`` in key order. safetensors keeps the metadata in a
+    Rust HashMap and writes it in that map's order, which changes from call to call: the same tensors gave
+    different bytes (and sha256) each time. The header is rewritten as safetensors writes it (compact JSON,
+    ``__metadata__`` first, padded with spaces to 8 bytes; the same length), so a file whose map happened to
+    come out sorted keeps its bytes, and the tensor data are untouched."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    meta = header.pop("__metadata__", None)
+    if not meta or len(meta) < 2:
+        return data
+    text = json.dumps({"__metadata__": dict(sorted(meta.items())), **header}, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    assert len(text) == size, "a reordered safetensors header must keep its length"
+    return data[:8] + text + data[8 + size:]
 
 
 def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
