@@ -201,6 +201,41 @@ def test_an_edited_or_truncated_derived_record_is_refused_by_the_next_call(tiny_
 
 
 @pytest.mark.slow
+def test_an_edited_eval_or_truncated_hypercube_is_refused(tiny_run, tmp_path):
+    """Issue 43: a valid-JSON edit of task1/eval.json (which flowed into the tables by mtime) and the last task's
+    hypercube truncated to 300 bytes (which track_run uploaded as `done`) are each refused by the next
+    `snakemake`, naming the file and the --forcerun that redoes it, before a table or MLflow uses them; that
+    command retrains what it names and gives R bit for bit again."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    run = "results/runs/digits/coda_p+intact/seed0"
+    table, r_csv = work / "results/tables/digits/default_run.md", work / run / "R.csv"
+    before, R = table.read_text(), r_csv.read_bytes()
+    marker = json.loads((work / run / "tracking.json").read_text())
+    assert marker["status"] == "done"
+
+    def edit(path):
+        rec = json.loads(path.read_text())
+        rec["accuracy"] = [min(100.0, a + 20.0) for a in rec["accuracy"]]
+        path.write_text(json.dumps(rec, indent=2))
+
+    for name, damage in (("task1/eval.json", edit),
+                         ("task2/hypercube.safetensors", lambda p: p.write_bytes(p.read_bytes()[:300]))):
+        damage(work / run / name)
+        proc = snakemake(work, check=False)
+        logs = "".join(p.read_text() for p in (work / "results/logs").rglob("*.log"))
+        assert proc.returncode != 0 and "train_task" not in proc.stdout + proc.stderr
+        line = next(ln for ln in (proc.stderr + logs).splitlines() if f"{run}/{name} is damaged or foreign" in ln)
+        assert f"snakemake --forcerun {run}/{name}`" in line, line
+        assert table.read_text() == before and (not r_csv.exists() or r_csv.read_bytes() == R)   # (a failed job: none)
+        track = work / run / "tracking.json"               # nothing uploaded: the marker is as it was, or gone
+        assert not track.exists() or json.loads(track.read_text()) == marker
+        snakemake(work, "--forcerun", f"{run}/{name}")
+        marker, before = json.loads(track.read_text()), table.read_text()   # retrained: new timings in the table
+        assert r_csv.read_bytes() == R and marker["status"] == "done"
+
+
+@pytest.mark.slow
 def test_reports_from_copied_results_schedule_no_training(tiny_run, tmp_path):
     """A machine with only the results/ files (no task states, hypercubes or checkpoints) rebuilds every
     table and figure with `make reports`' command, and runs nothing but aggregation."""

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import random
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
@@ -269,17 +269,21 @@ def run_fingerprint(run: Any) -> str:
     return stable_hash({"R": [e["accuracy"] for e in run.evals], "epochs": epochs}, length=16)
 
 
-def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str]) -> dict[str, Any]:
+def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str],
+           config_hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The choice record of search ``run`` on ``benchmark`` from its points' ``metrics.json`` (checkpoint
     ``tune_select``): :func:`select`'s record with the benchmark and the final runs it asks for. Each point's
-    run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or ``R.csv`` that its
-    task records do not give (an edited number never makes a choice)."""
+    run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or ``R.csv`` that its task
+    records do not give, an edited task record, one of another config than ``config_hashes[<run folder>]`` (the
+    hash its config gives now), and a state or hypercube that is not the one its record describes: an edited
+    number never makes a choice."""
     from intact.results import read_run  # numpy and pandas: not when the Snakefile imports this module
 
     study = expand_tune(cfg)
     if study is None:
         raise ValueError("studies.tune is not declared")
-    runs = [read_run(Path(p).parent) for p in metrics_paths]
+    folders = [os.path.dirname(p) for p in metrics_paths]
+    runs = [read_run(f, config_hash=(config_hashes or {}).get(f), tensors=True) for f in folders]
     metrics = {(r.method, r.seed): r.metrics for r in runs}
     fingerprints = {(r.method, r.seed): run_fingerprint(r) for r in runs}
     out = select(study.search(run), metrics, study.selection_seeds, tie=study.tie, tolerance=study.tolerance,

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import sys
+from argparse import Namespace
 
 from intact.config import (
     ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, resolve_run,
@@ -141,17 +142,28 @@ wildcard_constraints:
 _RUN_CONFIGS = {}
 
 
-def run_config(wildcards):
-    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run.
-    Resolved once per run (not per task job): a paper grid has thousands of jobs."""
+def _resolved(wildcards):
+    """(plain settings, config hash) of the job's run, resolved once per run (not per task job): a paper grid
+    has thousands of jobs."""
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
         run = resolve_run(config, *key)
         if run.method != wildcards.method:   # a renamed method's runs keep their folder (intact.methods.stored_name)
             raise WorkflowError(f"the runs of {wildcards.method!r} are stored as {run.method!r}: ask for "
                                 f"{run_dir(wildcards.benchmark, run.method, wildcards.seed)}/...")
-        _RUN_CONFIGS[key] = run.to_dict()
+        _RUN_CONFIGS[key] = (run.to_dict(), run.hash())
     return _RUN_CONFIGS[key]
+
+
+def run_config(wildcards):
+    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run."""
+    return _resolved(wildcards)[0]
+
+
+def run_hash(wildcards):
+    """The run's config hash as the config gives it now: what every record of the run must carry (a record of
+    another configuration is refused where it is read: intact.results.read_run)."""
+    return _resolved(wildcards)[1]
 
 
 def as_dict(obj):
@@ -250,6 +262,13 @@ def tune_chosen(benchmark, tuned):
 def tune_search_metrics(wildcards):
     """``metrics.json`` of every point of one search, on the validation split, over the selection seeds."""
     return PLAN.metrics_files(wildcards.benchmark, TUNE.search(wildcards.tuned).val_names, TUNE.selection_seeds)
+
+
+def tune_search_hashes(wildcards):
+    """The run folder of every point of one search (over the selection seeds) -> its config hash."""
+    b = wildcards.benchmark
+    return {run_dir(b, n, s): run_hash(Namespace(benchmark=b, method=n, seed=s))
+            for n in TUNE.search(wildcards.tuned).val_names for s in TUNE.selection_seeds}
 
 
 def tune_report_metrics(wildcards):
