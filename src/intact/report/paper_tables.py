@@ -298,9 +298,15 @@ def integration_runs(cfg: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _scope(cfg: Mapping[str, Any], runs: Sequence[str | None]) -> dict[str, list[str]]:
-    """Benchmark -> ``runs``, on every benchmark the config runs: what a table exists to show."""
-    return {b: [r for r in runs if r] for b in cfg["run"]["benchmarks"]}
+def _scope(cfg: Mapping[str, Any], runs: Sequence[str | None], section: Mapping[str, Any] | None = None,
+           stored: StoredResults | None = None) -> dict[str, list[str]]:
+    """Benchmark -> ``runs``: what a table exists to show, on every benchmark the config runs that the table has
+    columns for (a comparison table ``section``'s own and the stored ones outside the paper's; every one else)."""
+    benchmarks = list(cfg["run"]["benchmarks"])
+    if section is not None:
+        shown = {*section["columns"], *_extra_benchmarks(stored)}
+        benchmarks = [b for b in benchmarks if b in shown]
+    return {b: [r for r in runs if r] for b in benchmarks}
 
 
 def _complete(table: Table, ledger: Ledger, scope: Mapping[str, Sequence[str]]) -> Table:
@@ -331,8 +337,12 @@ def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Tab
         "hyperparameters": hyperparameter_table(cfg),
         "efficiency": efficiency_table(ledgers["efficiency"], ours),
     }
-    scopes = {"main": [*ours, *(official or {}).values()], "integration": list(integration.values()),
-              "ablation": [ablation["method"], *ablation_variants(ablation).values()], "efficiency": ours}
-    for name, runs in scopes.items():
-        _complete(tables[name], ledgers[name], _scope(cfg, runs))
+    # without an integration study its table shows the main study's L2P and DualPrompt: the main table's runs
+    studied = (cfg.get("studies") or {}).get("integration") is not None
+    scopes = {"main": _scope(cfg, [*ours, *(official or {}).values()], numbers["main"], stored),
+              "integration": _scope(cfg, list(integration.values()) if studied else [], section, stored),
+              "ablation": _scope(cfg, [ablation["method"], *ablation_variants(ablation).values()]),
+              "efficiency": _scope(cfg, ours)}
+    for name, scope in scopes.items():
+        _complete(tables[name], ledgers[name], scope)
     return tables
