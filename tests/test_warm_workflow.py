@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from intact import io
 from conftest import REPO, checkout_lock, plain_signals, process_gone, snakemake, tiny_config, write_config
 
 #: every test here runs workflow jobs: the full tier only (docs/testing.md)
 pytestmark = pytest.mark.slow
 
 RUN = "results/runs/digits/coda_p+intact/seed0"
-#: the measurements in train.json (also per epoch) and eval.json - wall times, rates, peak memory: everything
-#: else in them must match bit for bit
-MEASURED = {"seconds", "images_per_s", "peak_memory_mb", "inference_batch_seconds"}
+#: the measurements in train.json (also per epoch) and eval.json - wall times, rates, peak memory - and the
+#: record's seal, which covers them (each seal is checked by :func:`_record`): everything else must match bit for bit
+MEASURED = {"seconds", "images_per_s", "peak_memory_mb", "inference_batch_seconds", io.SEAL}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,9 @@ def _record(path: Path):
         if isinstance(obj, dict):
             return {k: strip(v) for k, v in obj.items() if k not in MEASURED}
         return [strip(v) for v in obj] if isinstance(obj, list) else obj
-    return strip(json.loads(path.read_text()))
+    record = json.loads(path.read_text())
+    io.check_seal(path, record)
+    return strip(record)
 
 
 def test_warm_and_cold_runs_are_bit_identical_and_the_parent_ends(prepared, cold_run, tmp_path, checkout_unchanged):
