@@ -20,6 +20,7 @@ from intact.data import BUILTIN_TYPES
 from intact.data.declare import BenchmarkType
 from intact.methods.declare import Method
 from intact.registry import Registry, RegistryError, import_target, resolve, target_problem
+from intact.removed import RENAMED_METHODS
 
 GOOD = '''
 from dataclasses import dataclass
@@ -183,17 +184,16 @@ def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
     assert "finetune" in reg
 
 
-def test_a_renamed_method_answers_to_its_former_name_which_no_plugin_may_take(tmp_path, monkeypatch):
-    """compositional_prompt is stored as c_prompt: the registry answers to both names; a plugin that declares
-    c_prompt would share its runs' folders and hashes, so it is refused, naming the method that keeps it."""
+def test_a_former_method_name_is_refused_to_a_plugin_too(tmp_path, monkeypatch):
+    """c_prompt was compositional_prompt's name in 0.1: a plugin that declares it is refused in one line naming the
+    new name (a 0.1 tree that is not migrated yet stores compositional_prompt's runs there), the built-in is not."""
     add_plugin(tmp_path, "squatter", {"c_prompt": "squatter_mod:METHOD"},
                {"squatter_mod": GOOD.format(name="c_prompt")})
     monkeypatch.syspath_prepend(str(tmp_path))
-    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
-    assert reg["c_prompt"] is reg["compositional_prompt"] and reg.aliases["c_prompt"] == "compositional_prompt"
-    assert "c_prompt" not in set(reg) and "c_prompt" in reg.failures
+    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods", renamed=RENAMED_METHODS)
+    assert "c_prompt" not in set(reg) and "c_prompt" in reg.failures and "compositional_prompt" in reg
     msg = reg.failures["c_prompt"].message("method")
-    assert "squatter 0.1" in msg and "former name of 'compositional_prompt'" in msg, msg
+    assert "squatter 0.1" in msg and "is named 'compositional_prompt' since version 0.2.0" in msg, msg
 
 
 def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch):

@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Iterator, Mapping
 
 from intact.deprecation import moved
+from intact.removed import renamed_message
 
 T = TypeVar("T")
 
@@ -263,13 +264,13 @@ class Registry(Mapping[str, T], Generic[T]):
     the loaded ones; a name whose loading failed is in :attr:`failures` and raises when looked up.
 
     ``kind``: the declaration class; ``what``: its name in messages ("method"); ``skip``: module names of
-    ``package`` that are not declarations (besides those without ``attr``, skipped anyway).
+    ``package`` that are not declarations (besides those without ``attr``, skipped anyway); ``renamed``: former
+    names -> the names that replaced them, refused in one line naming the new name."""
 
-    A declaration whose ``stored_as`` differs from its name (a renamed method) answers to that former name too
-    (:attr:`aliases`), which no other declaration may take."""
-
-    def __init__(self, what: str, kind: type, package: str, attr: str, group: str, skip: tuple[str, ...] = ()):
+    def __init__(self, what: str, kind: type, package: str, attr: str, group: str, skip: tuple[str, ...] = (),
+                 renamed: Mapping[str, str] | None = None):
         self.what, self.kind, self.package, self.attr, self.group = what, kind, package, attr, group
+        self.renamed: Mapping[str, str] = renamed or {}
         self._found: dict[str, T] = {}
         self._origin: dict[str, str] = {}
         self.failures: dict[str, Failure] = {}
@@ -278,21 +279,18 @@ class Registry(Mapping[str, T], Generic[T]):
         self._builtins(skip)
         self.builtin: frozenset[str] = frozenset(self._found)   #: the names declared by ``package`` itself
         self._installed()
-        #: former name -> the declared name that answers to it (a declaration's ``stored_as``)
-        self.aliases: dict[str, str] = {}
-        self._add_aliases()
 
     # -- the mapping: loaded declarations only -------------------------------------------------------
     def __getitem__(self, name: str) -> T:
         if name in self._found:
             return self._found[name]
-        if name in self.aliases:
-            return self._found[self.aliases[name]]
         if name in self.failures:
             raise RegistryError(self.failures[name].message(self.what))
         if name in self.skipped:
             raise RegistryError(f"unknown {self.what} {name!r} (module {self.package}.{name} defines no {self.attr}); "
                                 f"known: {', '.join(sorted(self._found))}")
+        if name in self.renamed:
+            raise RegistryError(renamed_message(self.what, name, self.renamed[name]))
         return resolve(self._found, name, self.what)
 
     def __iter__(self) -> Iterator[str]:
@@ -314,6 +312,8 @@ class Registry(Mapping[str, T], Generic[T]):
         if not isinstance(decl, self.kind):
             self._fail(name, origin, f"expected a {self.kind.__module__}.{self.kind.__qualname__}, "
                                      f"got {type(decl).__name__}")
+        elif name in self.renamed:
+            self._fail(name, origin, renamed_message(self.what, name, self.renamed[name]) + "; declare another name")
         elif name in self._found or name in self.failures:
             first = self._origin.get(name) or self.failures[name].origin
             self._found.pop(name, None)
@@ -324,22 +324,6 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def _fail(self, name: str, origin: str, cause: str) -> None:
         self.failures.setdefault(name, Failure(name, origin, cause))
-
-    def _add_aliases(self) -> None:
-        for name, decl in list(self._found.items()):
-            former = getattr(decl, "stored_as", None) or name
-            if former == name:
-                continue
-            if former in self.aliases:
-                self._fail(name, self._origin[name], f"{self.what} {name!r} is stored as {former!r}, as "
-                           f"{self.aliases[former]!r} is; one name stores one method's runs")
-                del self._found[name]
-                continue
-            if former in self._found:   # another declaration takes the name a renamed one's runs are stored under
-                self._fail(former, self._origin[former], f"{self.what} {former!r} is the former name of {name!r} "
-                           f"({self._origin[name]}), whose runs keep it; declare another name")
-                del self._found[former]
-            self.aliases[former] = name
 
     def _builtins(self, skip: tuple[str, ...]) -> None:
         pkg = importlib.import_module(self.package)

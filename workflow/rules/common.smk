@@ -136,11 +136,7 @@ def run_config(wildcards):
     Resolved once per run (not per task job): a paper grid has thousands of jobs."""
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
-        run = resolve_run(config, *key)
-        if run.method != wildcards.method:   # a renamed method's runs keep their folder (intact.methods.stored_name)
-            raise WorkflowError(f"the runs of {wildcards.method!r} are stored as {run.method!r}: ask for "
-                                f"{run_dir(wildcards.benchmark, run.method, wildcards.seed)}/...")
-        _RUN_CONFIGS[key] = run.to_dict()
+        _RUN_CONFIGS[key] = resolve_run(config, *key).to_dict()
     return _RUN_CONFIGS[key]
 
 

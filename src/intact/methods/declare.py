@@ -64,9 +64,6 @@ class Method:
     #: the optimizer its code builds (one of :data:`OPTIMIZERS`; fresh at every task); a config's
     #: ``optim.optimizer`` (e.g. a protocol's, per method) replaces it
     optimizer: str = "adam"
-    #: the name its runs are stored under - their folders, config hashes and records: a renamed method's former
-    #: name (its runs keep it, and a config may still use it); empty: its name (:func:`intact.methods.stored_name`)
-    stored_as: str = ""
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.settings):
@@ -78,12 +75,9 @@ class Method:
             raise TypeError(f"method {self.name!r}: optimizer {self.optimizer!r} is not one of {OPTIMIZERS}")
         if self.intact_refusal and self.accepts_intact:
             raise TypeError(f"method {self.name!r}: accepts '+intact' yet gives a reason to refuse it")
-        if not self.stored_as:
-            object.__setattr__(self, "stored_as", self.name)
-        for what, name in (("name", self.name), ("stored_as", self.stored_as)):
-            if not _is_base_name(name):
-                raise TypeError(f"method {self.name!r}: {what} {name!r} is not a method name (lower case letters, "
-                                "digits and _, starting with a letter)")
+        if not _is_base_name(self.name):
+            raise TypeError(f"method {self.name!r}: name {self.name!r} is not a method name (lower case letters, "
+                            "digits and _, starting with a letter)")
 
         _check_declaration(self)
 
