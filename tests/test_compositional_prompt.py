@@ -70,7 +70,7 @@ def test_qkv_projected_prompt_is_the_prefix_of_the_official_insertion():
     torch.testing.assert_close(pv, raw[2][:, 2:] @ W[128:].T + b[128:])
     # the whole backbone with the projected prefix = the official insertion, block by block
     ours = bb(x, {l: qkv_prefix(bb.vit.blocks[l].attn, p) for l, p in raw.items()})
-    h = bb._tokens(x)
+    h = bb.tokens(x)
     for i, blk in enumerate(bb.vit.blocks):
         h = _official_block(blk, h, raw[i]) if i in raw else blk(h)
     torch.testing.assert_close(ours, bb.vit.norm(h)[:, 0], rtol=1e-5, atol=1e-5)
@@ -82,7 +82,7 @@ def test_qkv_projected_prompt_is_the_prefix_of_the_official_insertion():
 def test_query_tokens_read_token1_and_the_patch_mean():
     bb = _backbone()
     x = torch.rand(2, 1, 32, 32)
-    h = bb.vit.norm(bb.vit.blocks(bb._tokens(x)))
+    h = bb.vit.norm(bb.vit.blocks(bb.tokens(x)))
     torch.testing.assert_close(bb.query(x), h[:, 0])
     torch.testing.assert_close(bb.query(x, "token1"), h[:, 1])
     torch.testing.assert_close(bb.query(x, "patch_mean"), h[:, 1:].mean(1))

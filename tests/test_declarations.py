@@ -16,7 +16,7 @@ from conftest import REPO, assert_config_error, snakemake, tiny_config, write_co
 from intact.config import method_settings, resolve_run
 from intact.methods import METHODS
 from intact.registry import RegistryError
-from intact.methods.declare import Method, problems, settings_schema
+from intact.methods.declare import Method, settings_schema
 from intact.settings import OptimConfig, recorded, setting
 from intact.schema import _bound_lists, schema
 
@@ -218,9 +218,9 @@ def test_a_hook_with_the_wrong_signature_is_refused_naming_the_hook_and_the_sign
         Method("m", S, IMPL, "a method", check=one_argument)
     assert str(err.value) == ("method 'm': hook test_declarations.one_argument(settings) does not fit the signature "
                               "check(settings, benchmark, backbone) -> [(key, problem), ...]"), err.value
-    with pytest.raises(TypeError, match=r"hook test_declarations.make\(name\) does not fit the signature "
-                                        r"implementation\(\) -> the class"):
-        Method("m", S, make, "a method")
+    with pytest.raises(TypeError, match=r"implementation test_declarations.make is a function; removed in version "
+                                        r"0.2.0: name a module-level class as 'package.module:Class'"):
+        Method("m", S, make, "a method")   # the form of 0.1 (a function returning the class)
     from intact.data.declare import BenchmarkSettings, BenchmarkType
 
     with pytest.raises(TypeError, match=r"benchmark 'b': hook .* does not fit the signature check\(settings\) -> "):
@@ -235,17 +235,15 @@ def one_argument(settings):
     return []
 
 
-def test_a_two_argument_check_the_documented_form_of_9cca412_still_works_with_a_warning():
-    """check(settings, benchmark) was docs/adding-a-method.md's signature from 9cca412 until 74f1914 (2026-11-26):
-    such a plugin is declared with a DeprecationWarning naming it and the new signature, and its check runs."""
+def test_a_two_argument_check_the_documented_form_of_9cca412_is_refused_naming_its_replacement():
+    """check(settings, benchmark) was docs/adding-a-method.md's signature from 9cca412 until 74f1914 (2026-11-26),
+    accepted with a warning until version 0.2.0, which refuses it in one line naming the three-argument form."""
     S = dataclasses.make_dataclass("S", [("x", float, setting(1.0))], frozen=True)
-    seen = []
 
     def check(s, bench):
-        seen.append(bench)
         yield "x", "too large"
 
-    with pytest.warns(DeprecationWarning, match=r"method 'old': hook test_declarations.*check\(s, bench\) does not "
-                                                r"fit the signature check\(settings, benchmark, backbone\)"):
-        m = Method("old", S, IMPL, "a method", check=check, uses_backbone=False)
-    assert list(problems(m, S(), "the benchmark", None)) == [("x", "too large")] and seen == ["the benchmark"]
+    msg = str(pytest.raises(TypeError, Method, "old", S, IMPL, "a method", check=check, uses_backbone=False).value)
+    assert "\n" not in msg and msg.startswith("method 'old': hook test_declarations") and (
+        "removed in version 0.2.0: the two-argument check(settings, benchmark) is check(settings, benchmark, "
+        "backbone)") in msg, msg

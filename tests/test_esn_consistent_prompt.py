@@ -31,7 +31,7 @@ def test_prompt_tokens_go_in_after_cls_and_after_earlier_ones_before_the_final_n
     bb = FrozenViT(vit, (0.5,), (0.5,))
     x = torch.rand(2, 1, 32, 32)
     p0, p2 = torch.randn(3, bb.embed_dim), torch.randn(2, 2, bb.embed_dim)
-    h = bb._tokens(x)                                        # position embedding already added: prompts get none
+    h = bb.tokens(x)                                        # position embedding already added: prompts get none
     h = torch.cat((h[:, :1], p0.expand(2, -1, -1), h[:, 1:]), 1)
     h = vit.blocks[1](vit.blocks[0](h))
     h = torch.cat((h[:, :4], p2, h[:, 4:]), 1)               # CPrompt's second set: after [CLS] + the first set

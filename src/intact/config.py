@@ -28,7 +28,7 @@ from intact.protocols import (SECTIONS, contradictions, declared, named_backbone
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
-from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
+from intact.settings import (
     INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig, TrackingConfig,
     build_dataclass,
 )

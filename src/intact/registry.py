@@ -35,15 +35,13 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Iterator, Mapping
 
-from intact.deprecation import moved
-from intact.removed import renamed_message
+from intact.removed import removal_hint, removed_uses, renamed_message
 
 T = TypeVar("T")
 
@@ -70,11 +68,9 @@ def resolve(registry: Mapping[str, T], name: str, what: str) -> T:
 
 
 @functools.cache
-def import_target(target: str | Callable[[], Any]) -> Any:
-    """The object a target names: import ``"package.module:attr"`` and return the attribute (or call a factory
-    function: a declaration's deprecated ``implementation`` form). Cached: one object per target."""
-    if callable(target):
-        return target()
+def import_target(target: str) -> Any:
+    """The object a target names: import ``"package.module:attr"`` and return the attribute. Cached: one object per
+    target."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -122,30 +118,36 @@ def hook_problem(hook: Callable[..., Any], count: int, expected: str) -> str | N
     return f"hook {name} does not fit the signature {expected}"
 
 
-def check_implementation(target: str | Callable[[], Any], where: str) -> None:
+def check_implementation(target: str, where: str) -> None:
     """A declaration's ``implementation``, checked when the declaration is made: a ``"package.module:Class"``
-    string that resolves (:func:`target_problem`: found without importing it, so without torch); a TypeError
-    naming ``where`` otherwise. A function returning the class (the form documented before the implementations
-    became module-level classes) still works, with a DeprecationWarning naming the declaration."""
-    if callable(target):
-        problem = hook_problem(target, 0, "implementation() -> the class")
-        if problem:
-            raise TypeError(f"{where}: {problem}")
+    string that resolves (:func:`target_problem`: found without importing it, so without torch) in a module that
+    uses no name version 0.2.0 removed (:func:`intact.removed.removed_uses`, read from its source); a TypeError
+    naming ``where`` otherwise."""
+    if callable(target):   # 0.1 also took a function returning the class
         function = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
-        warnings.warn(f"{where}: implementation {function} is a function that returns the class; declare the class "
-                      "at module level and name it as 'package.module:Class' (CHANGELOG.md)", DeprecationWarning,
-                      stacklevel=5)
-        return
+        raise TypeError(f"{where}: implementation {function} is a function; removed in version 0.2.0: name a "
+                        "module-level class as 'package.module:Class' (CHANGELOG.md)")
     problem = target_problem(target)
     if problem:
         raise TypeError(f"{where}: implementation {target!r} does not resolve: {problem}")
+    origin = getattr(importlib.util.find_spec(target.partition(":")[0]), "origin", None)
+    uses = removed_uses(_module_ast(origin), origin) if origin and origin.endswith(".py") else []
+    if uses:
+        raise TypeError(f"{where}: implementation {target!r}: {uses[0]}")
+
+
+@functools.cache
+def _module_ast(path: str) -> ast.Module:
+    """A module's source, parsed (once per process: the declarations' and implementations' modules are read at
+    start-up)."""
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
 
 
 def _top_level_names(path: str) -> set[str]:
     """The names a module's source binds at top level (definitions, assignments, imports; inside a
     top-level ``if`` / ``try`` too), not those inside functions or classes."""
-    with open(path, encoding="utf-8") as f:
-        body = ast.parse(f.read(), path).body
+    body = list(_module_ast(path).body)
     names: set[str] = set()
     while body:
         node = body.pop()
@@ -199,7 +201,7 @@ class _Load:
         assert self.error is not None
         printed = [line.strip() for line in (self.err.getvalue() + self.out.getvalue()).splitlines() if line.strip()]
         said = f" (its last output line: {printed[-1][:200]!r})" if printed else ""
-        return _one_line(self.error) + said
+        return _one_line(self.error) + removal_hint(self.error) + said
 
 
 @contextlib.contextmanager
@@ -360,7 +362,3 @@ class Registry(Mapping[str, T], Generic[T]):
                 self._fail(declared, origin, cause)
                 continue
             self._add(ep.name, decl, origin)
-
-
-#: ``load`` reads stored data everywhere else; importing code is ``import_target`` (CHANGELOG.md)
-__getattr__ = moved(__name__, {"load_target": "intact.registry:import_target"})

@@ -140,10 +140,6 @@ def run_config(wildcards):
     return _RUN_CONFIGS[key]
 
 
-def as_dict(obj):
-    return recorded(obj)  # keys declared later left out at their defaults: existing jobs' params stay as they were
-
-
 def manifest(wildcards):
     return f"results/data/{wildcards.benchmark}/manifest.json"
 
