@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run full test check style setup lint reports clean-results
+.PHONY: run full test check style setup lint reports rehearsal clean-results
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ REPORT_RULES := reports collect_run report_default_run report_study_main report_
 PAPER_RULES := paper_tables report_paper_tables report_paper_figures
 reports: $(STAMP)
 	$(BIN)/snakemake reports paper_tables --forcerun $(REPORT_RULES) $(PAPER_RULES) --allowed-rules $(REPORT_RULES) $(PAPER_RULES)
+
+# A dress rehearsal of the paper configs (docs/cluster.md, "Rehearse first"): each one's whole DAG at toy scale in
+# rehearsal/<name>/, then every output read (intact rehearse). REHEARSE=imagenet_r rehearses one;
+# SNAKEMAKE_ARGS="--profile slurm" sends the jobs to the cluster.
+REHEARSE ?=
+SNAKEMAKE_ARGS ?=
+rehearsal: $(STAMP)
+	$(BIN)/intact rehearse $(REHEARSE) -- $(SNAKEMAKE_ARGS)
 
 # 3 workers on the 2-core reference machine: the SLURM end-to-end test waits on its cluster for most of its
 # ~150 s, and a third worker uses that idle core (353-397 s against 399 s with 2:
@@ -56,4 +64,4 @@ lint: $(STAMP)
 	$(BIN)/snakemake --lint
 
 clean-results:
-	rm -rf results/data results/backbones results/runs results/tables results/figures results/logs results/timings
+	rm -rf rehearsal results/data results/backbones results/runs results/tables results/figures results/logs results/timings

@@ -15,9 +15,11 @@ sys.path.insert(0, _SRC)
 
 from intact.layering import LayerError, check_files
 
-# a config file is bounded before Snakemake reads it (docs/failure-modes.md, "Bounded input"): its size, and what
-# its YAML aliases expand to (Snakemake's merge walks every mapping an alias repeats). A --configfile has been
-# read on the command line already: it is checked again here, and its contents at validation (common.smk).
+# a config file is read by the package's one YAML loader before Snakemake reads it (docs/configuration.md, "Config
+# files"): bounded (its size, what its YAML aliases expand to: Snakemake's merge walks every mapping an alias
+# repeats), no key twice in one mapping. A --configfile has been read on the command line already, by Snakemake's
+# own loader (which keeps the last of two equal keys, and expands a mapping alias bomb before this line runs): it
+# is read again here, strictly, and its values are checked at validation (common.smk), before any job.
 try:
     check_files(["config.yaml", *workflow.config_settings.configfiles])
 except LayerError as err:
@@ -31,6 +33,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/runtime.smk"  # how jobs start: their PYTHONPATH, the warm parent (onstart/onsuccess/onerror)
 include: "workflow/rules/data.smk"
 include: "workflow/rules/images.smk"
+include: "workflow/rules/rehearsal.smk"
 include: "workflow/rules/backbone.smk"
 include: "workflow/rules/cache.smk"
 include: "workflow/rules/train.smk"

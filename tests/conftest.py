@@ -306,6 +306,12 @@ def _adopt_the_kept_warm_parent(request: pytest.FixtureRequest):
         yield
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--rehearsal", default=None, metavar="DIR",
+                     help="read the finished rehearsals under DIR (`intact rehearse --root DIR`; "
+                     "tests/test_rehearsal.py)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, one torch thread in each test process: ``make test``'s 3 workers on 2 cores with
     torch's default of a thread per core run 6 compute threads, whose OpenMP spin-waits take cores from the

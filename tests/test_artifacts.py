@@ -2,6 +2,7 @@
 another config or task is never loaded; a full disk fails the job cleanly."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -10,7 +11,7 @@ from safetensors.torch import save_file
 
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
-from intact.io import ArtifactError, load_tensors
+from intact.io import ArtifactError, load_tensors, save_tensors, write_record
 from intact.results import collect_run, read_run
 from intact.train import Preempted, train_task
 
@@ -158,6 +159,105 @@ def test_a_derived_record_that_its_task_records_do_not_give_is_refused(tmp_path,
         read_run(run)
     _assert_names(err, run / name, f"snakemake --forcerun {run / name}")
     assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def _edit_accuracy(path):
+    """A valid-JSON edit of an eval record that keeps its seal (the edit of issue 43 that flipped a tune choice)."""
+    rec = json.loads(path.read_text())
+    rec["accuracy"][0] += 20.0
+    path.write_text(json.dumps(rec, indent=2))
+
+
+def _flip_last_byte(path):
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _unsealed(path):
+    rec = json.loads(path.read_text())
+    rec.pop("record_sha256")
+    path.write_text(json.dumps(rec))
+
+
+@pytest.mark.parametrize("name, damage, fragment", [
+    ("task2/eval.json", _edit_accuracy, "does not match its record_sha256"),
+    ("task1/eval.json", _edit_accuracy, "does not match its record_sha256"),
+    ("task2/train.json", lambda p: _edit_json(p, certificate=0.5), "does not match its record_sha256"),
+    ("task1/eval.json", _unsealed, "holds no record_sha256"),
+    ("task2/hypercube.safetensors", _truncate, "not a readable safetensors file"),          # the last task's
+    ("task2/hypercube.safetensors", _flip_last_byte, "its sha256 is"),
+    ("task2/state.safetensors", _flip_last_byte, "its sha256 is"),
+    ("task2/state.safetensors", lambda p: shutil.copy(p.parent.parent / "task1/state.safetensors", p),
+     "it records task = '1'"),
+])
+def test_an_edited_or_truncated_task_file_is_named(tmp_path, name, damage, fragment):
+    """Issue 43: every task's eval.json, train.json, state and hypercube - the last task's included - is checked
+    (sealed, this run's, the digests its records hold) before R, metrics, a tune choice or MLflow reads it; an
+    edited or truncated one is named in one line with the --forcerun that redoes it, and nothing is written."""
+    from stored_run import write_run
+
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", R3)
+    evals, trains = [run / f"task{t}/eval.json" for t in range(3)], [run / f"task{t}/train.json" for t in range(3)]
+    damage(run / name)
+    with pytest.raises(ArtifactError, match=re.escape(str(run / name))):
+        read_run(run, tensors=True)                       # what the tune choice and MLflow read
+    if name.endswith(".json"):
+        with pytest.raises(ArtifactError, match=re.escape(str(run / name))):
+            read_run(run)                                 # what a table reads: the JSON and CSV files
+    for out in ("R.csv", "metrics.json"):
+        (run / out).unlink()
+    with pytest.raises(ArtifactError) as err:
+        collect_run(evals, trains, run / "R.csv", run / "metrics.json", 10)
+    _assert_names(err, run / name, f"snakemake --forcerun {run / name}")
+    assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert not (run / "R.csv").exists() and not (run / "metrics.json").exists()
+
+
+def test_a_record_of_another_config_or_state_is_refused(tmp_path):
+    """The records must carry the config hash the run's config gives now, and each eval.json the sha256 of the
+    state its task trained; a copied results tree (no states, no hypercubes) is read from its records alone."""
+    from stored_run import rewrite_task, write_run
+
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", R3, config_hash="0123456789ab")
+    assert read_run(run, config_hash="0123456789ab", tensors=True).metrics["config_hash"] == "0123456789ab"
+    with pytest.raises(ArtifactError, match=r"task0/train.json is damaged or foreign: it records config_hash = "
+                                            r"'0123456789ab', the run's config says 'ba9876543210'"):
+        read_run(run, config_hash="ba9876543210")
+    other = json.loads((run / "task0/eval.json").read_text())["state_sha256"]
+    ev = json.loads((run / "task1/eval.json").read_text())
+    write_record(run / "task1/eval.json", {**ev, "state_sha256": other})   # a sealed record of task 0's state
+    with pytest.raises(ArtifactError, match=r"task1/eval.json is damaged or foreign: it records the state .*not the "
+                                            r"state trained"):
+        read_run(run)
+    rewrite_task(run / "task1")                                            # as written: the state's digest back
+    for f in run.rglob("*.safetensors"):
+        f.unlink()
+    assert read_run(run, config_hash="0123456789ab", tensors=True).seed == 0
+
+
+def test_the_same_tensors_and_metadata_give_the_same_bytes(tmp_path):
+    """safetensors writes its metadata in a Rust HashMap's order, which changes from call to call; save_tensors
+    writes it sorted, so a file's sha256 (what the records keep) is a function of its tensors and metadata. A file
+    with one metadata key (the backbone's) keeps safetensors' own bytes, and the tensors read back unchanged."""
+    import hashlib
+
+    from safetensors.torch import save
+
+    tensors = {"head.weight": torch.arange(12.0).reshape(3, 4), "e_p": torch.ones(2, dtype=torch.bfloat16)}
+    meta = {"method": "coda_p+intact", "task": "2", "config_hash": "0123456789ab"}
+    digests = set()
+    for i in range(12):
+        order = list(meta.items())[i % 3:] + list(meta.items())[: i % 3]
+        digests.add(save_tensors(tmp_path / f"{i}.safetensors", tensors, dict(order)))
+    files = {(tmp_path / f"{i}.safetensors").read_bytes() for i in range(12)}
+    assert len(files) == 1 and digests == {hashlib.sha256(files.pop()).hexdigest()}
+    assert b'{"__metadata__":{"config_hash":"0123456789ab","method":"coda_p+intact","task":"2"},' in \
+        (tmp_path / "0.safetensors").read_bytes()
+    back = load_tensors(tmp_path / "0.safetensors", meta)
+    assert all(torch.equal(back[k], v) for k, v in tensors.items())
+    save_tensors(tmp_path / "one.safetensors", tensors, {"model": "vit_digits_p8"})
+    assert (tmp_path / "one.safetensors").read_bytes() == save(tensors, metadata={"model": "vit_digits_p8"})
 
 
 def test_damaged_manifest_names_the_file(tiny_bench, two_tasks, tmp_path):

@@ -285,10 +285,9 @@ def test_an_alias_inside_its_anchor_and_deep_nesting_are_refused(tmp_path):
     (lambda c: c.setdefault("studies", {}).update(tune={"selection_seeds": [0, 1],
                                                         "searches": [{"run": "coda_p+intact", "grid": {
         f"lambda_{t}": [float(v) for v in range(1, 101)] for t in ("var", "feat", "align", "intdrift")}}]}),
-     "config: it declares 200,000,103 runs"),
+     "config: it declares 200,000,106 runs"),   # the search's points, chosen point and baseline (coda_p)
     (lambda c: c["run"].update(seeds=["x"] * 50 + [0]),
-     "config: key 'run.seeds' = ['x', 'x', 'x', 'x', 'x', 'x', ...]: ['x', 'x', 'x', 'x', 'x', 'x', ...] has "
-     "non-unique"),
+     "config: key 'run.seeds' = ['x', 'x', 'x', 'x', 'x', 'x', ...]: 'x' is listed twice; each at most once"),
 ])
 def test_lists_and_the_run_count_are_bounded(mutate, expected):
     """maxItems on every list of the schema; the declared runs counted (a tune grid's product without expanding

@@ -42,9 +42,9 @@ from conftest import assert_config_error, snakemake, tiny_config, write_config
      ["studies.sensitivity.grid.lambda_var[0]", "> 0"]),
     (lambda c: c["studies"]["sensitivity"]["grid"].update(lambda_var=[-1e-3, 1e-3]),
      ["studies.sensitivity.grid.lambda_var[0]"]),
-    (lambda c: c["run"].update(seeds=[0, 1, 0]), ["run.seeds", "non-unique"]),
-    (lambda c: c["studies"]["sensitivity"].update(seeds=[1, 1]), ["studies.sensitivity.seeds", "non-unique"]),
-    (lambda c: c["run"].update(methods=["coda_p", "coda_p"]), ["run.methods", "non-unique"]),
+    (lambda c: c["run"].update(seeds=[0, 1, 0]), ["run.seeds", "listed twice"]),
+    (lambda c: c["studies"]["sensitivity"].update(seeds=[1, 1]), ["studies.sensitivity.seeds", "listed twice"]),
+    (lambda c: c["run"].update(methods=["coda_p", "coda_p"]), ["run.methods", "listed twice"]),
     (lambda c: c["studies"]["main"].update(methods=["coda_p", "coda_q"]), ["coda_q", "studies.main"]),
     (lambda c: c["methods"].update(l2p={"top_k": 0}), ["methods.l2p.top_k", "minimum"]),
 ])

@@ -1,15 +1,18 @@
 """The README stays short, the reference pages total under 150 KB, and every page of docs/ is reachable: links
-resolve, the index lists every page and the log, the log's README lists every entry."""
+and their #anchors resolve, the index lists every page and the log, the log's README lists every entry."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from conftest import REPO
 
 DOCS = REPO / "docs"
 LOG = DOCS / "log"
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+ANCHOR = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")
+PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md")), *sorted(LOG.glob("*.md"))]
 
 
 def _links(page):
@@ -25,8 +28,32 @@ def test_readme_is_at_most_10_kb_and_links_to_the_docs_index():
 
 def test_every_relative_link_resolves():
     broken = [f"{page.relative_to(REPO)} -> {target}"
-              for page in [REPO / "README.md", *sorted(DOCS.glob("*.md")), *sorted(LOG.glob("*.md"))]
-              for target in _links(page) if not (page.parent / target).exists()]
+              for page in PAGES for target in _links(page) if not (page.parent / target).exists()]
+    assert not broken, broken
+
+
+def _anchors(page):
+    """The anchors GitHub gives a page's headings (fenced code left out): a heading's text (a link's text, not its
+    target) lower-cased, all but letters, digits, ``_``, ``-`` and spaces dropped, spaces as ``-``; a repeated
+    heading gets ``-1``, ``-2``..."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+    seen: Counter[str] = Counter()
+    out = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", heading).lower()).replace(" ", "-")
+        out.add(f"{slug}-{seen[slug]}" if seen[slug] else slug)
+        seen[slug] += 1
+    return out
+
+
+def test_every_anchor_resolves():
+    """A link's #anchor names a heading of the page it points to, so renaming a heading breaks no link silently."""
+    broken = []
+    for page in PAGES:
+        for path, anchor in ANCHOR.findall(page.read_text()):
+            target = page.parent / path if path else page
+            if target.suffix == ".md" and target.exists() and anchor not in _anchors(target):
+                broken.append(f"{page.relative_to(REPO)} -> {path}#{anchor}")
     assert not broken, broken
 
 

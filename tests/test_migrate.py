@@ -24,7 +24,7 @@ from conftest import tiny_config
 from intact.cli import main
 from intact.config import resolve_run
 from intact.hashing import stable_hash
-from intact.io import load_tensors, save_checkpoint, save_tensors, write_json
+from intact.io import SEAL, load_tensors, save_checkpoint, save_tensors, write_json
 from intact.migrate import MigrationRefused, migrate
 from intact.migrate.tree import former, renamed
 
@@ -231,7 +231,9 @@ def e2e_config() -> dict:
 def to_0_1(workdir: Path) -> None:
     """Name a tree the current pipeline wrote back to the form 0.1 stored it in, by plain text replacement (not
     with intact.migrate): the run names in paths, records and Snakemake's records, and each renamed run's config
-    hash replaced by the hash of its config under the former names. Every rewritten file keeps its time.
+    hash replaced by the hash of its config under the former names; the records' seals and the tensors' sha256
+    taken out, and the tensors' metadata in safetensors' own order, as 0.1 wrote them. Every rewritten file keeps
+    its time.
 
     This is a 0.1 tree because 0.1 and 0.2.0 differ in these names alone: a run's plain form, records and tensors
     are the same otherwise. Checked by hand on a tree made at 3e6ed78 (``snakemake all study_integration study_tune``
@@ -257,7 +259,10 @@ def to_0_1(workdir: Path) -> None:
 
     for path in [p for top in ("runs", "tune") for p in (results / top).rglob("*") if p.is_file()]:
         st = path.stat()
-        if path.suffix == ".json":
+        if path.name in ("train.json", "eval.json"):   # 0.1 neither sealed its records nor kept the tensors' sha256
+            data = json.loads(back(path.read_text()))
+            write_json(path, {k: v for k, v in data.items() if k not in (SEAL, "state_sha256", "hypercube_sha256")})
+        elif path.suffix == ".json":
             path.write_text(back(path.read_text()))
         elif path.suffix == ".safetensors":
             with safe_open(str(path), framework="pt") as f:

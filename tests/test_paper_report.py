@@ -17,7 +17,8 @@ import yaml
 
 from conftest import REPO, snakemake
 from intact.metrics import Paired
-from intact.report.paper import pairs, paper_numbers, stored_results, without_intact
+from intact.naming import baseline, intact_pair, pairs
+from intact.report.paper import paper_numbers, stored_results
 from intact.plan import PAPER_TABLES
 from intact.settings import IntactConfig
 from intact.report.paper_tables import paper_tables
@@ -156,13 +157,21 @@ def test_measured_cells_differences_and_paired_wins(tmp_path):
 
 
 def test_pairing_names():
-    assert without_intact("l2p+intact") == "l2p"
-    assert without_intact("coda_p+intact@preset=reference") == "coda_p+intact"
-    assert without_intact("coda_p+intact@optim.epochs=10") == "coda_p@optim.epochs=10"
-    assert without_intact("coda_p+intact-no_var") is None and without_intact("coda_p") is None
-    got = pairs(["coda_p", "coda_p+intact", "coda_p+intact@preset=reference", "l2p+intact"])
+    """One rule pairs a run with its baseline: InTAct and its own settings dropped, every other setting kept."""
+    assert baseline("l2p+intact") == "l2p"
+    assert baseline("coda_p+intact@preset=reference") == "coda_p"
+    assert baseline("coda_p+intact@optim.epochs=10") == "coda_p@optim.epochs=10"
+    assert baseline("coda_p+intact@lambda_feat=3,optim.epochs=2,protocol=official") == \
+        "coda_p@optim.epochs=2,protocol=official"
+    assert baseline("coda_p+intact-no_var") == "coda_p" and baseline("coda_p") is None
+    assert intact_pair("l2p@lambda_var=1e-2,lambda_feat=1e-1") == ("l2p", "l2p+intact@lambda_var=1e-2,lambda_feat=1e-1")
+    assert intact_pair("ka_prompt@methods.ka_prompt.expert_last=4") == \
+        ("ka_prompt@methods.ka_prompt.expert_last=4", "ka_prompt+intact@methods.ka_prompt.expert_last=4")
+    got = pairs(["coda_p", "coda_p+intact", "coda_p+intact@preset=reference", "l2p+intact", "coda_p+intact-no_var"])
     assert set(got) == {("coda_p+intact", "coda_p"), ("coda_p+intact@preset=reference", "coda_p+intact"),
                         ("coda_p+intact@preset=reference", "coda_p")}
+    # a run with InTAct settings of its own is paired with its baseline even where InTAct at its defaults is absent
+    assert pairs(["coda_p", "coda_p+intact@lambda_feat=3"]) == [("coda_p+intact@lambda_feat=3", "coda_p")]
     p = Paired.of({0: 1.0, 1: 0.0, 2: 5.0}, {0: 0.0, 1: 1.0, 3: 9.0})
     assert p.seeds == (0, 1) and p.better == 1 and p.stat.mean == 0.0
 
@@ -344,3 +353,86 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
     cfg["protocols"]["official"]["same_as_default"].pop("l2p")
     rows = paper_tables(cfg, StoredResults())["main"].data.set_index("run")
     assert rows.loc["l2p", "official_run"].isna().all()
+
+
+def _paper_config(name: str) -> dict:
+    """config.yaml <- configs/paper/<name>.yaml, as `snakemake --configfile` layers them (no data or weights
+    needed)."""
+    from intact.layering import read_files
+
+    return read_files([REPO / "config.yaml", REPO / "configs/paper" / f"{name}.yaml"])
+
+
+def _every_declared_run_stored(cfg: dict, skip: set[str] = frozenset()) -> StoredResults:
+    """A stored run for every (benchmark, method, seed) the config declares, but the methods in ``skip``."""
+    from intact.plan import Plan, each_run
+
+    declared = Plan(cfg).declared_runs()
+    runs = [_run(b, m, s, 50.0 + s + len(m) % 7) for b, m, s in each_run(declared) if m not in skip]
+    return StoredResults(runs, declared=declared)
+
+
+@pytest.mark.parametrize("name", ["imagenet_r", "domainnet", "imagenet_c", "imagenet_mix"])
+def test_every_stored_run_of_a_paper_config_fills_its_cells_with_seeds_and_interval(name):
+    """Issue 42: every declared run of a paper config stored, then every table row whose runs are declared shows a
+    value with its seed count and its 95 % interval - the integration table's "L2P + InTAct" and "DualPrompt +
+    InTAct" rows included (their runs carry the InTAct settings in their names) - and nothing is missing. (ImageNet-C
+    and -Mix declare no integration study: that table has no column of theirs, and the main study's runs are not
+    its to show.)"""
+    cfg = _paper_config(name)
+    tables = paper_tables(cfg, _every_declared_run_stored(cfg))
+    for table_name in ("main", "integration", "ablation", "efficiency"):
+        table = tables[table_name]
+        assert not any(n.startswith("Missing") for n in table.notes), table_name
+        for row in table.rows:
+            for key, cell in row.items():
+                if key.startswith(f"{name}_") and key.endswith(("_here", "_aa")) and row.get("method", "") != "":
+                    assert cell != "—" and "(n=" in cell, (table_name, row.get("method"), key)
+    if cfg["studies"].get("integration") is None:
+        assert name not in set(tables["integration"].data["benchmark"])
+        return
+    integ = tables["integration"].data.set_index(["method", "benchmark"])
+    for row in ("L2P", "L2P + InTAct", "DualPrompt", "DualPrompt + InTAct"):
+        cell = integ.loc[(row, name)]
+        assert cell["here_seeds"] == 5 and cell["here_ci_low"] < cell["here_mean"] < cell["here_ci_high"], row
+    assert integ.loc[("L2P + InTAct", name), "run"].startswith("l2p+intact@")
+    # the paired block compares each InTAct run with its plain run, seed by seed: 5 methods of the study
+    paired = tables["integration"].blocks[0].data
+    got = set(zip(paired["a"], paired["b"]))
+    assert len(got) == 5 and (integ.loc[("L2P + InTAct", name), "run"], "l2p") in got
+    assert paired["seeds"].eq(5).all()
+
+
+def test_a_declared_run_not_stored_is_named_in_the_missing_note():
+    cfg = _paper_config("imagenet_r")
+    skip = {"dualprompt+intact@lambda_var=1e-1,lambda_feat=1e-4"}
+    tables = paper_tables(cfg, _every_declared_run_stored(cfg, skip=skip))
+    note = next(n for n in tables["integration"].notes if n.startswith("Missing"))
+    assert "`dualprompt+intact@lambda_var=1e-1,lambda_feat=1e-4` on imagenet_r (seeds 0, 1, 2, 3, 4)" in note
+    row = tables["integration"].data.set_index(["method", "benchmark"]).loc[("DualPrompt + InTAct", "imagenet_r")]
+    assert pd.isna(row["here_mean"])
+    assert not any(n.startswith("Missing") for n in tables["main"].notes)
+
+
+def test_a_stored_run_that_no_cell_shows_is_an_error_naming_the_row_and_the_name_it_looked_for():
+    """The defect issue 42 found: a table that spells a run another way than the study that declared it."""
+    from intact.report.completeness import IncompleteReport, Ledger
+    from intact.report.paper_tables import comparison_table
+
+    cfg = _paper_config("imagenet_r")
+    stored = _every_declared_run_stored(cfg)
+    ledger = Ledger("integration", stored)
+    comparison_table("integration", "t", paper_numbers()["integration"], ["l2p", "l2p+intact"], ledger)
+    with pytest.raises(IncompleteReport, match=r"l2p\+intact@lambda_var=1e-2,lambda_feat=1e-1` on imagenet_r.*"
+                                               r"row 'L2P \+ InTAct' looked for `l2p\+intact` on imagenet_r"):
+        ledger.check({"imagenet_r": ["l2p", "l2p+intact@lambda_var=1e-2,lambda_feat=1e-1"]})
+
+
+def test_a_non_finite_value_never_reaches_a_table():
+    from intact.report.completeness import IncompleteReport
+
+    cfg = _paper_config("imagenet_r")
+    stored = _every_declared_run_stored(cfg)
+    stored.runs[0].metrics["aa"] = float("nan")
+    with pytest.raises(IncompleteReport, match="non-finite aa"):
+        paper_tables(cfg, stored)

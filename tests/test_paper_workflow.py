@@ -218,6 +218,32 @@ def test_intact_validate_and_runs_accept_the_overlays(name, tmp_path, capsys, mo
     assert name in capsys.readouterr().out
 
 
+def test_intact_validate_checks_the_files_its_target_reads(tmp_path, capsys, monkeypatch):
+    """Issue 42 item 5: the in21k weights file that only the official protocol's runs read does not stop `intact
+    validate` for target all (which trains on the authors' weights only); for study_main it does, naming a run."""
+    from intact.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"x")
+    for var, value in {**NO_ENV, "INTACT_VIT_B16_AUGREG2": str(weights), "IMAGENET_R_ROOT": str(tmp_path)}.items():
+        monkeypatch.setenv(var, value)
+    files = [str(REPO / "config.yaml"), str(PAPER / "imagenet_r.yaml")]
+    assert main(["validate", *files]) == 0
+    out = capsys.readouterr().out
+    assert "valid (target all: checked the weights of vit_b16_augreg2_in1k and the data of imagenet_r" in out
+    assert "not read by this target: " in out and "vit_b16_in21k" in out.split("not read by this target: ")[1]
+    assert main(["validate", "--target", "study_main", *files]) == 2
+    err = capsys.readouterr().err
+    assert "backbones.vit_b16_in21k.weights" in err and "needed by target study_main, e.g. run imagenet_r/" in err
+    assert main(["validate", "--target", "paper_tables", *files]) == 0       # reads stored results only
+    monkeypatch.setenv("IMAGENET_R_ROOT", str(tmp_path / "nowhere"))
+    assert main(["validate", *files]) == 2 and "needed by target all to prepare 'imagenet_r'" in capsys.readouterr().err
+    (tmp_path / "results/data/imagenet_r").mkdir(parents=True)
+    (tmp_path / "results/data/imagenet_r/manifest.json").write_text("{}")   # prepared: the root is no longer read
+    assert main(["validate", *files]) == 0
+
+
 def test_the_named_backbones_are_declared_once_and_the_paper_uses_the_authors():
     from intact.models.named_backbones import AUTHORS, NAMED_BACKBONES
 

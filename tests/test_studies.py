@@ -6,13 +6,15 @@ import pytest
 
 from conftest import tiny_config
 from intact.config import ConfigError, resolve_run, validate_config
+from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import to_markdown
 from intact.report.studies import write_study_report
 from intact.report.paper import default_points
 from intact.report.tables import integration_table, sensitivity_table, summary_table
 from intact.results import StoredResults, StoredRun
-from intact.studies import ablation_variants, expand_studies, format_value, sensitivity_grid
+from intact.naming import format_value
+from intact.studies import ablation_variants, expand_studies, sensitivity_grid
 
 
 def _studies_config():
@@ -86,12 +88,22 @@ def test_summary_ablation_and_integration_tables():
     assert (gain["a"], gain["b"], gain["diff_mean"], gain["better"], gain["seeds"]) == ("m+intact", "m", 11.0, 2, 2)
     assert (gain["ci_low"], gain["ci_high"]) == pytest.approx((11 - 12.7062, 11 + 12.7062), abs=1e-4)
     assert "+10.00 / +12.00 | +11.00 | [-1.71, +23.71] | 2 of 2" in md and "Student's t" in md
-    abl = ablation_table(runs, {"method": "m+intact", "terms": ["var", "feat"]}, ["digits"]).data
+    abl = ablation_table(Ledger("ablation", runs), {"method": "m+intact", "terms": ["var", "feat"]}, ["digits"]).data
     assert list(abl["run"]) == ["m+intact", "m+intact-no_var", "m+intact-no_feat"]
     assert abl.loc[1, "diff_mean"] == pytest.approx(-2.0) and abl.loc[1, "full_better"] == 2
     assert np.isnan(abl.loc[2, "here_mean"])                           # not run: '—'
     integ = integration_table("t", runs, "digits", ["m"]).data
     assert integ.loc[0, "diff_mean"] == pytest.approx(11.0) and integ.loc[0, "better"] == 2
+
+
+def test_an_intact_run_with_its_own_settings_is_paired_with_its_baseline():
+    """Issue 42: `coda_p` and `coda_p+intact@lambda_feat=3` in run.methods give a paired row with its interval."""
+    runs = _fake_runs({"coda_p": [40, 42, 41], "coda_p+intact@lambda_feat=3": [50, 54, 51]})
+    s = summary_table("default_run", "t", runs, "digits", ["coda_p", "coda_p+intact@lambda_feat=3"])
+    gain = s.blocks[0].data
+    assert list(zip(gain["a"], gain["b"])) == [("coda_p+intact@lambda_feat=3", "coda_p")]
+    assert gain.loc[0, "diff_mean"] == pytest.approx(32 / 3) and gain.loc[0, "ci_low"] < gain.loc[0, "ci_high"]
+    assert "No pair of runs" not in to_markdown(s)
 
 
 def test_sensitivity_compares_each_value_with_its_default():

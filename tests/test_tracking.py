@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import snakemake, tiny_config, write_config
+from stored_run import rewrite_task
 from intact.hashing import stable_hash
 from intact.tracking import (
     MARKER, TrackingConfig, build_payload, read_marker, read_run_folder, resolve_uri, sync, track_run,
@@ -76,12 +77,10 @@ def variant(results: Path, dest_root: Path, method: str, seed: int, shift: float
         train = json.loads((dst / f"task{t}/train.json").read_text())
         train["config"].update(method=method, seed=seed)
         train["config"]["optim"].update(optim)
-        train.update(method=method, seed=seed, config_hash=stable_hash(train["config"]))
-        (dst / f"task{t}/train.json").write_text(json.dumps(train))
         ev = json.loads((dst / f"task{t}/eval.json").read_text())
-        ev.update(method=method, seed=seed, config_hash=train["config_hash"],
-                  accuracy=[min(100.0, a + shift * (i + 1)) for i, a in enumerate(ev["accuracy"])])
-        (dst / f"task{t}/eval.json").write_text(json.dumps(ev))
+        rewrite_task(dst / f"task{t}", {"config": train["config"], "method": method, "seed": seed,
+                                        "config_hash": stable_hash(train["config"])},
+                     {"accuracy": [min(100.0, a + shift * (i + 1)) for i, a in enumerate(ev["accuracy"])]})
     _collect(dst)
     return dst
 
@@ -206,6 +205,39 @@ def test_uri_precedence(monkeypatch, tmp_path):
     assert resolve_uri(cfg, "http://arg:5000") == ("http://arg:5000", "argument")
 
 
+def test_a_damaged_or_edited_run_is_named_and_never_uploaded(tmp_path, capsys):
+    """Issue 43: the last task's truncated hypercube (uploaded as `done` before) and a valid-JSON edit of an
+    eval.json are named in one line with the --forcerun that redoes them, before MLflow is contacted: no store,
+    no marker. The command line names the run, goes on with the others, and exits 1."""
+    from intact.io import ArtifactError
+    from intact.tracking.cli import main
+    from stored_run import write_run
+
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", [[90.0, 80.0], [20.0, 85.0]])
+    uri = f"sqlite:///{tmp_path / 'store'}/mlflow.db"
+
+    def edit(path):
+        path.write_text(path.read_text().replace('"accuracy": [\n    80.0', '"accuracy": [\n    99.0'))
+
+    for name, damage in (("task1/hypercube.safetensors", lambda p: p.write_bytes(p.read_bytes()[:100])),
+                         ("task1/eval.json", edit)):
+        saved = (run / name).read_bytes()
+        damage(run / name)
+        assert (run / name).read_bytes() != saved
+        with pytest.raises(ArtifactError) as err:
+            track_run(run, TrackingConfig(uri=uri))
+        msg = str(err.value)
+        assert msg.startswith(f"{run / name} is damaged") and f"--forcerun {run / name}`" in msg and "\n" not in msg
+        assert not (run / MARKER).exists() and not (tmp_path / "store").exists()
+        (run / name).write_bytes(saved)
+    (run / "task1/hypercube.safetensors").write_bytes(b"\0" * 100)
+    capsys.readouterr()
+    assert main(["sync", str(tmp_path / "results"), "--uri", uri]) == 1
+    err = capsys.readouterr().err
+    assert f"tracking: not uploaded: {run / 'task1/hypercube.safetensors'} is damaged" in err and "1 refused" in err
+    assert not (run / MARKER).exists() and not (tmp_path / "store").exists()
+
+
 # --------------------------------------------------------------------------------------------------
 # (b) idempotency
 
@@ -226,8 +258,7 @@ def test_tracking_twice_keeps_one_run_and_the_same_histories(results, local_stor
 
     # a redone task (new content, same config): the run is replaced, never doubled
     ev = json.loads((run_dir / "task2/eval.json").read_text())
-    ev["accuracy"][0] = 12.5
-    (run_dir / "task2/eval.json").write_text(json.dumps(ev))
+    rewrite_task(run_dir / "task2", evaluation={"accuracy": [12.5, *ev["accuracy"][1:]]})
     _collect(run_dir)
     third = track_run(run_dir, cfg)
     assert third["action"] == "replaced" and third["run_id"] != first["run_id"]

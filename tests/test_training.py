@@ -4,7 +4,7 @@ import torch
 
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
-from intact.io import load_tensors
+from intact.io import load_tensors, read_json
 from intact.regularizers.hypercube import load_hypercubes
 from intact.results import collect_run, read_accuracy_matrix
 from intact.train import train_task
@@ -71,6 +71,12 @@ def test_same_config_and_seed_give_identical_R(tiny_bench, tmp_path):
         a = load_tensors(tmp_path / f"a/task{t}/state.safetensors")
         b = load_tensors(tmp_path / f"b/task{t}/state.safetensors")
         assert all(torch.equal(a[k], b[k]) for k in a)
+        # the same tensors, the same bytes (the metadata in a stable order), so the digests the records keep agree
+        for name in ("state", "hypercube"):
+            assert (tmp_path / f"a/task{t}/{name}.safetensors").read_bytes() == \
+                (tmp_path / f"b/task{t}/{name}.safetensors").read_bytes()
+        ta, tb = (read_json(tmp_path / f"{r}/task{t}/train.json") for r in "ab")
+        assert (ta["state_sha256"], ta["hypercube_sha256"]) == (tb["state_sha256"], tb["hypercube_sha256"])
 
 
 def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
@@ -168,7 +174,7 @@ import torch
 from torch.utils.data import Dataset
 from intact.config import resolve_run
 from intact.data import benchmark_class
-from intact.io import load_tensors
+from intact.io import load_tensors, read_json
 from intact.testing import train_one
 from intact.train import Preempted
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,15 @@ def test_search_points_are_named_runs_on_the_validation_split():
     assert val.intact.lambda_feat == 30.0 and val.hash() != test.hash()
     runs = Plan(cfg).tune_runs()["digits"]
     assert runs == {**{n: (0, 1) for n in s.val_names}, "coda_p": (0,)}
+
+
+def test_an_intact_search_is_compared_with_its_baseline_unless_it_declares_another():
+    """The search's baseline defaults to the one pairing rule of every table (intact.naming.baseline)."""
+    cfg = tune_config(searches=[{"run": "coda_p+intact@optim.epochs=2", "grid": GRID},
+                                {"run": "ewc", "grid": {"methods.ewc.lambda_ewc": [1.0]}},
+                                {"run": "l2p+intact", "baseline": None, "grid": GRID}])
+    validate_config(cfg)
+    assert [s.baseline for s in expand_tune(cfg).searches] == ["coda_p@optim.epochs=2", None, None]
 
 
 def test_any_setting_can_be_searched_and_random_points_are_seeded():
@@ -148,6 +158,52 @@ def test_an_edited_search_record_never_makes_the_choice(tmp_path):
     r_csv.write_bytes(r_csv.read_bytes()[:20])
     with pytest.raises(ArtifactError, match=f"{re.escape(str(r_csv))} is damaged.*--forcerun {re.escape(str(r_csv))}"):
         choose(cfg, "digits", "coda_p+intact", paths)
+
+
+def test_an_edited_eval_or_truncated_hypercube_never_makes_the_choice(tmp_path):
+    """Issue 43: a valid-JSON edit of a point's last eval.json (which flipped the choice and was called decisive),
+    its last task's truncated hypercube, or records of another config than the point's now: the choice names the
+    file in one line with the --forcerun that redoes it, and chooses nothing."""
+    from intact.io import ArtifactError
+    from intact.tune import choose
+    from stored_run import write_run
+
+    cfg = tune_config()
+    s = expand_tune(cfg).search("coda_p+intact")
+    paths, hashes = [], {}
+    for name, aa in zip(s.val_names, (60.0, 50.0)):                 # point 0 is the better one
+        for seed in (0, 1):
+            folder = str(tmp_path / f"results/runs/digits/{name}/seed{seed}")
+            hashes[folder] = resolve_run(cfg, "digits", name, seed).hash()
+            write_run(Path(folder), [[aa + 10, aa + seed], [5.0, aa + seed]], method=name, seed=seed,
+                      split="val", config_hash=hashes[folder])
+            paths.append(f"{folder}/metrics.json")
+    assert choose(cfg, "digits", "coda_p+intact", paths, hashes)["chosen"]["index"] == 0
+    point = tmp_path / f"results/runs/digits/{s.val_names[1]}/seed0"  # the edit would make point 1 the choice
+    for name, damage in (("task1/eval.json", _raise_accuracy), ("task1/hypercube.safetensors", _halve)):
+        saved = (point / name).read_bytes()
+        damage(point / name)
+        with pytest.raises(ArtifactError) as err:
+            choose(cfg, "digits", "coda_p+intact", paths, hashes)
+        msg = str(err.value)
+        assert msg.startswith(f"{point / name} is damaged") and f"--forcerun {point / name}`" in msg, msg
+        assert "\n" not in msg
+        (point / name).write_bytes(saved)
+    assert choose(cfg, "digits", "coda_p+intact", paths, hashes)["chosen"]["index"] == 0
+    other = {**hashes, str(point): "0123456789ab"}                  # the point's config changed since it ran
+    with pytest.raises(ArtifactError, match=r"task0/train.json is damaged or foreign: it records config_hash = .*, "
+                                            r"the run's config says '0123456789ab'"):
+        choose(cfg, "digits", "coda_p+intact", paths, other)
+
+
+def _raise_accuracy(path):
+    rec = json.loads(path.read_text())
+    rec["accuracy"] = [a + 30.0 for a in rec["accuracy"]]
+    path.write_text(json.dumps(rec, indent=2))
+
+
+def _halve(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
 def test_the_report_pairs_the_choice_with_its_baseline_seed_by_seed(tmp_path):

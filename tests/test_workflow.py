@@ -7,7 +7,7 @@ import shutil
 import pytest
 import yaml
 
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import RAN_A_JOB, REPO, snakemake, tiny_config, write_config
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -198,6 +198,41 @@ def test_an_edited_or_truncated_derived_record_is_refused_by_the_next_call(tiny_
         assert f"snakemake --forcerun {run}/{name}`" in proc.stderr + logs
         snakemake(work, "--forcerun", f"{run}/{name}")
         assert table.read_text() == before
+
+
+@pytest.mark.slow
+def test_an_edited_eval_or_truncated_hypercube_is_refused(tiny_run, tmp_path):
+    """Issue 43: a valid-JSON edit of task1/eval.json (which flowed into the tables by mtime) and the last task's
+    hypercube truncated to 300 bytes (which track_run uploaded as `done`) are each refused by the next
+    `snakemake`, naming the file and the --forcerun that redoes it, before a table or MLflow uses them; that
+    command retrains what it names and gives R bit for bit again."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    run = "results/runs/digits/coda_p+intact/seed0"
+    table, r_csv = work / "results/tables/digits/default_run.md", work / run / "R.csv"
+    before, R = table.read_text(), r_csv.read_bytes()
+    marker = json.loads((work / run / "tracking.json").read_text())
+    assert marker["status"] == "done"
+
+    def edit(path):
+        rec = json.loads(path.read_text())
+        rec["accuracy"] = [min(100.0, a + 20.0) for a in rec["accuracy"]]
+        path.write_text(json.dumps(rec, indent=2))
+
+    for name, damage in (("task1/eval.json", edit),
+                         ("task2/hypercube.safetensors", lambda p: p.write_bytes(p.read_bytes()[:300]))):
+        damage(work / run / name)
+        proc = snakemake(work, check=False)
+        logs = "".join(p.read_text() for p in (work / "results/logs").rglob("*.log"))
+        assert proc.returncode != 0 and "train_task" not in proc.stdout + proc.stderr
+        line = next(ln for ln in (proc.stderr + logs).splitlines() if f"{run}/{name} is damaged or foreign" in ln)
+        assert f"snakemake --forcerun {run}/{name}`" in line, line
+        assert table.read_text() == before and (not r_csv.exists() or r_csv.read_bytes() == R)   # (a failed job: none)
+        track = work / run / "tracking.json"               # nothing uploaded: the marker is as it was, or gone
+        assert not track.exists() or json.loads(track.read_text()) == marker
+        snakemake(work, "--forcerun", f"{run}/{name}")
+        marker, before = json.loads(track.read_text()), table.read_text()   # retrained: new timings in the table
+        assert r_csv.read_bytes() == R and marker["status"] == "done"
 
 
 @pytest.mark.slow
@@ -440,3 +475,38 @@ def test_diverging_config_fails_the_workflow_and_reaches_no_table(tiny_run, tmp_
     tables = tmp_path / "results/tables"
     reached = tables.exists() and any("coda_p+intact" in f.read_text() for f in tables.rglob("*.*"))
     assert not reached, "a diverged run reached a table"
+
+
+#: bad values given with --configfile after a finished run (issue 43 item 3), and the line that refuses each
+BAD_OVERLAYS = {
+    "intact:\n  lambda_feat: .nan\n": "config: key 'intact.lambda_feat' = nan: not a finite number",
+    "optim:\n  lr_head: .inf\n": "config: key 'optim.lr_head' = inf: not a finite number",
+    "benchmarks:\n  digits:\n    domains: [blur, blur, edges]\n": "'blur' is listed twice",
+    f"backbones:\n  vit_digits:\n    pretrain:\n      seed: {2**64}\n":
+        "config: key 'backbones.vit_digits.pretrain.seed' = 18446744073709551616: does not fit in 64 bits",
+    "optim:\n  epochs: 4\noptim:\n  lr_head: 0.02\n":
+        "bad.yaml', line 3: key 'optim' is given twice in one mapping (first on line 1)",
+}
+
+
+@pytest.mark.slow
+def test_bad_values_stop_before_any_job(tiny_run, tmp_path):
+    """Each bad value is refused by `snakemake` in one line naming the key (a key given twice: the file and the
+    line, read again by the Snakefile after Snakemake's own loader kept the last), before any job: the results of
+    the finished run, its backbone and data included, stay byte for byte (a job of the same run, backbone or
+    benchmark under the bad value would first have removed them)."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+
+    def results() -> dict:
+        return {p.relative_to(work): p.read_bytes() for p in sorted((work / "results").rglob("*")) if p.is_file()}
+
+    before = results()
+    assert any(p.suffix == ".safetensors" and p.parts[1] == "backbones" for p in before)
+    for overlay, expected in BAD_OVERLAYS.items():
+        (work / "bad.yaml").write_text(overlay)
+        proc = snakemake(work, "--configfile", str(work / "bad.yaml"), check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 1 and len([ln for ln in out.splitlines() if expected in ln]) == 1, out[-3000:]
+        assert "Traceback" not in out and not RAN_A_JOB.search(out), out[-3000:]
+        assert results() == before, f"{overlay!r} changed the results"

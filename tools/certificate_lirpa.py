@@ -1,7 +1,7 @@
 """auto_LiRPA's CROWN and alpha-CROWN on a ``new(x) - old(x)`` wrapper, for the 48 cases of docs/certificate.md.
 
-Runs in a separate virtualenv with auto_LiRPA built from source (``pip install --no-deps``; see
-docs/certificate.md for the exact steps), with this repository's ``src`` on the path for the cases only:
+Runs in a separate virtualenv with auto_LiRPA built from source (``pip install --no-deps``; the exact steps:
+docs/log/2026-11-27-certificate-alpha-crown-200.md), with this repository's ``src`` on the path for the cases only:
 
     PYTHONPATH=src /tmp/lirpa-venv/bin/python tools/certificate_lirpa.py > /tmp/lirpa.jsonl
 

@@ -9,7 +9,8 @@
 
 Each row: a random Linear-(Leaky)ReLU head, every parameter moved by ``--relative`` times its norm, on a
 random box (src/intact/experiments/certificate_width.py). CPU only. ``--lirpa``: the JSON lines of
-``tools/certificate_lirpa.py`` (run in a virtualenv with auto_LiRPA; see docs/certificate.md).
+``tools/certificate_lirpa.py`` (run in a virtualenv with auto_LiRPA; install steps:
+docs/log/2026-11-27-certificate-alpha-crown-200.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
 """``intact`` command line: check a config and list the runs it declares (no torch import).
 
-    intact validate [config.yaml ...]  # schema + consistency check, the same one the Snakefile runs
+    intact validate [--target T] [config.yaml ...]   # the Snakefile's start-up check of the config (schema, names,
+                                       # every run resolved), and the weights files and data roots the runs of
+                                       # target T (default: all) read; prepared data (results/data/<b>) needs no root
     intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies, with
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
     intact warm [--checkout DIR]       # keep a warm parent for many local runs: prints `export INTACT_WARM_SOCKET=...`
     intact migrate [results]           # rename a results tree written by version 0.1 to 0.2.0's method names
+    intact rehearse [imagenet_r ...] [-- snakemake options]   # a paper config's whole DAG at toy scale, every output
+                                       # read (intact.rehearse): before spending GPU time
 
 Several files are layered in order, as Snakemake layers them: ``intact validate config.yaml overlay.yaml``
 checks what ``snakemake --configfile overlay.yaml`` runs (the Snakefile's ``configfile`` is config.yaml).
@@ -15,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from intact.config import ConfigError, load_config, resolve_run
+from intact.plan import check_target_files
 from intact.protocols import training_summary
 from intact.studies import expand_studies
 from intact.tune import expand_tune
@@ -32,14 +38,24 @@ def main(argv: list[str] | None = None) -> int:
     migrate = sub.add_parser("migrate", help="rename a results tree written by 0.1 to 0.2.0's method names "
                              "(intact.migrate)")
     migrate.add_argument("results", nargs="?", default="results", help="the results folder (default: results)")
+    sub.choices["validate"].add_argument(
+        "--target", default="all", help="check the weights and data files this workflow target reads (default: all; "
+        "paper_tables, reports, study_toy and study_drift read none); the workflow refuses them when a job it runs "
+        "needs them, so a target whose runs are finished needs none")
     sub.add_parser("speed", help="time training steps of coda_p / coda_p+intact (intact speed --help)", add_help=False)
     sub.add_parser("warm", help="keep a warm parent for this checkout's local runs (intact warm --help)",
                    add_help=False)
+    sub.add_parser("rehearse", help="rehearse the paper configs at toy scale and read every output (intact rehearse "
+                   "--help)", add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["warm"]:
         from intact.runtime.warm import keep
 
         return keep(argv[1:])
+    if argv[:1] == ["rehearse"]:
+        from intact.rehearse import main as rehearse
+
+        return rehearse(argv[1:])
     if argv[:1] == ["speed"]:
         from intact.speed import main as speed  # imports torch: only for this command (its own options)
 
@@ -48,13 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "migrate":
         return _migrate(args.results)
     try:
-        # listing runs needs no data or weights (as a dry run): a config can be read before they arrive
-        cfg = load_config(*args.config, check_files=args.command == "validate")
+        # the files are checked per target, as the workflow checks them (a dry run needs none)
+        cfg = load_config(*args.config, check_files=False)
+        if args.command == "validate":
+            checked = check_target_files(cfg, args.target, lambda b: Path(f"results/data/{b}/manifest.json").is_file())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.command == "validate":
-        print(f"{' <- '.join(args.config)}: valid")
+        print(f"{' <- '.join(args.config)}: valid ({checked})")
         return 0
     everywhere = tuple(cfg["run"]["benchmarks"])
     groups = {"run (default target)": (cfg["run"]["methods"], cfg["run"]["seeds"], everywhere)}

@@ -24,7 +24,8 @@ from intact.paths import expand_path, file_problem
 from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
-from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
+from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
+from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
@@ -73,6 +74,11 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     _check_benchmark_types(cfg)
     _check_renamed(cfg)
     check_schema(cfg)
+    if cfg.get("rehearsal") is not None:   # a rehearsal's layer (intact.rehearsal), in place: every reader sees it
+        rehearsed = rehearse(cfg)
+        cfg.clear()
+        cfg.update(rehearsed)
+        check_schema(cfg)
     check_run_count(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
@@ -131,8 +137,9 @@ def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
     benchmarks', and those a per-method or protocol layer names) whose file is not there. Which targets need
     which backbone: :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
-    out = {}
-    for name in sorted({cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)):
+    out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
+    used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
+    for name in sorted(used - made):
         raw = cfg["backbones"][name]["weights"]
         problem = None if raw == "pretrain" else file_problem("weights file", raw)
         if problem:
@@ -146,7 +153,9 @@ def missing_data(cfg: Mapping[str, Any],
     """Benchmark name -> the messages naming its data roots or split folders that are not there, for the
     benchmarks of ``run.benchmarks``; ``prepared(name)``: the benchmark is prepared already (its raw images are
     no longer needed)."""
-    out = {b: benchmark_config(cfg, b).missing_inputs() for b in cfg["run"]["benchmarks"] if not prepared(b)}
+    made = set(synthetic_benchmarks(cfg))   # a rehearsal's synthetic data is made in the DAG
+    out = {b: benchmark_config(cfg, b).missing_inputs() for b in cfg["run"]["benchmarks"]
+           if not prepared(b) and b not in made}
     return {b: m for b, m in out.items() if m}
 
 
@@ -265,6 +274,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
         eval_split=(eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split")
                     or cfg["run"].get("eval_split", "test")),
         protocol=name.protocol,
+        rehearsal=bool(cfg.get("rehearsal")),
     )
 
 

@@ -127,7 +127,7 @@ def render() -> str:
     for name in sorted(builtins):
         lines += method_section(builtins[name], seen)
     lines += ["## Benchmarks", "", "The keys of `benchmarks.<name>` by `type`; `domains` selects and orders the type's "
-              "tasks (default: all).", ""]
+              "tasks, each once (default: all).", ""]
     for name in BUILTIN_TYPES:
         lines += benchmark_section(BENCHMARKS[name], seen)
     return "\n".join(lines + shared_sections())
@@ -143,26 +143,26 @@ def _max_items(*path: str) -> int:
 
 def files_section() -> list[str]:
     """Hand-written: how config files layer (``extends``) and the bounds every config is held to."""
-    lists = {"seeds (`run.seeds`, a study's `seeds`)": _max_items("run", "seeds"),
-             "run names (`run.methods`, a study's `methods`)": _max_items("run", "methods"),
+    lists = {"seeds": _max_items("run", "seeds"), "run names": _max_items("run", "methods"),
              "`run.benchmarks`": _max_items("run", "benchmarks"),
              "`studies.main.protocols`": _max_items("studies", "main", "protocols"),
-             "one grid key's values (sensitivity, tune)": _max_items("studies", "sensitivity", "grid", "*"),
+             "values per grid key": _max_items("studies", "sensitivity", "grid", "*"),
              "`studies.tune.searches`": _max_items("studies", "tune", "searches")}
     return [
         "## Config files", "",
         "`snakemake`, `intact validate` and `intact runs` read `config.yaml`, then each `--configfile` in order, then",
         "`--config key=value`: a later mapping merges into the earlier one key by key, any other value replaces it.",
         "A file may start with `extends: <path>` (**relative to that file**), merged over its base by the same rule",
-        "(`src/intact/layering.py`; a cycle or a missing base is refused): `configs/paper/imagenet_r.yaml` gives",
+        "(a cycle or a missing base is refused): `configs/paper/imagenet_r.yaml` gives",
         "`config.yaml` <- `base.yaml` <- `imagenet_r.yaml`.", "",
-        "Bounds, far above any real config, each refused in one line: a file at most",
-        f"{MAX_FILE_BYTES:,} bytes; a config at most {MAX_VALUES:,} values with every alias expanded (counted without",
-        f"expanding), {MAX_DEPTH} levels deep, no alias inside its own anchor; per list:",
-        "; ".join(f"{what} {n:,}" for what, n in lists.items()) + ";",
-        f"a tune search's random `points` 1,000; any other list {MAX_ITEMS:,}; a run name {NAME_MAX_LENGTH}",
-        f"characters, no whitespace or control character; the declared runs {MAX_RUNS:,}, counted before any grid",
-        "is expanded.", ""]
+        "One loader (`layering.load_file`) reads every YAML file, refusing in one line a key given twice, bad YAML,",
+        f"over {MAX_FILE_BYTES:,} bytes, {MAX_VALUES:,} values (aliases expanded) or {MAX_DEPTH} levels, an alias",
+        "in its own anchor. `snakemake` runs it before reading `config.yaml` but after parsing a `--configfile`, so",
+        "**a mapping alias bomb in a `--configfile` hangs `snakemake`** (`intact validate` refuses it).", "",
+        "Values: numbers finite, integers in 64 bits, seeds once; at most",
+        ", ".join(f"{n:,} {what}" for what, n in lists.items()) + f", 1,000 random `points`, {MAX_ITEMS:,} in",
+        f"any other list; run names of {NAME_MAX_LENGTH} characters, no whitespace or control character; {MAX_RUNS:,}",
+        "declared runs, counted before any grid is expanded.", ""]
 
 
 def shared_sections() -> list[str]:

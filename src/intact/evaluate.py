@@ -11,7 +11,8 @@ from torch.utils.data import Dataset
 
 from intact.cache import QueryCache, cache_tasks, query_settings
 from intact.settings import RunConfig
-from intact.io import write_json
+from intact.hashing import sha256_file
+from intact.io import write_record
 from intact.methods.shared.base import ContinualMethod
 from intact.seeding import configure_torch
 from intact.restore import load_method
@@ -38,12 +39,15 @@ def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights
     device = configure_torch(threads)
     bench, method, digest = load_method(run, manifest, backbone_weights, device, state=state, state_task=task)
     method.task = task
-    return evaluate_method(run, task, bench, method, device, out_path, query_cache=query_cache, backbone_sha256=digest)
+    return evaluate_method(run, task, bench, method, device, out_path, query_cache=query_cache, backbone_sha256=digest,
+                           state_sha256=sha256_file(state) if state is not None else None)
 
 
 def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, device: torch.device, out_path: Path,
-                    *, query_cache: Path | None = None, backbone_sha256: str | None = None) -> dict[str, Any]:
-    """Column ``task`` of R for a loaded ``method`` (also called by the training job right after training)."""
+                    *, query_cache: Path | None = None, backbone_sha256: str | None = None,
+                    state_sha256: str | None = None) -> dict[str, Any]:
+    """Column ``task`` of R for a loaded ``method`` (also called by the training job right after training);
+    ``state_sha256``: the sha256 of the ``state.safetensors`` it holds (the record says what it evaluated)."""
     stored = (QueryCache(query_cache, bench, backbone_sha256,
                          query_settings(run.backbone, bench, device, run.optim.amp))
               if (query_cache and run.optim.feature_cache and method.feature_fns() and method.stored_query) else None)
@@ -60,7 +64,6 @@ def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, d
         "benchmark": run.benchmark.name, "method": run.method, "seed": run.seed, "task": task,
         "eval_split": run.eval_split, "task_names": bench.task_names,
         "accuracy": accs, "samples": sizes, "seconds": time.perf_counter() - t0,
-        "config_hash": run.hash(),
+        "config_hash": run.hash(), "state_sha256": state_sha256,
     }
-    write_json(out_path, record)
-    return record
+    return write_record(out_path, record)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import json
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator
 
-from intact.hashing import json_default as _json_default
+from intact.hashing import json_default as _json_default, sha256_file
 
 
 if TYPE_CHECKING:
@@ -82,6 +83,37 @@ def read_json(path: str | os.PathLike) -> Any:
         raise damaged(path, f"not valid JSON ({err})") from None
 
 
+#: the key of a sealed record (:func:`write_record`): the sha256 of the rest of the record
+SEAL = "record_sha256"
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    """The sha256 of a record as JSON, keys sorted, its seal left out: the same for the object a job wrote and
+    for the one read back (JSON numbers round-trip exactly)."""
+    body = {k: v for k, v in record.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_record(path: str | os.PathLike, obj: dict[str, Any]) -> dict[str, Any]:
+    """Write a primary record (a task's ``train.json``, ``eval.json``: nothing they are derived from is kept) as
+    :func:`write_json` does, sealed: :data:`SEAL` holds :func:`record_digest` of the rest, so an edit that does
+    not recompute it is found (:func:`check_seal`). The record as written."""
+    plain = json.loads(json.dumps(obj, default=_json_default))  # what a reader gets back
+    plain[SEAL] = record_digest(plain)
+    write_json(path, plain)
+    return plain
+
+
+def check_seal(path: str | os.PathLike, record: dict[str, Any]) -> None:
+    """``record`` (read from ``path``) is as its job wrote it: its :data:`SEAL` matches its content. An edited
+    record, or one written before records were sealed, raises :class:`ArtifactError` naming the file."""
+    if SEAL not in record:
+        raise damaged(path, f"it holds no {SEAL} (written before records were sealed, or edited): it cannot be "
+                            "checked")
+    if record[SEAL] != record_digest(record):
+        raise damaged(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -89,25 +121,45 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 def save_tensors(
     path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
-) -> None:
-    """Save a flat dict of tensors with safetensors, atomically."""
+) -> str:
+    """Save a flat dict of tensors with safetensors, atomically; the sha256 of the bytes written (what a record
+    of the file keeps: :func:`check_tensors`). The same tensors and metadata give the same bytes."""
     from safetensors.torch import save
 
     flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    data = save(flat, metadata=metadata)  # serialised in memory: a full disk then surfaces as Python's OSError
+    data = sorted_metadata(save(flat, metadata=metadata))  # in memory: a full disk surfaces as Python's OSError
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
 
 
-def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
-    """Load a safetensors file; ``expect``: metadata it must carry where it records the key (a state of
-    another method, task or config is refused, never loaded)."""
+def sorted_metadata(data: bytes) -> bytes:
+    """safetensors bytes with the header's ``__metadata__`` in key order. safetensors keeps the metadata in a
+    Rust HashMap and writes it in that map's order, which changes from call to call: the same tensors gave
+    different bytes (and sha256) each time. The header is rewritten as safetensors writes it (compact JSON,
+    ``__metadata__`` first, padded with spaces to 8 bytes; the same length), so a file whose map happened to
+    come out sorted keeps its bytes, and the tensor data are untouched."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    meta = header.pop("__metadata__", None)
+    if not meta or len(meta) < 2:
+        return data
+    text = json.dumps({"__metadata__": dict(sorted(meta.items())), **header}, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    assert len(text) == size, "a reordered safetensors header must keep its length"
+    return data[:8] + text + data[8 + size:]
+
+
+def _open_tensors(path: str | os.PathLike, expect: dict[str, str] | None, keys: bool = True) -> dict[str, torch.Tensor]:
+    """The metadata (and, with ``keys``, the tensors) of a safetensors file; a damaged file, or one that records
+    another value of a key of ``expect``, raises :class:`ArtifactError` naming it."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()} if keys else {}
     except FileNotFoundError:
         raise
     except Exception as err:  # safetensors raises its own error types for truncated or foreign bytes
@@ -116,6 +168,26 @@ def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) 
         if key in meta and meta[key] != want:
             raise damaged(path, f"it records {key} = {meta[key]!r}, this job expects {want!r}")
     return tensors
+
+
+def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
+    """Load a safetensors file; ``expect``: metadata it must carry where it records the key (a state of
+    another method, task or config is refused, never loaded)."""
+    return _open_tensors(path, expect)
+
+
+def check_tensors(path: str | os.PathLike, expect: dict[str, str], sha256: Any, record: str | os.PathLike) -> None:
+    """A stored tensor file is the one its record describes: readable, written for ``expect`` (method, task,
+    config hash: its metadata), and its bytes' sha256 the ``sha256`` that ``record`` holds. A truncated, edited,
+    swapped or foreign file raises :class:`ArtifactError` naming it and the command that redoes it."""
+    _open_tensors(path, expect, keys=False)  # readable: the header covers the file (safetensors checks it)
+    if not sha256:
+        raise damaged(record, f"it records no sha256 of {Path(path).name} (written before records were checked, "
+                              "or edited): it cannot be checked")
+    got = sha256_file(path)
+    if got != sha256:
+        raise damaged(path, f"its sha256 is {got[:16]}..., {record} records {str(sha256)[:16]}... (edited, or "
+                            "replaced after the record was written)")
 
 
 def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:

@@ -7,12 +7,13 @@ Every reader resolves ``extends`` through this module: the Snakefile (:func:`app
 validate`` / ``intact runs`` (:func:`read_files`: several files, layered as ``snakemake --configfile`` layers
 them) and ``intact speed``.
 
-Every config file is bounded before it is parsed or expanded (:func:`check_file`): its size, and what its YAML
-aliases expand to (a "billion laughs" file of a few hundred bytes holds 10^9 values once ``*alias`` repeats a
-list ten times over nine levels). A loaded YAML file shares an aliased list or mapping, so it stays small until
-something walks it (a schema validator, ``repr`` in a message, Snakemake's own merge of mappings); the bounds
-count what a walk would see, without walking it (:func:`check_size` on loaded data, the same on a file's node
-graph).
+Every YAML file the package reads goes through one loader, :func:`load_file`, which bounds it before it is
+constructed or expanded, refuses a key given twice in one mapping and names the file and line of every problem
+in one line. The bounds: its size, and what its YAML aliases expand to (a "billion laughs" file of a few hundred
+bytes holds 10^9 values once ``*alias`` repeats a list ten times over nine levels). A loaded YAML file shares an
+aliased list or mapping, so it stays small until something walks it (a schema validator, ``repr`` in a message,
+Snakemake's own merge of mappings); the bounds count what a walk would see, without walking it
+(:func:`check_size` on loaded data, the same on a file's node graph).
 """
 
 from __future__ import annotations
@@ -128,21 +129,90 @@ def check_size(data: Any, where: str = "config") -> None:
     _bound(data, _data_length, _data_children, where)
 
 
-def check_file(path: str | Path) -> None:
-    """A config file within :data:`MAX_FILE_BYTES`, checked before it is read, and within :data:`MAX_VALUES`
-    and :data:`MAX_DEPTH` once its aliases are expanded, checked on its YAML node graph (composed, not
-    constructed: nothing is expanded). A file YAML cannot parse passes: the loader that reads it names the error."""
+#: the YAML loader (libyaml's where it is installed); :func:`load_text` composes, checks, then constructs with it
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def load_file(path: str | Path, what: str = "config file") -> Any:
+    """The package's one reader of YAML files (config files and their bases, the config schema, the paper's
+    numbers): the file within :data:`MAX_FILE_BYTES`, checked before it is read, then :func:`load_text`. Every
+    problem is a :class:`LayerError` of one line naming the file."""
     path = Path(path)
-    where = f"config file {str(path)!r}"
+    where = f"{what} {str(path)!r}"
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise LayerError(f"{where} has {size:,} bytes; at most {MAX_FILE_BYTES:,} (a config is a few kilobytes)")
     try:
-        node = yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, RecursionError, UnicodeDecodeError):
-        return
-    if node is not None:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise LayerError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start:,})") from None
+    return load_text(text, where)
+
+
+def load_text(text: str, where: str) -> Any:
+    """YAML ``text`` (a file's, named by ``where``) as data: its node graph (composed, not constructed: nothing is
+    expanded) within :data:`MAX_VALUES` and :data:`MAX_DEPTH` once its aliases are expanded, no key twice in one
+    mapping (YAML would keep the last one silently: a second ``optim:`` block drops the first), then constructed.
+    :class:`LayerError` naming ``where`` (and the line, where YAML knows it)."""
+    loader = _LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
         _bound(node, _node_length, _node_children, where)
+        _check_keys(node, loader, where)
+        return loader.construct_document(node)
+    except LayerError:
+        raise
+    except yaml.YAMLError as err:
+        raise LayerError(f"{where}: not valid YAML: {_yaml_problem(err)}") from None
+    except RecursionError:
+        raise LayerError(f"{where}: lists and mappings nest too deep to read; at most {MAX_DEPTH}") from None
+    except ValueError as err:  # a value YAML matched but Python refuses: an integer of over 4,300 digits, a bad date
+        raise LayerError(f"{where}: a value cannot be read: {' '.join(str(err).split())}") from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (line and column, 1-based)."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = ": ".join(filter(None, (getattr(err, "context", None), getattr(err, "problem", None)))) or str(err)
+    at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return " ".join(problem.split()) + at
+
+
+def _check_keys(root: yaml.Node, loader: Any, where: str) -> None:
+    """:class:`LayerError` naming the line and the key where a mapping of the node graph holds a key twice (keys
+    compared as constructed: ``1`` and ``1.0`` are one key); each node is visited once, aliases included."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen or isinstance(node, yaml.ScalarNode):
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+            continue
+        lines: dict[Any, int] = {}
+        for key_node, value in node.value:
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                stack.append((value, path))  # ``<<: *base`` merges; a non-scalar key is refused when constructed
+                continue
+            key = loader.construct_object(key_node)
+            label = f"{path}.{key}" if path else str(key)
+            if key in lines:
+                raise LayerError(f"{where}, line {key_node.start_mark.line + 1}: key {label!r} is given twice in one "
+                                 f"mapping (first on line {lines[key]}); YAML would keep only the last, silently")
+            lines[key] = key_node.start_mark.line + 1
+            stack.append((value, label))
+
+
+def check_file(path: str | Path) -> None:
+    """:func:`load_file`, for its checks only (the Snakefile's, before Snakemake reads config.yaml)."""
+    load_file(path)
 
 
 def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -153,8 +223,7 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     if not path.is_file():
         raise LayerError(f"config file {str(path)!r} does not "
                          "exist" + (f" (extended by {str(_seen[-1])!r})" if _seen else ""))
-    check_file(path)
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_file(path) or {}
     if not isinstance(data, Mapping):
         raise LayerError(f"config file {str(path)!r}: expected a mapping at the top level")
     data = dict(data)
@@ -181,7 +250,7 @@ def apply_extends(config: dict[str, Any], files: Iterable[str | Path],
     The result equals ``config.yaml`` <- base <- overlay <- ``--config``; a no-op when no file extends another."""
     files = list(files)
     config.pop(EXTENDS, None)
-    if not any(EXTENDS in (yaml.safe_load(Path(f).read_text()) or {}) for f in files):
+    if not any(EXTENDS in data for data in map(load_file, files) if isinstance(data, Mapping)):
         return
     # every file again, in order: a later file still wins over an overlay
     merged = merge(read_files(files, config), overrides or {})
@@ -190,7 +259,9 @@ def apply_extends(config: dict[str, Any], files: Iterable[str | Path],
 
 
 def check_files(paths: Iterable[str | Path]) -> None:
-    """:func:`check_file` on each of ``paths`` that exists (the Snakefile's, before Snakemake reads config.yaml)."""
+    """:func:`check_file` on each of ``paths`` that exists: the Snakefile's, before Snakemake reads config.yaml, and
+    again on each ``--configfile``, which Snakemake has read already with a loader that keeps the last of two equal
+    keys silently."""
     for path in map(Path, paths):
         if path.is_file():
             check_file(path)

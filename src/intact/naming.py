@@ -22,9 +22,10 @@ from __future__ import annotations
 import functools
 import re
 import reprlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml
+from intact.layering import LayerError, load_text
 
 #: InTAct loss terms, named as in the paper.
 TERMS = ("intdrift", "feat", "var", "align")
@@ -147,9 +148,26 @@ _EXCERPT.maxlevel = 3
 def _parse_scalar(raw: str) -> object:
     # YAML 1.1 reads "1e-4" as a string; accept it as the float a user means.
     try:
-        return float(raw) if re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", raw) else yaml.safe_load(raw)
-    except yaml.YAMLError:
+        return float(raw) if re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", raw) else load_text(raw, "a run name")
+    except LayerError:
         return raw
+
+
+# ---- building names: every run name the studies, the tune, the reports and the tables use is spelled here
+
+
+def format_value(value: float) -> str:
+    """A compact, name-safe spelling of a number in a run name: 1e-4, 0.5, 1, 2.5e-4."""
+    short = f"{value:.0e}"
+    text = short if value != 0 and abs(value) < 0.01 and float(short) == value else f"{value:g}"
+    return text.replace("e-0", "e-").replace("e+0", "e+")
+
+
+def with_overrides(name: str, items: Sequence[str]) -> str:
+    """``name`` with ``key=value`` items appended to its overrides (after ``@``, or ``,`` after others)."""
+    if not items:
+        return name
+    return name + ("," if "@" in name else "@") + ",".join(items)
 
 
 def with_protocol(method: str, protocol: str) -> str:
@@ -157,4 +175,66 @@ def with_protocol(method: str, protocol: str) -> str:
     (``,protocol=<name>`` after other overrides)."""
     if protocol == DEFAULT_PROTOCOL:
         return method
-    return f"{method}{',' if '@' in method else '@'}{PROTOCOL_KEY}={protocol}"
+    return with_overrides(method, [f"{PROTOCOL_KEY}={protocol}"])
+
+
+def ablation_name(method: str, term: str) -> str:
+    """``coda_p+intact`` without ``term``: ``coda_p+intact-no_<term>`` (ablations precede overrides)."""
+    head, sep, overrides = method.partition("@")
+    return f"{head}-no_{term}" + (f"@{overrides}" if sep else "")
+
+
+def sweep_name(method: str, key: str, value: float) -> str:
+    """``method`` with one setting changed: ``coda_p+intact@lambda_feat=0.1``."""
+    return with_overrides(method, [f"{key}={format_value(value)}"])
+
+
+def with_intact(name: str) -> str:
+    """``name`` with InTAct: ``l2p`` -> ``l2p+intact``, ``l2p@lambda_var=1e-2`` -> ``l2p+intact@lambda_var=1e-2``
+    (every override kept, written as given)."""
+    if parse_method_name(name).intact:
+        raise MethodNameError(f"method name {name!r} already has '+intact'")
+    head, sep, overrides = name.partition("@")
+    return f"{head}+intact" + (f"@{overrides}" if sep else "")
+
+
+def _is_intact_setting(key: str) -> bool:
+    """An override key of the ``intact`` section (no dot, not the protocol): it means nothing without InTAct."""
+    return "." not in key and key != PROTOCOL_KEY
+
+
+def baseline(name: str) -> str | None:
+    """The run an InTAct run is compared with: the same method without InTAct, under the same settings that do
+    not belong to InTAct (``optim.``, ``methods.``, ``run.`` keys, the protocol), its InTAct settings and ablations
+    dropped: ``coda_p+intact@lambda_feat=3,optim.epochs=2`` -> ``coda_p@optim.epochs=2``. None for a run without
+    InTAct. The one pairing rule of every table, study and search (:func:`intact_pair`, :func:`pairs`)."""
+    parsed = parse_method_name(name)
+    if not parsed.intact:
+        return None
+    _, _, overrides = name.partition("@")
+    kept = [item for item in overrides.split(",") if item and not _is_intact_setting(item.partition("=")[0])]
+    return with_overrides(parsed.base, kept)
+
+
+def intact_pair(entry: str) -> tuple[str, str]:
+    """(baseline, InTAct run) of a method that a study or search declares with and without InTAct: ``entry`` is
+    the plain method with the InTAct run's settings, ``l2p@lambda_var=1e-2`` -> (``l2p``,
+    ``l2p+intact@lambda_var=1e-2``); settings outside ``intact`` go to both runs."""
+    run = with_intact(entry)
+    return baseline(run), run
+
+
+def pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
+    """(A, B) comparisons among ``methods``, ordered by B then A: each InTAct run with its :func:`baseline`, and a
+    run with InTAct settings of its own (``coda_p+intact@preset=reference``) also with InTAct at its defaults
+    under the same other settings (``coda_p+intact``), where those runs are among ``methods``. Ablations
+    (``-no_<term>``) are compared in the ablation table instead."""
+    present, out = set(methods), set()
+    for m in methods:
+        plain = baseline(m)
+        if plain is None or parse_method_name(m).disabled:
+            continue
+        for partner in (plain, with_intact(plain)):
+            if partner in present and partner != m:
+                out.add((m, partner))
+    return sorted(out, key=lambda p: (methods.index(p[1]), methods.index(p[0])))

@@ -14,8 +14,9 @@ from functools import cached_property
 from typing import Any
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from intact.config import benchmark_config, resolve_run, tracking_config
+from intact.config import ConfigError, benchmark_config, missing_data, missing_weights, resolve_run, tracking_config
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
+from intact.rehearsal import made_backbones, synthetic_benchmarks
 from intact.studies import Study, expand_studies
 from intact.tune import TuneStudy, expand_tune
 
@@ -156,6 +157,18 @@ class Plan:
         out["full"] = merge_runs(list(out.values()))
         return out
 
+    def target_inputs(self, target: str) -> tuple[dict[str, list[str]], list[str]]:
+        """(backbone -> the runs of ``target`` that train on it, the benchmarks they read): whose weights files and
+        data a real run of ``target`` may read. A target that trains nothing (:data:`TRAINS_NOTHING`) reads none;
+        an unknown target is a ConfigError naming the known ones."""
+        runs = self.target_runs()
+        if target in TRAINS_NOTHING:
+            return {}, []
+        if target not in runs:
+            known = ", ".join([*runs, *TRAINS_NOTHING])
+            raise ConfigError(f"unknown target {target!r}; this config's targets: {known}")
+        return self.backbones(runs[target]), sorted(runs[target])
+
     def backbones(self, runs: Runs) -> dict[str, list[str]]:
         """Backbone name -> the runs (``benchmark/method``) of ``runs`` that train on it."""
         out: dict[str, list[str]] = {}
@@ -282,6 +295,33 @@ class Plan:
     def metrics_files(benchmark: str, methods: Sequence[str], seeds: Sequence[int]) -> list[str]:
         """``metrics.json`` of each (method, seed) run of a benchmark."""
         return [f"{run_dir(benchmark, m, s)}/metrics.json" for m in methods for s in seeds]
+
+
+#: the targets that train nothing: they read stored results or no benchmark at all
+TRAINS_NOTHING = ("paper_tables", "reports", "study_toy", "study_drift")
+
+
+def check_target_files(cfg: Mapping[str, Any], target: str, prepared: Callable[[str], bool]) -> str:
+    """What a real run of ``target`` checks before its first job, without the DAG: the weights file of every backbone
+    its runs train on, and the data roots of every benchmark they read that is not prepared yet (``prepared(name)``).
+    A ConfigError names the first missing file and a run that needs it; else a line says what was checked and which
+    declared files this target never reads. (The workflow itself refuses only the files of the jobs it will run, so
+    a target whose runs are all finished needs none.)"""
+    plan = Plan(cfg)
+    backbones, benchmarks = plan.target_inputs(target)
+    weights, data = missing_weights(cfg), missing_data(cfg, prepared)
+    for name, users in backbones.items():
+        if name in weights:
+            raise ConfigError(f"config: {weights[name]} (needed by target {target}, e.g. run {users[0]})")
+    for b in benchmarks:
+        if data.get(b):
+            raise ConfigError(f"config: {data[b][0]} (needed by target {target} to prepare {b!r})")
+    unread = sorted(set(cfg["backbones"]) - set(backbones))
+    made = [n for n in [*made_backbones(cfg), *synthetic_benchmarks(cfg)] if n in backbones or n in benchmarks]
+    text = (f"target {target}: checked the weights of {', '.join(backbones) or 'no backbone'} and the data of "
+            f"{', '.join(benchmarks) or 'no benchmark'}")
+    text += f"; made by the rehearsal: {', '.join(made)}" if made else ""
+    return text + (f"; not read by this target: {', '.join(unread)}" if unread else "")
 
 
 def each_run(runs: Runs) -> Iterable[tuple[str, str, int]]:

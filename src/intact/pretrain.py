@@ -98,6 +98,15 @@ def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, ou
     return info
 
 
+def initialise_backbone(model: str, seed: int, out_weights: Path) -> None:
+    """Weights of timm model ``model`` as initialised under ``seed`` (a rehearsal's tiny backbone, intact.rehearsal),
+    written as a weights file records them: ``describe_weights`` then checks and records them with their sha256."""
+    torch.manual_seed(seed)
+    vit = create_vit(model)
+    save_tensors(out_weights, {k: v for k, v in vit.state_dict().items() if not k.startswith("head.")},
+                 {"timm_model": model})
+
+
 def describe_weights(cfg: BackboneConfig, weights: Path, out_info: Path) -> dict[str, Any]:
     """Check a user-supplied weights file (exists, checksum, fits the model) and record its provenance."""
     from intact.models.backbone import create_backbone

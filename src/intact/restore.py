@@ -14,11 +14,12 @@ from intact.methods import METHODS, create_method
 from intact.models.backbone import create_backbone
 from intact.regularizers.hypercube import load_hypercubes
 from intact.settings import RunConfig
+from intact.train_record import tensor_metadata
 
 
 def stored_by(run: RunConfig, task: int) -> dict[str, str]:
     """The metadata of a task's state / hypercube files: who wrote them (checked when they are loaded)."""
-    return {"method": run.method, "task": str(task), "config_hash": run.hash()}
+    return tensor_metadata(run.method, task, run.hash())
 
 
 def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from intact.io import ArtifactError, damaged, read_json, redo_hint, write_json, write_text
+from intact.io import ArtifactError, check_seal, check_tensors, damaged, read_json, redo_hint, write_json, write_text
 from intact.metrics import summarize
-from intact.train_record import FILENAME as TRAIN_JSON
+from intact.train_record import FILENAME as TRAIN_JSON, TENSOR_DIGESTS, tensor_metadata
 
 #: the files of a run folder (and of each task folder) that :func:`read_run` reads
 R_CSV, METRICS_JSON, EVAL_JSON = "R.csv", "metrics.json", "eval.json"
@@ -58,20 +58,24 @@ def _box(train: dict[str, Any], key: str) -> float | None:
 
 
 def check_records(paths: Sequence[Path], records: Sequence[dict[str, Any]], reference: dict[str, Any],
-                  finite: str) -> None:
-    """The per-task records of one run, in task order, must all be this run's (method, seed, config hash)
-    and their field ``finite`` must hold no NaN / Inf: a foreign or diverged record never reaches R,
-    metrics or a table."""
+                  finite: str, source: str = "the run's train.json") -> None:
+    """The per-task records of one run, in task order, must all be this run's (``reference``: method, seed,
+    config hash, as ``source`` gives them), their field ``finite`` must hold no NaN / Inf, and each must be as its
+    job wrote it (:func:`intact.io.check_seal`): a foreign, diverged or edited record never reaches R, metrics,
+    a table or a choice."""
     for t, (path, rec) in enumerate(zip(paths, records)):
+        if not isinstance(rec, dict):
+            raise damaged(path, "not a JSON object")
         if rec.get("task") != t:
             raise damaged(path, f"it is the record of task {rec.get('task')!r}, expected task {t}")
         for key in ("method", "seed", "config_hash"):
             if key in rec and key in reference and rec[key] != reference[key]:
-                raise damaged(path, f"it records {key} = {rec[key]!r}, the run's train.json says {reference[key]!r}")
+                raise damaged(path, f"it records {key} = {rec[key]!r}, {source} says {reference[key]!r}")
         bad = nonfinite_fields(rec.get(finite), finite)
         if bad:
             raise ArtifactError(f"{path} holds non-finite values ({', '.join(bad[:5])}): the run diverged and is "
                                 f"kept out of every table; {redo_hint(path)} after fixing its settings")
+        check_seal(path, rec)
 
 
 def nonfinite_fields(obj: Any, prefix: str = "") -> list[str]:
@@ -109,20 +113,46 @@ def run_record(evals: Sequence[dict[str, Any]], trains: Sequence[dict[str, Any]]
     return R, record
 
 
-def _checked_records(eval_paths: Sequence[Path], train_paths: Sequence[Path]) -> tuple[list[dict], list[dict]]:
-    """The per-task records of one run, read and checked (:func:`check_records`)."""
+def _checked_records(eval_paths: Sequence[Path], train_paths: Sequence[Path], config_hash: str | None = None,
+                     tensors: bool = False) -> tuple[list[dict], list[dict]]:
+    """The per-task records of one run, read and checked (:func:`check_records`), each ``eval.json`` against its
+    ``train.json`` (the state it evaluated is the one trained); ``config_hash``: the hash the run's config has
+    now (a record of another configuration is refused), else the first ``train.json``'s; ``tensors``: also each
+    task's state and hypercube where present (:func:`check_task_files`)."""
     trains = [read_json(p) for p in train_paths]
     evals = [read_json(p) for p in eval_paths]
-    reference = {k: trains[0].get(k) for k in ("method", "seed", "config_hash")}
-    check_records(train_paths, trains, reference, finite="epochs")      # the per-epoch loss terms
-    check_records(eval_paths, evals, reference, finite="accuracy")
+    first = trains[0] if trains and isinstance(trains[0], dict) else {}
+    reference = {k: first.get(k) for k in ("method", "seed", "config_hash")}
+    source = "the run's train.json"
+    if config_hash is not None:
+        reference["config_hash"], source = config_hash, "the run's config"
+    check_records(train_paths, trains, reference, finite="epochs", source=source)      # the per-epoch loss terms
+    check_records(eval_paths, evals, reference, finite="accuracy", source=source)
+    for t, (path, evaluation, train) in enumerate(zip(eval_paths, evals, trains)):
+        if not evaluation.get("state_sha256") or evaluation["state_sha256"] != train.get("state_sha256"):
+            raise damaged(path, f"it records the state {str(evaluation.get('state_sha256'))[:16]}..., the task's "
+                                f"{TRAIN_JSON} {str(train.get('state_sha256'))[:16]}...: not the state trained")
+        if tensors:
+            check_task_files(Path(path).parent, train, Path(train_paths[t]))
     return evals, trains
 
 
+def check_task_files(task_dir: Path, train: Mapping[str, Any], train_path: Path) -> None:
+    """The state and hypercube in ``task_dir`` are the ones ``train`` (its ``train.json``) recorded: readable,
+    written for its method, task and config hash, with the sha256 it holds. A file that is not there is not
+    checked: a copied ``results/`` tree holds only the JSON and CSV files (what reads the tensors requires them)."""
+    expect = tensor_metadata(train["method"], train["task"], train["config_hash"])
+    for name, key in TENSOR_DIGESTS.items():
+        if (task_dir / name).exists():
+            check_tensors(task_dir / name, expect, train.get(key), train_path)
+
+
 def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: Path, metrics_json: Path,
-                num_classes: int) -> dict[str, Any]:
-    """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run (both listed in task order)."""
-    R, record = run_record(*_checked_records(eval_paths, train_paths), num_classes)
+                num_classes: int, config_hash: str | None = None) -> dict[str, Any]:
+    """Write ``R.csv`` and ``metrics.json`` of one (benchmark, method, seed) run (both listed in task order), from
+    its task records once checked, with every task's state and hypercube (:func:`_checked_records`);
+    ``config_hash``: the run's, as its config gives it now."""
+    R, record = run_record(*_checked_records(eval_paths, train_paths, config_hash, tensors=True), num_classes)
     write_text(r_csv, R.to_csv(float_format=R_FORMAT))
     write_json(metrics_json, record)
     return record
@@ -148,10 +178,18 @@ class StoredRun:
         """Mean of R's diagonal: how well each task is learned when it is learned (plasticity)."""
         return float(np.mean([e["accuracy"][e["task"]] for e in self.evals]))
 
+    @property
+    def rehearsal(self) -> bool:
+        """Whether the run is a rehearsal's (its train.json records the run's settings: intact.rehearsal)."""
+        return any(bool((t.get("config") or {}).get("rehearsal")) for t in self.trains)
 
-def read_run(path: str | Path) -> StoredRun:
+
+def read_run(path: str | Path, *, config_hash: str | None = None, tensors: bool = False) -> StoredRun:
     """Read the run folder ``path``, checking each derived record against its sources: ``R.csv`` against the
-    tasks' ``eval.json``, ``metrics.json`` against what those records (and ``train.json``) give. A damaged,
+    tasks' ``eval.json``, ``metrics.json`` against what those records (and ``train.json``) give, and those
+    records as their jobs wrote them (sealed, this run's, finite: :func:`_checked_records`; ``config_hash``: the
+    hash the run's config has now; ``tensors``: every task's state and hypercube too, last task included, where
+    present - what the tune choice and MLflow read; a table needs the JSON and CSV files only). A damaged,
     truncated, edited or foreign file is refused (:class:`~intact.io.ArtifactError`) in one line naming it
     and the ``snakemake --forcerun`` that redoes it: no edited number reaches a table or a choice."""
     path = Path(path)
@@ -164,12 +202,13 @@ def read_run(path: str | Path) -> StoredRun:
     first = path / "task0" / EVAL_JSON
     if not first.is_file():
         raise damaged(path / METRICS_JSON, f"its task records are missing ({first}): it cannot be checked")
-    names = read_json(first).get("task_names")
+    head = read_json(first)
+    names = head.get("task_names") if isinstance(head, dict) else None
     if not isinstance(names, list) or not names:
         raise damaged(first, "it names no tasks (task_names)")
     tasks = range(len(names))
     evals, trains = _checked_records([path / f"task{t}" / EVAL_JSON for t in tasks],
-                                     [path / f"task{t}" / TRAIN_JSON for t in tasks])
+                                     [path / f"task{t}" / TRAIN_JSON for t in tasks], config_hash, tensors)
     R, record = run_record(evals, trains, _num_classes(path, evals[0]["benchmark"]))
     _check_r_csv(path / R_CSV, R)
     for key, want in record.items():
@@ -228,16 +267,25 @@ def _short(value: Any) -> str:
 @dataclass
 class StoredResults:
     """A set of finished runs, each read by :func:`read_run`; ``stale``: runs skipped as of an older config;
-    ``backbones``: benchmark -> the backbone its runs ran on, in words."""
+    ``backbones``: benchmark -> the backbone its runs ran on, in words; ``declared``: benchmark -> run -> seeds
+    that the config declares, stored or not (empty where the set was read from a list of files)."""
 
     runs: list[StoredRun] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     backbones: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    #: read for a rehearsal's config (intact.rehearsal); :attr:`is_rehearsal` also holds where a run records it
+    rehearsal: bool = False
 
     @classmethod
     def read(cls, metrics_paths: Sequence[str | Path]) -> StoredResults:
         """The runs whose ``metrics.json`` files are listed (a report rule's inputs)."""
         return cls([read_run(Path(p).parent) for p in metrics_paths])
+
+    @property
+    def is_rehearsal(self) -> bool:
+        """Whether a table or figure of these runs is a rehearsal's, and must say so on itself."""
+        return self.rehearsal or any(r.rehearsal for r in self.runs)
 
     def benchmarks(self) -> list[str]:
         return list(dict.fromkeys(r.benchmark for r in self.runs))

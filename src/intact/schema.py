@@ -14,14 +14,15 @@ from typing import Any
 from collections.abc import Mapping
 
 import jsonschema
-import yaml
 
 from intact.data import BENCHMARKS
 from intact.data.declare import benchmark_schema
+from intact.layering import load_file
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
-from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, section_schema
+from intact.settings import (BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, RehearsalConfig,
+                             section_schema, validator)
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -33,12 +34,13 @@ MAX_ITEMS = 1000
 @functools.lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
-    out = yaml.safe_load(SCHEMA_PATH.read_text())
+    out = load_file(SCHEMA_PATH, "schema file")
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
     methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
+    out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
     out["properties"]["backbones"]["additionalProperties"] = section_schema(
         BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
     _add_benchmarks(out)
@@ -70,7 +72,7 @@ def _add_benchmarks(out: dict[str, Any]) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema())
+    return validator(schema())
 
 
 def _key(path: typing.Iterable[Any]) -> str:
@@ -95,11 +97,22 @@ def schema_error(err: jsonschema.ValidationError, where: str = "config") -> Conf
     shown = excerpt(err.instance)
     if err.validator == "enum":
         return ConfigError(f"{where}: key '{key}' = {shown} is not allowed; expected one of {err.validator_value}")
+    repeated = _first_repeat(err.instance) if err.validator == "uniqueItems" else []
+    if repeated:
+        return ConfigError(f"{where}: key '{key}' = {shown}: {excerpt(repeated[0])} is listed twice; each at most once")
     if err.validator in ("maxItems", "maxProperties"):
         return ConfigError(f"{where}: key '{key}' = {shown}: {len(err.instance):,} entries; at most "
                            f"{err.validator_value}")
     # jsonschema's message quotes the whole value: quote an excerpt
     return ConfigError(f"{where}: key '{key}' = {shown}: {err.message.replace(repr(err.instance), shown)}")
+
+
+def _first_repeat(items: list[Any]) -> list[Any]:
+    """``[the first item equal to an earlier one]``, or ``[]``."""
+    for i, item in enumerate(items):
+        if item in items[:i]:
+            return [item]
+    return []
 
 
 def check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
@@ -124,8 +137,7 @@ _SECTIONS_OK: set[str] = set()  # the JSON of sections already found valid (per 
 def _sections_validator(names: tuple[str, ...]) -> jsonschema.Draft202012Validator:
     # the root schema cut to these properties: its $defs (and $ref paths into it) stay as they are
     root = schema()
-    return jsonschema.Draft202012Validator({**root, "required": [],
-                                            "properties": {n: root["properties"][n] for n in names}})
+    return validator({**root, "required": [], "properties": {n: root["properties"][n] for n in names}})
 
 
 def _raise_first(errors: typing.Iterable[jsonschema.ValidationError], where: str) -> None:

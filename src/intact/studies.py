@@ -9,6 +9,7 @@
       # a method that a protocol sets nothing for is the same run under both (intact.protocols.changes)
       integration: {methods: [l2p, dualprompt, coda_p]}          # each with and without +intact
       # an entry may carry the InTAct variant's own settings: l2p@lambda_var=1e-2 -> l2p, l2p+intact@lambda_var=1e-2
+      # (intact.naming.intact_pair; settings outside `intact` go to both runs)
       ablation:    {method: coda_p+intact, terms: [intdrift, var, align, feat]}
       sensitivity: {method: coda_p+intact, seeds: [0, 1], grid: {lambda_intdrift: [...], ...}}
 
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from intact.naming import DEFAULT_PROTOCOL, parse_method_name, with_protocol
+from intact.naming import (DEFAULT_PROTOCOL, ablation_name, intact_pair, parse_method_name, sweep_name,
+                           with_protocol)
 from intact.protocols import changes
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
@@ -38,30 +40,6 @@ class Study:
     spec: Mapping[str, Any]
 
 
-def format_value(value: float) -> str:
-    """A compact, name-safe spelling of a sweep value: 1e-4, 0.5, 1, 2.5e-4."""
-    short = f"{value:.0e}"
-    text = short if value != 0 and abs(value) < 0.01 and float(short) == value else f"{value:g}"
-    return text.replace("e-0", "e-").replace("e+0", "e+")
-
-
-def ablation_name(method: str, term: str) -> str:
-    """``coda_p+intact`` without ``term``: ``coda_p+intact-no_<term>`` (ablations precede overrides)."""
-    base, sep, overrides = method.partition("@")
-    return f"{base}-no_{term}" + (f"@{overrides}" if sep else "")
-
-
-def integration_pair(entry: str) -> tuple[str, str]:
-    """(plain run, InTAct run) of an integration entry; ``base@k=v`` gives the settings to the InTAct run only."""
-    base, sep, overrides = entry.partition("@")
-    return base, f"{base}+intact" + (f"@{overrides}" if sep else "")
-
-
-def sweep_name(method: str, key: str, value: float) -> str:
-    sep = "," if "@" in method else "@"
-    return f"{method}{sep}{key}={format_value(value)}"
-
-
 def protocol_runs(methods: list[str], protocols: list[str], applies: Callable[[str, str], bool]) -> list[str]:
     """Every method under every protocol, in that order; a method that ``applies(protocol, method)`` says
     the protocol changes nothing for keeps its default-protocol name (one run, not two of equal settings)."""
@@ -75,7 +53,7 @@ def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, .
     if name == "main":
         methods = protocol_runs(list(spec["methods"]), list(spec.get("protocols", [DEFAULT_PROTOCOL])), applies)
     elif name == "integration":
-        methods = [m for entry in spec["methods"] for m in integration_pair(entry)]
+        methods = [m for entry in spec["methods"] for m in intact_pair(entry)]
     elif name == "ablation":
         methods = [spec["method"]] + [ablation_name(spec["method"], t) for t in spec["terms"]]
     elif name == "sensitivity":

@@ -35,7 +35,7 @@ from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record
 from intact.evaluate import evaluate_method
 from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
-from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_json
+from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_record
 from intact.methods import METHODS
 from intact.methods.shared.base import ContinualMethod
 from intact.protocols import optimizer_name
@@ -44,7 +44,7 @@ from intact.regularizers.hypercube import save_hypercubes
 from intact.restore import load_method, stored_by
 from intact.seeding import configure_torch, derive_seed, rng_state, seed_everything, set_rng_state
 from intact.settings import OptimConfig, RunConfig
-from intact.train_record import FILENAME as TRAIN_JSON, TrainRecord, train_record_path
+from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE, STATE, TrainRecord, train_record_path
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -177,8 +177,7 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
     prev = Path(prev_dir) if (prev_dir is not None and continues) else None
     bench, method, backbone_sha = load_method(
         run, manifest, backbone_weights, device,
-        state=prev / "state.safetensors" if prev else None,
-        hypercubes=prev / "hypercube.safetensors" if prev else None, state_task=task - 1,
+        state=prev / STATE if prev else None, hypercubes=prev / HYPERCUBE if prev else None, state_task=task - 1,
     )
     train_set = method.training_data(bench, task)
     method.begin_task(task, train_set)
@@ -309,7 +308,8 @@ def end_of_task(job: TaskRun) -> TrainRecord:
         seconds=train_seconds, images_per_s=n * o.epochs / max(train_seconds, 1e-9), peak_memory_mb=peak / 2**20,
         efficiency=efficiency, certificate=end.pop("certificate", None), end=end, resumed_from=job.resumed_from,
         nonfinite=job.guard.summary(), feature_cache=job.cache_record, backbone_sha256=job.backbone_sha,
-        data_sha256=job.bench.manifest["files"], provenance=provenance(), config=run.to_dict(),
+        data_sha256=job.bench.manifest["files"], state_sha256=None, hypercube_sha256=None,  # written last
+        provenance=provenance(), config=run.to_dict(),
     )
 
 
@@ -321,16 +321,16 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(),
                 job.method.hypercubes)
     try:
-        save_tensors(out_dir / "state.safetensors", job.method.trainable_state(), stored_by(run, job.task))
-        save_hypercubes(out_dir / "hypercube.safetensors", job.method.hypercubes, stored_by(run, job.task))
-        write_json(train_record_path(out_dir), record.to_json())
+        record.state_sha256 = save_tensors(out_dir / STATE, job.method.trainable_state(), stored_by(run, job.task))
+        record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, job.method.hypercubes, stored_by(run, job.task))
+        write_record(train_record_path(out_dir), record.to_json())
         if eval_out is not None:
             # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
             evaluate_method(run, job.task, job.bench, job.method, job.device, Path(eval_out), query_cache=query_cache,
-                            backbone_sha256=job.backbone_sha)
+                            backbone_sha256=job.backbone_sha, state_sha256=record.state_sha256)
     except BaseException:
         # a failed write (a full disk) leaves no part of the task's results that could pass for finished
-        for name in ("state.safetensors", "hypercube.safetensors", TRAIN_JSON):
+        for name in (STATE, HYPERCUBE, TRAIN_JSON):
             (out_dir / name).unlink(missing_ok=True)
         if eval_out is not None:
             Path(eval_out).unlink(missing_ok=True)

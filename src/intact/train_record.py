@@ -10,13 +10,18 @@ measurement adds (parameter counts; the hypercubes, EWC's Fisher summary, ...) a
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from intact.io import check_seal, read_json
+
 
 FILENAME = "train.json"
+#: the tensor files a task writes beside its records (each described by :func:`tensor_metadata`), and the
+#: ``train.json`` field holding each one's sha256
+STATE, HYPERCUBE = "state.safetensors", "hypercube.safetensors"
+TENSOR_DIGESTS = {STATE: "state_sha256", HYPERCUBE: "hypercube_sha256"}
 
 
 @dataclass
@@ -42,6 +47,8 @@ class TrainRecord:
     feature_cache: dict[str, Any]
     backbone_sha256: str | None
     data_sha256: Any
+    state_sha256: str | None            #: sha256 of the task's state.safetensors as written (None until written)
+    hypercube_sha256: str | None        #: sha256 of its hypercube.safetensors as written
     provenance: dict[str, Any]
     config: dict[str, Any]
 
@@ -71,6 +78,11 @@ EFFICIENCY_KEYS = ("total_parameters", "trainable_parameters", "train_batches", 
                    "inference_batch_size", "device")
 
 
+def tensor_metadata(method: str, task: int, config_hash: str) -> dict[str, str]:
+    """The metadata of a task's state and hypercube files: who wrote them (checked wherever they are read)."""
+    return {"method": method, "task": str(task), "config_hash": config_hash}
+
+
 def train_record_path(task_dir: str | Path) -> Path:
     """``train.json`` in a task's folder."""
     return Path(task_dir) / FILENAME
@@ -78,7 +90,10 @@ def train_record_path(task_dir: str | Path) -> Path:
 
 def read_train_record(task_dir: str | Path) -> dict[str, Any]:
     """The JSON object of a task's ``train.json``, read through :class:`TrainRecord` (torch-free: the
-    tracking and report jobs read it; the training job writes ``record.to_json()`` atomically)."""
-    data = json.loads(train_record_path(task_dir).read_text())
+    tracking and report jobs read it; the training job writes ``record.to_json()`` sealed,
+    :func:`intact.io.write_record`)."""
+    path = train_record_path(task_dir)
+    data = read_json(path)
+    check_seal(path, data)  # as its job wrote it
     TrainRecord.from_json(data)  # a record this version cannot read fails here, naming the field
     return data  # as written: records of older versions keep exactly their keys

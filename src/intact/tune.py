@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import random
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
-from intact.studies import format_value
+from intact.naming import MethodNameError, baseline, format_value, with_overrides
 
 #: the name suffix of a search point (intact.config.RUN_KEYS allows it)
 VAL_OVERRIDE = "run.eval_split=val"
@@ -91,15 +91,8 @@ class TuneStudy:
         return {s.baseline: self.seeds for s in self.searches if s.baseline}
 
 
-def with_overrides(name: str, items: Sequence[str]) -> str:
-    """``name`` with ``key=value`` items appended to its overrides (``@`` or ``,``)."""
-    if not items:
-        return name
-    return name + ("," if "@" in name else "@") + ",".join(items)
-
-
 def format_setting(value: Any) -> str:
-    """A value as a name spells it: numbers compactly (intact.studies.format_value), the rest as text."""
+    """A value as a name spells it: numbers compactly (intact.naming.format_value), the rest as text."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value).lower() if isinstance(value, bool) else str(value)
     return format_value(float(value))
@@ -139,9 +132,20 @@ def random_points(spec: Mapping[str, Any]) -> list[tuple[tuple[str, Any], ...]]:
                      f"{RANDOM_DIGITS} digits)")
 
 
+def search_baseline(entry: Mapping[str, Any]) -> str | None:
+    """What a search's chosen point is compared with: its declared ``baseline`` (null: none), else, for an InTAct
+    run, the same method without InTAct (:func:`intact.naming.baseline`)."""
+    if "baseline" in entry:
+        return entry["baseline"]
+    try:
+        return baseline(entry["run"])
+    except MethodNameError:
+        return None  # a malformed name: validation refuses it, naming where it is declared
+
+
 def expand_search(entry: Mapping[str, Any]) -> Search:
     points = grid_points(entry["grid"]) if "grid" in entry else random_points(entry["random"])
-    return Search(run=entry["run"], baseline=entry.get("baseline"), points=tuple(points))
+    return Search(run=entry["run"], baseline=search_baseline(entry), points=tuple(points))
 
 
 def expand_tune(cfg: Mapping[str, Any]) -> TuneStudy | None:
@@ -175,7 +179,7 @@ def tune_run_count(cfg: Mapping[str, Any]) -> int:
     frame = _tune_frame(cfg)
     searches = spec["searches"]
     points = sum(math.prod(map(len, e["grid"].values())) if "grid" in e else e["random"]["points"] for e in searches)
-    baselines = len({e["baseline"] for e in searches if e.get("baseline")})
+    baselines = len({b for b in map(search_baseline, searches) if b})
     per_benchmark = points * len(frame["selection_seeds"]) + (baselines + len(searches)) * len(frame["seeds"])
     return len(frame["benchmarks"]) * per_benchmark
 
@@ -265,17 +269,21 @@ def run_fingerprint(run: Any) -> str:
     return stable_hash({"R": [e["accuracy"] for e in run.evals], "epochs": epochs}, length=16)
 
 
-def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str]) -> dict[str, Any]:
+def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str],
+           config_hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The choice record of search ``run`` on ``benchmark`` from its points' ``metrics.json`` (checkpoint
     ``tune_select``): :func:`select`'s record with the benchmark and the final runs it asks for. Each point's
-    run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or ``R.csv`` that its
-    task records do not give (an edited number never makes a choice)."""
+    run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or ``R.csv`` that its task
+    records do not give, an edited task record, one of another config than ``config_hashes[<run folder>]`` (the
+    hash its config gives now), and a state or hypercube that is not the one its record describes: an edited
+    number never makes a choice."""
     from intact.results import read_run  # numpy and pandas: not when the Snakefile imports this module
 
     study = expand_tune(cfg)
     if study is None:
         raise ValueError("studies.tune is not declared")
-    runs = [read_run(Path(p).parent) for p in metrics_paths]
+    folders = [os.path.dirname(p) for p in metrics_paths]
+    runs = [read_run(f, config_hash=(config_hashes or {}).get(f), tensors=True) for f in folders]
     metrics = {(r.method, r.seed): r.metrics for r in runs}
     fingerprints = {(r.method, r.seed): run_fingerprint(r) for r in runs}
     out = select(study.search(run), metrics, study.selection_seeds, tie=study.tie, tolerance=study.tolerance,

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import sys
+from argparse import Namespace
 
 from intact.config import (
     ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, resolve_run,
@@ -19,6 +20,7 @@ from intact.settings import recorded
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
+from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
 from intact.sources import source_files
 
 try:
@@ -113,6 +115,15 @@ def one_of(names):
     return "|".join(map(re.escape, names)) or "(?!)"
 
 
+# a rehearsal's synthetic benchmarks and tiny backbones (intact.rehearsal: their rules in rehearsal.smk)
+REHEARSAL_BENCHMARKS, REHEARSAL_BACKBONES = synthetic_benchmarks(config), made_backbones(config)
+
+
+def synthetic_tree(wildcards):
+    """A rehearsal's synthetic tree of the benchmark, an input of preparing it ([] for real data)."""
+    return REHEARSAL_TREE.format(benchmark=wildcards.benchmark) if wildcards.benchmark in REHEARSAL_BENCHMARKS else []
+
+
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
 # the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare)
@@ -131,13 +142,25 @@ wildcard_constraints:
 _RUN_CONFIGS = {}
 
 
-def run_config(wildcards):
-    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run.
-    Resolved once per run (not per task job): a paper grid has thousands of jobs."""
+def _resolved(wildcards):
+    """(plain settings, config hash) of the job's run, resolved once per run (not per task job): a paper grid
+    has thousands of jobs."""
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
-        _RUN_CONFIGS[key] = resolve_run(config, *key).to_dict()
+        run = resolve_run(config, *key)
+        _RUN_CONFIGS[key] = (run.to_dict(), run.hash())
     return _RUN_CONFIGS[key]
+
+
+def run_config(wildcards):
+    """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run."""
+    return _resolved(wildcards)[0]
+
+
+def run_hash(wildcards):
+    """The run's config hash as the config gives it now: what every record of the run must carry (a record of
+    another configuration is refused where it is read: intact.results.read_run)."""
+    return _resolved(wildcards)[1]
 
 
 def manifest(wildcards):
@@ -232,6 +255,13 @@ def tune_chosen(benchmark, tuned):
 def tune_search_metrics(wildcards):
     """``metrics.json`` of every point of one search, on the validation split, over the selection seeds."""
     return PLAN.metrics_files(wildcards.benchmark, TUNE.search(wildcards.tuned).val_names, TUNE.selection_seeds)
+
+
+def tune_search_hashes(wildcards):
+    """The run folder of every point of one search (over the selection seeds) -> its config hash."""
+    b = wildcards.benchmark
+    return {run_dir(b, n, s): run_hash(Namespace(benchmark=b, method=n, seed=s))
+            for n in TUNE.search(wildcards.tuned).val_names for s in TUNE.selection_seeds}
 
 
 def tune_report_metrics(wildcards):

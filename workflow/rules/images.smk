@@ -5,6 +5,8 @@
 
 
 rule prepare_images:
+    input:
+        synthetic=synthetic_tree,
     output:
         manifest="results/data/{benchmark}/manifest.json",
         preview=report(DOMAINS_FIGURE, caption="../report/domains.rst", category="Benchmarks", subcategory="{benchmark}"),

@@ -20,6 +20,7 @@ rule track_run:
         f"results/logs/track_run/{RUN_KEY}.log",
     params:
         tracking=TRACKING.to_dict(),
+        config_hash=run_hash,
     localrule: True
     conda:
         "../../envs/intact.yaml"

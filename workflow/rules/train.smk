@@ -27,7 +27,8 @@ rule train_task:
 
 
 rule collect_run:
-    """The accuracy matrix R and the metrics of one (benchmark, method, seed) run."""
+    """The accuracy matrix R and the metrics of one (benchmark, method, seed) run, from its task records once
+    checked (sealed, this config's, each state and hypercube the one recorded: intact.results.collect_run)."""
     input:
         evals=run_tasks("eval.json"),
         trains=run_tasks("train.json"),
@@ -38,6 +39,8 @@ rule collect_run:
         metrics=f"{RUN_DIR}/metrics.json",
     log:
         f"results/logs/collect_run/{RUN_KEY}.log",
+    params:
+        config_hash=run_hash,
     localrule: True
     conda:
         "../../envs/intact.yaml"

@@ -18,6 +18,7 @@ if TUNE:
             "results/logs/tune_select/{benchmark}/{tuned}.log",
         params:
             points=lambda w: TUNE.search(w.tuned).val_names,
+            config_hashes=tune_search_hashes,
             selection=TUNE.selection_seeds,
             tie=[TUNE.tie, TUNE.tolerance],
         wildcard_constraints:

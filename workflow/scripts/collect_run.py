@@ -10,4 +10,4 @@ from intact.results import collect_run
 with log_to(snakemake.log[0], snakemake.rule):
     num_classes = read_json(snakemake.input.manifest)["num_classes"]
     collect_run(snakemake.input.evals, snakemake.input.trains, snakemake.output.R, snakemake.output.metrics,
-                num_classes)
+                num_classes, config_hash=snakemake.params.config_hash)

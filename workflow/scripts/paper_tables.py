@@ -7,6 +7,7 @@ from intact.runtime.joblog import log_to
 from intact.report.paper import stored_results
 from intact.plan import PAPER_TABLES
 from intact.report.paper_tables import paper_tables
+from intact.rehearsal import banner
 from intact.report.render import write_table
 
 with log_to(snakemake.log[0], snakemake.rule):
@@ -14,5 +15,6 @@ with log_to(snakemake.log[0], snakemake.rule):
     tables = paper_tables(snakemake.config, stored)
     for name in PAPER_TABLES:
         out = snakemake.output
-        write_table(tables[name], out[f"{name}_csv"], out[f"{name}_md"], out[f"{name}_tex"])
+        write_table(tables[name], out[f"{name}_csv"], out[f"{name}_md"], out[f"{name}_tex"],
+                    banner=banner(stored.is_rehearsal))
     print(f"{len(stored.runs)} stored runs, {len(stored.stale)} of an older config skipped")

@@ -5,7 +5,7 @@ from intact.tune import choose
 
 with log_to(snakemake.log[0], snakemake.rule):
     choice = choose(snakemake.config, snakemake.wildcards.benchmark, snakemake.wildcards.tuned,
-                    list(snakemake.input.metrics))
+                    list(snakemake.input.metrics), snakemake.params.config_hashes)
     write_json(snakemake.output.choice, choice)
     print(f"{snakemake.wildcards.tuned} on {snakemake.wildcards.benchmark}: chose {choice['chosen']['final_name']} "
           f"(validation AA {choice['chosen']['val_aa_mean']:.2f} over seeds {choice['selection_seeds']})")

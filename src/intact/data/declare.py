@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from collections.abc import Callable, Iterable, Mapping
 
 from intact.registry import check_implementation, hook_problem, import_target, resolve
-from intact.settings import check_declared, fields_schema
+from intact.settings import check_declared, fields_schema, validator
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
@@ -156,7 +156,7 @@ def _check_declaration(decl: BenchmarkType) -> None:
     check_declared(decl.settings, where, skip=COMMON_KEYS, placeholders=("domains", *decl.required))
     props = fields_schema(decl.settings, COMMON_KEYS)
     for name, value in decl.defaults.items():
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(props[name]).iter_errors(value))
+        error = jsonschema.exceptions.best_match(validator(props[name]).iter_errors(value))
         if error is not None:
             raise TypeError(f"{where}: defaults[{name!r}] = {value!r} breaks the field's declaration: {error.message}")
     check_implementation(decl.implementation, where)
@@ -167,7 +167,8 @@ def _check_declaration(decl: BenchmarkType) -> None:
 
 def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:
     """The JSON schema of a ``benchmarks.<name>`` entry of type ``decl.name``: the settable fields with their
-    types, bounds and descriptions; ``domains`` limited to the declared tasks; required keys take no null."""
+    types, bounds and descriptions; ``domains`` limited to the declared tasks, each once; required keys take no
+    null."""
     fields = fields_schema(decl.settings)
     props: dict[str, Any] = {"type": {"const": decl.name},
                              "backbone": {"description": "name of an entry under `backbones`", "type": "string"}}
@@ -175,8 +176,9 @@ def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:
         prop = fields[key]
         if key in decl.docs:
             prop["description"] = decl.docs[key]
-        if key == "domains":
+        if key == "domains":  # each a declared task, each once (a task twice: its data and results collide)
             prop["items"] = {**prop.get("items", {}), "enum": list(decl.tasks)}
+            prop["uniqueItems"] = True
         if key in decl.required and isinstance(prop.get("type"), list):
             prop["type"] = [t for t in prop["type"] if t != "null"][0]
         props[key] = prop

@@ -41,7 +41,9 @@ class BenchmarkConfig(BenchmarkSettings):
                                    exclusiveMinimum=0, exclusiveMaximum=1)
     val_fraction: float = setting(0.2, "of the training images: the validation part (eval_split: val)",
                                   exclusiveMinimum=0, exclusiveMaximum=1)
-    split_seed: int = setting(0, "seed of the stratified splits and of each domain's randomness", minimum=0)
+    # scikit-learn's random_state takes 0 to 2^32 - 1; the splits use split_seed, + 1 and + 2
+    split_seed: int = setting(0, "seed of the stratified splits and of each domain's randomness", minimum=0,
+                              maximum=2**32 - 3)
 
 
 def _stratified_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -48,8 +48,7 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     split (``coda`` / ``ka``), DomainNet's ``official`` lists, or a folder with the user's own lists.
     """
 
-    domains: tuple[str, ...] = setting((), "the task sequence (default: the paper's order)", minItems=1,
-                                       uniqueItems=True)
+    domains: tuple[str, ...] = setting((), "the task sequence (default: the paper's order)", minItems=1)
     image_size: int = setting(224, "network input side (the protocol: 224)", minimum=8)
     root: str | None = setting(None, "the image root; $VARS and ~ expand", minLength=1)
     root_r: str | None = setting(None, "the ImageNet-R root", minLength=1)

@@ -13,14 +13,19 @@ name is its folder and enters its config hash, so each renamed run gets its new 
   new one.
 - ``tune/<b>/<search>/choice.json``: the folder and every run name in the choice.
 - ``logs/`` and ``timings/``: the folders and files named after a renamed run (their text is left as written).
+- every run's records (renamed or not): each task's ``train.json`` gets the sha256 of its state and hypercube and
+  ``eval.json`` that of the state it evaluated, both sealed (``record_sha256``), as 0.2.0 writes and checks them
+  (:func:`intact.results.read_run`), and each safetensors header its metadata in key order (the tensors' bytes
+  are not touched). 0.1 wrote no seal: migrating vouches for the records as they are, so migrate a tree you
+  trust; a record sealed already is checked first, and an edited one is refused.
 - Snakemake's records of the moved outputs (``.snakemake/metadata`` and ``incomplete`` beside ``results``): moved
   to the new paths, with the paths and run names in their params renamed, so that ``snakemake`` finds every
   migrated run up to date and trains nothing. The records of other outputs (tables, figures) are left: their
   inputs moved, so Snakemake rebuilds them, with the new names.
 
 Every rewritten file keeps its modification time (Snakemake compares them). Nothing is deleted: a file is
-rewritten in place or moved. Everything is checked before anything changes: a file it does not know in a renamed
-run's folder, a record that does not match its run, a name taken under both names, or a running Snakemake is
+rewritten in place or moved. Everything is checked before anything changes: a file it does not know in a run's
+folder, a record that does not match its run, a name taken under both names, or a running Snakemake is
 refused in one line, and nothing is changed. Run twice, the second run finds nothing to do; an interrupted run is
 completed by the next.
 """
@@ -75,7 +80,8 @@ def migrate(results: str | os.PathLike) -> str:
     plan = plan_tree(results)
     plan_records(plan, workdir)
     if not plan:
-        return f"{results}: nothing to migrate (no run, tune choice, log or Snakemake record under a former name)"
+        return (f"{results}: nothing to migrate (no run, tune choice, log or Snakemake record under a former name, "
+                "no record to seal)")
     apply(plan)
     names = [dst for src, dst in plan.moves if src.parent.parent.name == "runs"]
     seeds = sum(len(list(d.glob("seed*"))) for d in names)

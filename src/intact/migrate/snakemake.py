@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from intact.migrate.tree import Plan, read_record, refusal, migrated_path, renamed_values
+from intact.migrate.tree import Plan, migrated_path, read_record, refusal, renamed, renamed_values
 
 def _record_key(path: Path, base: Path) -> str:
     parts = path.relative_to(base).parts
@@ -31,8 +31,14 @@ def _record_path(base: Path, key: str) -> Path:
     return base.joinpath(*["@" + s for s in parts[:-1]], parts[-1])
 
 
-def _params(values: list[str], where: Path) -> list[str]:
-    """A record's params (``repr`` of each value) with every run name renamed, sorted as Snakemake sorts them."""
+def _params(values: list[str], where: Path, plan: Plan, workdir: Path) -> list[str]:
+    """A record's params (``repr`` of each value) with every run name and moved path renamed and every renamed
+    run's config hash replaced by its new one, sorted as Snakemake sorts them."""
+    def rename(text: str) -> str:
+        if text in plan.hashes:
+            return plan.hashes[text]
+        return migrated_path(text, plan, workdir) if text.startswith("results/") else renamed(text)
+
     out = []
     for text in values:
         try:
@@ -41,7 +47,7 @@ def _params(values: list[str], where: Path) -> list[str]:
             raise refusal(where, f"a Snakemake record's params hold {text[:60]!r}, not a plain value") from None
         if repr(value) != text:
             raise refusal(where, f"a Snakemake record's params hold {text[:60]!r}, which does not read back")
-        out.append(repr(renamed_values(value)))
+        out.append(repr(renamed_values(value, rename)))
     return sorted(out)
 
 
@@ -64,7 +70,7 @@ def plan_records(plan: Plan, workdir: Path) -> None:
                     paths = lambda xs: sorted(migrated_path(x, plan, workdir) for x in xs)  # noqa: E731
                     data.update({k: paths(data[k]) for k in ("input", "log") if isinstance(data.get(k), list)})
                     if isinstance(data.get("params"), list):
-                        data["params"] = _params(data["params"], path)
+                        data["params"] = _params(data["params"], path, plan, workdir)
                     if isinstance(data.get("input_checksums"), dict):
                         data["input_checksums"] = {migrated_path(k, plan, workdir): v
                                                    for k, v in data["input_checksums"].items()}

@@ -3,6 +3,7 @@ records, the tune choices, logs and timings, each checked before anything change
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -13,7 +14,9 @@ from typing import Any
 from collections.abc import Callable
 
 from intact.hashing import stable_hash
+from intact.io import SEAL, record_digest, sorted_metadata
 from intact.paths import MARKER
+from intact.train_record import TENSOR_DIGESTS
 from intact.removed import RENAMED_METHODS
 
 _OLD = "|".join(map(re.escape, RENAMED_METHODS))
@@ -79,6 +82,7 @@ class Plan:
     rewrites: list[tuple[Path, bytes]] = field(default_factory=list)   #: file -> its new content (same place)
     moves: list[tuple[Path, Path]] = field(default_factory=list)       #: renamed files and folders
     records: list[tuple[Path, Path, bytes]] = field(default_factory=list)  #: Snakemake's: old file, new file, content
+    hashes: dict[str, str] = field(default_factory=dict)    #: each renamed run's config hash -> its new one
 
     def __bool__(self) -> bool:
         return bool(self.rewrites or self.moves or self.records)
@@ -238,21 +242,62 @@ def _run_files(seed: Path) -> list[Path]:
     return files
 
 
-def plan_run(plan: Plan, folder: Path, old: str) -> None:
-    """The rewrites of one renamed run folder ``runs/<b>/<old>`` (every seed; its move is planned by the caller).
-    Each seed's ``train.json`` files are rewritten last, so that a migration stopped half way is completed by the
-    next (:func:`run_ids`)."""
+def plan_run(plan: Plan, folder: Path, old: str | None) -> None:
+    """The rewrites of one run folder ``runs/<b>/<name>`` (every seed): a renamed run's (``old``, its former name;
+    its move is planned by the caller) renamed within, and every run's records sealed (:func:`_sealed`). Each
+    seed's ``train.json`` files are rewritten last, so that a migration stopped half way is completed by the next
+    (:func:`run_ids`). The tensors' bytes are never changed."""
     for seed in sorted(folder.iterdir()):
         files = _run_files(seed)
         records = [f for f in files if f.name == "train.json"]
         if not records and any(f.name != "R.csv" for f in files):
             raise refusal(seed, "no task has a train.json to give the run's config; finish or remove the run")
-        ids = run_ids(old, records)
-        for f in sorted(files, key=lambda f: f.name == "train.json"):
-            rewrite = REWRITE[f.name]
-            content = rewrite(f, ids) if rewrite else None
-            if content is not None:
-                plan.rewrites.append((f, content))
+        new: dict[Path, bytes] = {}
+        if old is not None:
+            ids = run_ids(old, records)
+            plan.hashes[ids.old_hash] = ids.new_hash
+            for f in files:
+                rewrite = REWRITE[f.name]
+                content = rewrite(f, ids) if rewrite else None
+                if content is not None:
+                    new[f] = content
+        for f in files:   # the metadata in key order, as 0.2.0 writes it (0.1's order changed from file to file)
+            if f.suffix == ".safetensors" and sorted_metadata(new.get(f) or f.read_bytes()) != f.read_bytes():
+                new[f] = sorted_metadata(new.get(f) or f.read_bytes())
+        for record in records:
+            new.update(_sealed(record.parent, new))
+        plan.rewrites += sorted(new.items(), key=lambda item: item[0].name == "train.json")
+
+
+def _sealed(task: Path, new: dict[Path, bytes]) -> dict[Path, bytes]:
+    """A task's ``train.json`` and ``eval.json`` as 0.2.0 checks them (:func:`intact.results.read_run`): holding the
+    sha256 of its state and hypercube (as ``new`` leaves them) and sealed (:data:`intact.io.SEAL`). A record
+    sealed already must match its seal, and a digest it holds the file it names: 0.1 wrote neither, so migrating a
+    tree vouches for its records as they are (an edited one is refused only where a seal was written)."""
+    content = lambda p: new[p] if p in new else p.read_bytes()  # noqa: E731
+    digests = {key: hashlib.sha256(content(task / name)).hexdigest()
+               for name, key in TENSOR_DIGESTS.items() if (task / name).exists()}
+    evaluated = {k: v for k, v in digests.items() if k == "state_sha256"}
+    out = {}
+    for path, fields in ((task / "train.json", digests), (task / "eval.json", evaluated)):
+        if not path.exists():
+            continue
+        was = read_record(path)
+        if SEAL in was and was[SEAL] != record_digest(was):
+            raise refusal(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
+        for key, digest in fields.items():   # the file's digest now, or after it (an interrupted migration)
+            before = hashlib.sha256((task / _tensor_file(key)).read_bytes()).hexdigest()
+            if was.get(key) not in (None, before, digest):
+                raise refusal(path, f"its {key} is not that of {_tensor_file(key)} (replaced after it was written)")
+        sealed = {k: v for k, v in json.loads(content(path)).items() if k != SEAL} | fields
+        sealed[SEAL] = record_digest(sealed)
+        if _json(sealed) != path.read_bytes():
+            out[path] = _json(sealed)
+    return out
+
+
+def _tensor_file(key: str) -> str:
+    return {v: k for k, v in TENSOR_DIGESTS.items()}[key]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -274,6 +319,8 @@ def plan_tree(results: Path) -> Plan:
         for entry in sorted(results.glob(f"{top}/*/*")):
             new = renamed(entry.name)
             if new == entry.name:
+                if top == "runs" and entry.is_dir():
+                    plan_run(plan, entry, None)   # sealed only
                 continue
             if (entry.parent / new).exists():
                 raise refusal(entry, f"{new!r} exists beside it (stored by 0.2.0?); move one of them out of the way")

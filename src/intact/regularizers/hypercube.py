@@ -116,13 +116,14 @@ class Hypercube:
         }
 
 
-def save_hypercubes(path: str | Path, cubes: dict[str, Hypercube], metadata: dict[str, str] | None = None) -> None:
-    """Store ``{layer: cube}`` as ``<layer>.lower`` / ``<layer>.upper`` tensors (an empty file if none)."""
+def save_hypercubes(path: str | Path, cubes: dict[str, Hypercube], metadata: dict[str, str] | None = None) -> str:
+    """Store ``{layer: cube}`` as ``<layer>.lower`` / ``<layer>.upper`` tensors (an empty file if none); the
+    file's sha256."""
     tensors = {}
     for name, cube in cubes.items():
         tensors[f"{name}.lower"] = cube.lower
         tensors[f"{name}.upper"] = cube.upper
-    save_tensors(path, tensors, metadata)
+    return save_tensors(path, tensors, metadata)
 
 
 def load_hypercubes(path: str | Path, expect: dict[str, str] | None = None) -> dict[str, Hypercube]:

@@ -20,17 +20,14 @@ import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
-
-import yaml
+from collections.abc import Iterable, Mapping, Sequence
 
 from intact.config import resolve_run
 from intact.models.named_backbones import describe
 from intact.io import read_json
-from intact.naming import parse_method_name
+from intact.layering import load_file
 from intact.paths import RUN_KEY, run_dir
 from intact.plan import Plan, each_run
-from intact.metrics import Stat
 from intact.results import METRICS_JSON, StoredResults, read_run
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
@@ -51,7 +48,7 @@ FORGETTING_NOTE = ("Forgetting (max-final): Chaudhry et al.'s mean over tasks i 
 @lru_cache(maxsize=1)
 def paper_numbers(path: str | Path = PAPER_NUMBERS) -> dict[str, Any]:
     """The paper's numbers (parsed ``paper_numbers.yaml``), checked for the shape the tables rely on."""
-    data = yaml.safe_load(Path(path).read_text())
+    data = load_file(path, "paper numbers file")
     for section in ("main", "ablation", "integration", "hyperparameters", "efficiency"):
         if "table" not in data.get(section, {}):
             raise ValueError(f"{path}: section {section!r} is missing or names no source table")
@@ -99,8 +96,10 @@ def stored_results(cfg: Mapping[str, Any], root: str | Path = "results") -> Stor
     """The runs ``cfg`` declares (``run:`` and ``studies:``) that are stored under ``root`` with the config's
     current settings, each read and checked by :func:`~intact.results.read_run`; a run of an older config
     (its config hash differs) is skipped and counted in ``stale``."""
-    out = StoredResults(backbones=backbone_descriptions(cfg))
-    for b, m, s in each_run(Plan(cfg).declared_runs()):
+    declared = Plan(cfg).declared_runs()
+    out = StoredResults(backbones=backbone_descriptions(cfg), declared=declared,
+                        rehearsal=cfg.get("rehearsal") is not None)
+    for b, m, s in each_run(declared):
         d = Path(run_dir(b, m, s, root))
         if not (d / METRICS_JSON).exists():
             continue
@@ -110,35 +109,6 @@ def stored_results(cfg: Mapping[str, Any], root: str | Path = "results") -> Stor
             continue
         out.runs.append(dataclasses.replace(read_run(d), benchmark=b, method=m, seed=s))
     return out
-
-
-def without_intact(name: str) -> str | None:
-    """The run an InTAct variant is compared with: ``l2p`` for ``l2p+intact``; ``coda_p+intact`` for
-    ``coda_p+intact@preset=reference`` (InTAct as the authors' code runs it vs as the paper writes it).
-    Ablations (``-no_<term>``) are compared in the ablation table instead; None if there is no partner."""
-    parsed = parse_method_name(name)
-    if not parsed.intact or parsed.disabled:
-        return None
-    intact_only = all("." not in k for k, _ in parsed.overrides)
-    if parsed.overrides and intact_only:
-        return f"{parsed.base}+intact"
-    rest = ",".join(f"{k}={v}" for k, v in parsed.overrides)
-    return parsed.base + (f"@{rest}" if rest else "")
-
-
-def pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
-    """(with, without) pairs among ``methods``: each InTAct run with its partner, where both appear.
-    A reference-preset run is also paired with the plain method (its gain over no InTAct)."""
-    present = set(methods)
-    out = []
-    for m in methods:
-        partner = without_intact(m)
-        if partner in present:
-            out.append((m, partner))
-            base = without_intact(partner)
-            if base in present:
-                out.append((m, base))
-    return sorted(set(out), key=lambda p: (methods.index(p[1]), methods.index(p[0])))
 
 
 def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
@@ -160,14 +130,15 @@ def paper_pm(pair: Sequence[float] | None) -> str:
     return "—" if pair is None else f"{pair[0]:.2f} ± {pair[1]:.2f}"
 
 
-def seeds_note(stats: Sequence[Stat | None], stored: StoredResults) -> str:
-    counts = sorted({s.n for s in stats if s is not None})
+def seeds_note(counts: Iterable[int | float | None], stored: StoredResults) -> str:
+    """How many seeds the "here" cells average (``counts``: each cell's seed count, None / NaN where empty)."""
+    counts = sorted({int(n) for n in counts if n is not None and n == n})
     if not counts:
         text = "Here: no stored runs of this config yet (only the paper's columns are filled)."
     else:
         n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-        text = (f"Here: mean ± sample std over {n} seed(s) per cell (the seeds column of the CSV), from "
-                "results/runs/<benchmark>/<method>/seed<k>/metrics.json.")
+        text = (f"Here: mean ± sample std over {n} seed(s) per cell (n = its seed count; the seeds column of the "
+                "CSV), from results/runs/<benchmark>/<method>/seed<k>/metrics.json.")
     if stored.stale:
         text += f" Skipped {len(stored.stale)} stored run(s) of an older config (config hash differs)."
     return text

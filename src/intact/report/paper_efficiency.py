@@ -14,8 +14,8 @@ from intact.report.paper import (
     AA_NOTE, FORGETTING_NOTE, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels, seeds_note,
 )
 from intact.report.render import Column, Table
-from intact.report.tables import CI_NOTE, backbone_note, ci_cell, ci_record, pm
-from intact.results import StoredResults
+from intact.report.completeness import Ledger
+from intact.report.tables import CI_NOTE, backbone_note, ci_cell, ci_record, pm_n
 
 
 def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
@@ -50,12 +50,14 @@ def _efficiency_cells(row: Mapping[str, Any] | None, e: Mapping[str, Stat | None
         "trainable_here": f"{e['trainable'].mean:,.0f}" if e["trainable"] else "—",
         "memory_here": here("memory"), "train_batch_here": here("train_batch", 3),
         "inference_batch_here": here("inference_batch", 3), "images_per_s_here": here("images_per_s", 0),
-        "aa_here": pm(aa), "aa_ci": ci_cell(aa, row["aa"][0] if row else None),
+        "aa_here": pm_n(aa), "aa_ci": ci_cell(aa, row["aa"][0] if row else None),
     }
 
 
-def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
-    paper = paper_numbers()["efficiency"]
+def efficiency_table(ledger: Ledger, ours: Sequence[str]) -> Table:
+    """Per benchmark (the paper's, then every stored one) the paper's rows and ours: parameters, memory, time per
+    batch and AA; every AA read through ``ledger``."""
+    stored, paper = ledger.stored, paper_numbers()["efficiency"]
     benchmarks = [paper["benchmark"]] + [b for b in stored.benchmarks() if b != paper["benchmark"]]
     G = {"total": "Total params", "trainable": "Trainable params", "memory": "Memory (GB)", "batch": "s / batch",
          "aa": "AA"}
@@ -74,12 +76,12 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
         rows = rows_and_labels(paper["rows"] if b == paper["benchmark"] else [], ours)
         first = True
         for label, run, row in rows:
-            runs = stored.select(b, run) if run else []
+            aa = ledger.stat(label, b, run)
+            runs = stored.select(b, run) if aa else []
             if row is None and not runs:
                 continue
             devices |= {t.get("device", "unknown") for r in runs for t in r.trains if "device" in t}
             e = efficiency_stats(runs)
-            aa = Stat.of([float(r.metrics["aa"]) for r in runs])
             if first:
                 table.rules.add(len(table.rows))
             table.rows.append({"benchmark": benchmark_title(b) if first else "",
@@ -105,7 +107,7 @@ def efficiency_table(stored: StoredResults, ours: Sequence[str]) -> Table:
         "second. "
         f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
         AA_NOTE, FORGETTING_NOTE,
-        seeds_note([Stat.of(list(stored.values(b, m).values())) for b in benchmarks for m in ours], stored),
+        seeds_note(table.data.get("here_seeds", []), stored),
         CI_NOTE, backbone_note(stored),
     ]
     return table

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from intact.config import resolve_run
-from intact.naming import TERMS, parse_method_name, with_protocol
+from intact.naming import TERMS, format_value, intact_pair, parse_method_name, with_intact, with_protocol
 from intact.protocols import changes, same_as_default
 from intact.metrics import Paired, Stat
 from intact.report.paper import (
@@ -22,10 +22,11 @@ from intact.report.paper import (
 )
 from intact.report.paper_efficiency import efficiency_table
 from intact.report.render import Column, Table, bold_best
+from intact.report.completeness import Ledger
 from intact.report.tables import (CAPTION, CI_NOTE, backbone_note, ci_cell, ci_record, paired_cells, paired_columns,
-                                  paired_note, paired_record, paired_table, pm)
+                                  paired_note, paired_record, paired_table, pm_n)
 from intact.results import StoredResults
-from intact.studies import ablation_variants, format_value
+from intact.studies import ablation_variants
 
 #: the protocol whose runs the main table sets beside the paper's numbers (the paper copies KA-Prompt's)
 OFFICIAL = "official"
@@ -39,9 +40,9 @@ LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "la
 
 
 
-def average_stat(stored: StoredResults, method: str, benchmarks: Sequence[str]) -> Stat | None:
+def average_stat(ledger: Ledger, row: str, run: str, benchmarks: Sequence[str]) -> Stat | None:
     """Per seed, the mean AA over ``benchmarks`` (seeds present in all of them), then mean ± std."""
-    per = [stored.values(b, method) for b in benchmarks]
+    per = [ledger.values(row, b, run) for b in benchmarks]
     seeds = sorted(set.intersection(*(set(p) for p in per))) if per else []
     return Stat.of([np.mean([p[s] for p in per]) for s in seeds])
 
@@ -50,13 +51,13 @@ def _extra_benchmarks(stored: StoredResults) -> list[str]:
     return [b for b in stored.benchmarks() if b not in PAPER_BENCHMARKS]
 
 
-def _stat(stored: StoredResults, run: str | None, benchmark: str, columns: Sequence[str]) -> Stat | None:
+def _stat(ledger: Ledger, row: str, run: str | None, benchmark: str, columns: Sequence[str]) -> Stat | None:
     """A run's AA on one benchmark (``average``: the per-seed mean over ``columns``); None: not run."""
     if run is None:
         return None
     if benchmark == "average":
-        return average_stat(stored, run, columns)
-    return Stat.of(list(stored.values(benchmark, run).values()))
+        return average_stat(ledger, row, run, columns)
+    return ledger.stat(row, benchmark, run)
 
 
 def _comparison_columns(columns: Sequence[str], extra: Sequence[str], official: bool) -> list[Column]:
@@ -73,58 +74,65 @@ def _comparison_columns(columns: Sequence[str], extra: Sequence[str], official: 
 
 
 def _here(stat: Stat | None, paper: Sequence[float] | None) -> tuple[list[str], dict[str, Any]]:
-    """Our mean ± std, its 95 % interval (and whether the paper's mean lies inside), Δ = ours − paper: the
-    three cells and the CSV fields (mean, std, seeds, delta, ci_low, ci_high, paper_in_ci)."""
+    """Our mean ± std with its seed count, its 95 % interval (and whether the paper's mean lies inside), Δ = ours −
+    paper: the three cells and the CSV fields (mean, std, seeds, delta, ci_low, ci_high, paper_in_ci)."""
     delta = stat.mean - paper[0] if (stat and paper) else None
-    cells = [pm(stat), ci_cell(stat, paper[0] if paper else None), fmt(delta, signed=True)]
+    cells = [pm_n(stat), ci_cell(stat, paper[0] if paper else None), fmt(delta, signed=True)]
     return cells, {"mean": stat.mean if stat else None, "std": stat.std if stat else None,
                    "seeds": stat.n if stat else None, "delta": delta, **ci_record(stat, paper[0] if paper else None)}
 
 
-def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str],
-                     stored: StoredResults, official: Mapping[str, str | None] | None = None,
-                     official_note: str = "") -> Table:
+def _comparison_cells(ledger: Ledger, label: str, run: str | None, row: Mapping[str, Any] | None, b: str,
+                      columns: Sequence[str], section: Mapping[str, Any],
+                      official: Mapping[str, str | None] | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """One row's cells under benchmark ``b`` (paper | here | 95 % CI | Δ, and the official run's) and its record."""
+    paper = row["aa"].get(b) if row else None
+    here = _stat(ledger, label, run, b, columns)
+    shown, fields = _here(here, paper)
+    cells = {f"{b}_paper": paper_pm(paper), **dict(zip((f"{b}_here", f"{b}_ci", f"{b}_delta"), shown))}
+    record = {"method": label, "run": run, "benchmark": b,
+              "paper_mean": paper[0] if paper else None, "paper_std": paper[1] if paper else None,
+              "paper_seeds": section["seeds"] if paper else None,
+              **{("delta" if k == "delta" else f"here_{k}"): v for k, v in fields.items()}}
+    if official is not None:
+        off = official.get(run) if run else None
+        shown, fields = _here(_stat(ledger, f"{label} (official)", off, b, columns), paper)
+        cells.update(zip((f"{b}_official", f"{b}_official_ci", f"{b}_official_delta"), shown))
+        record.update({"official_run": off, **{f"official_{k}": v for k, v in fields.items()}})
+    return cells, record
+
+
+def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Sequence[str], ledger: Ledger,
+                     official: Mapping[str, str | None] | None = None, official_note: str = "") -> Table:
     """Main / integration shape: one row per method, per benchmark paper | here | 95 % CI | Δ, then our
     benchmarks. ``official`` (our run -> its run under the official protocol, None: none): per benchmark also
     that run, its interval and its Δ to the paper, which ran it so (docs/protocols.md, "The two protocols");
-    ``official_note`` says which rows show their default run there, and why."""
+    ``official_note`` says which rows show their default run there, and why. Every cell reads through ``ledger``."""
+    stored = ledger.stored
     columns = [c for c in section["columns"] if c != "average"]
     extra = _extra_benchmarks(stored)
     cols = _comparison_columns(columns, extra, official is not None)
     table = Table(name, f"{title} (ours with its Student's t 95 % CI beside the paper's mean)", cols)
-    values, stats, records = [], [], []
+    values, records = [], []
     rows = rows_and_labels(section["rows"], ours)
     for i, (label, run, row) in enumerate(rows):
         if row is None and (i == 0 or rows[i - 1][2] is not None):
             table.rules.add(i)  # our runs the paper does not list, below a rule
         cells = {"method": label + (f" (`{run}`)" if run else "")}
-        nums: dict[str, float | None] = {}
-        for b in [*columns, "average", *extra]:
-            paper = row["aa"].get(b) if row else None
-            here = _stat(stored, run, b, columns)
-            cells[f"{b}_paper"] = paper_pm(paper)
-            nums.update({f"{b}_paper": paper[0] if paper else None, f"{b}_here": here.mean if here else None})
-            stats.append(here)
-            shown, fields = _here(here, paper)
-            cells.update(zip((f"{b}_here", f"{b}_ci", f"{b}_delta"), shown))
-            record = {"method": label, "run": run, "benchmark": b,
-                      "paper_mean": paper[0] if paper else None, "paper_std": paper[1] if paper else None,
-                      "paper_seeds": section["seeds"] if paper else None,
-                      **{("delta" if k == "delta" else f"here_{k}"): v for k, v in fields.items()}}
-            if official is not None:
-                off = official.get(run) if run else None
-                shown, fields = _here(_stat(stored, off, b, columns), paper)
-                cells.update(zip((f"{b}_official", f"{b}_official_ci", f"{b}_official_delta"), shown))
-                record.update({"official_run": off, **{f"official_{k}": v for k, v in fields.items()}})
+        parts = [_comparison_cells(ledger, label, run, row, b, columns, section, official)
+                 for b in [*columns, "average", *extra]]
+        for shown, record in parts:
+            cells.update(shown)
             records.append(record)
         table.rows.append(cells)
-        values.append(nums)
+        values.append({f"{r['benchmark']}_{k}": r[f"{k}_mean"] for _, r in parts for k in ("paper", "here")})
     bold_best(table, [c.key for c in cols if c.key.endswith(("_paper", "_here"))], values)
     table.data = pd.DataFrame(records)
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: mean ± std over {section['seeds']} runs (paper table {section['table']}). {section['caption']}",
-        seeds_note(stats, stored), CI_NOTE, backbone_note(stored),
+        seeds_note([*table.data["here_seeds"], *table.data.get("official_seeds", [])], stored), CI_NOTE,
+        backbone_note(stored),
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
     ]
@@ -160,11 +168,11 @@ def _ablation_columns(paper_benchmark: str, benchmarks: Sequence[str]) -> list[C
     return cols
 
 
-def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: Sequence[str] | None = None,
+def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence[str] | None = None,
                    title: str | None = None) -> Table:
     """The full method and each term removed (``spec``: an ablation study), on the paper's benchmark and every
     stored one (or on ``benchmarks``): AA with its interval beside the paper's, and each variant − full by seed."""
-    paper = paper_numbers()["ablation"]
+    stored, paper = ledger.stored, paper_numbers()["ablation"]
     full, variants = spec["method"], ablation_variants(spec)
     order = [None] + [t for t in PAPER_TERM_ORDER if t in variants] + [t for t in variants if t not in PAPER_TERM_ORDER]
     if benchmarks is None:
@@ -172,9 +180,10 @@ def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: S
     cols = _ablation_columns(paper["benchmark"], benchmarks)
     title = (title or f"Ablation of {full}: each InTAct term removed") + f" ({CAPTION} against the full method)"
     table = Table("ablation", title, cols, rules={1})
-    values, stats, records = [], [], []
+    values, records = [], []
     for term in order:
         run = full if term is None else variants[term]
+        label = "full" if term is None else f"without {term}"
         paper_aa = paper["full"] if term is None else paper["removed"].get(term)
         cells = {t: "✗" if t == term else "✓" for t in PAPER_TERM_ORDER}
         cells.update(paper_aa=fmt(paper_aa),
@@ -182,11 +191,10 @@ def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: S
         nums = {"paper_aa": paper_aa}
         for b in benchmarks:
             on_paper = b == paper["benchmark"]
-            s = Stat.of(list(stored.values(b, run).values()))
-            p = Paired.of(stored.values(b, run), stored.values(b, full)) if term is not None else None
-            stats.append(s)
+            s = ledger.stat(label, b, run)
+            p = Paired.of(ledger.values(label, b, run), ledger.values("full", b, full)) if term is not None else None
             nums[f"{b}_aa"] = s.mean if s else None
-            cells.update({f"{b}_aa": pm(s), f"{b}_ci": ci_cell(s, paper_aa if on_paper else None),
+            cells.update({f"{b}_aa": pm_n(s), f"{b}_ci": ci_cell(s, paper_aa if on_paper else None),
                           **paired_cells(p, f"{b}_", better_is_worse=True)})
             records.append({"removed": term or "", "run": run, "benchmark": b,
                             "paper_aa": paper_aa if on_paper else None,
@@ -202,7 +210,7 @@ def ablation_table(stored: StoredResults, spec: Mapping[str, Any], benchmarks: S
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
-        seeds_note(stats, stored), CI_NOTE, backbone_note(stored),
+        seeds_note(table.data["here_seeds"], stored), CI_NOTE, backbone_note(stored),
         "Δ: AA without the term − AA of the full method (negative: the term helps). "
         + paired_note("full better: the seeds with d_s < 0"),
     ]
@@ -275,22 +283,66 @@ def official_note(cfg: Mapping[str, Any], runs: Mapping[str, str | None] | None)
     return " ".join(text)
 
 
-def integration_methods(cfg: Mapping[str, Any]) -> list[str]:
+def integration_runs(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """The integration table's runs, keyed as ``paper_numbers.yaml`` names its rows: each entry's plain run under
+    its base method (``l2p``) and its InTAct run under ``<base>+intact`` (``l2p+intact`` ->
+    ``l2p+intact@lambda_var=1e-2,lambda_feat=1e-1``: :func:`intact.naming.intact_pair`, as the study names them);
+    a second entry of the same method under its own names. Without an integration study: L2P and DualPrompt."""
     spec = (cfg.get("studies") or {}).get("integration")
-    bases = spec["methods"] if spec else ["l2p", "dualprompt"]
-    return [m for b in bases for m in (b, f"{b}+intact")]
+    out: dict[str, str] = {}
+    for entry in spec["methods"] if spec else ["l2p", "dualprompt"]:
+        plain, run = intact_pair(entry)
+        base = parse_method_name(plain).base
+        out.setdefault(base if base not in out else plain, plain)
+        out.setdefault(with_intact(base) if with_intact(base) not in out else run, run)
+    return out
+
+
+def _scope(cfg: Mapping[str, Any], runs: Sequence[str | None], section: Mapping[str, Any] | None = None,
+           stored: StoredResults | None = None) -> dict[str, list[str]]:
+    """Benchmark -> ``runs``: what a table exists to show, on every benchmark the config runs that the table has
+    columns for (a comparison table ``section``'s own and the stored ones outside the paper's; every one else)."""
+    benchmarks = list(cfg["run"]["benchmarks"])
+    if section is not None:
+        shown = {*section["columns"], *_extra_benchmarks(stored)}
+        benchmarks = [b for b in benchmarks if b in shown]
+    return {b: [r for r in runs if r] for b in benchmarks}
+
+
+def _complete(table: Table, ledger: Ledger, scope: Mapping[str, Sequence[str]]) -> Table:
+    """``table`` with its one missing note, once :meth:`Ledger.check` found every stored run of ``scope`` shown."""
+    ledger.check(scope)
+    note = ledger.missing_note()
+    if note:
+        table.notes.insert(0, note)
+    return table
 
 
 def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Table]:
-    """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`)."""
-    numbers, official = paper_numbers(), official_runs(cfg)
-    return {
-        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"],
-                                 main_methods(cfg),
-                                 stored, official, official_note(cfg, official)),
-        "ablation": ablation_table(stored, ablation_spec(cfg)),
-        "integration": comparison_table("integration", "InTAct integrated into prompt methods", numbers["integration"],
-                                        integration_methods(cfg), stored),
+    """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`). A stored run
+    that a table exists to show but no cell shows is an error (:class:`~intact.report.completeness.IncompleteReport`);
+    declared runs not stored yet are named in each table's missing note."""
+    numbers, official, ours = paper_numbers(), official_runs(cfg), main_methods(cfg)
+    integration = integration_runs(cfg)
+    section = {**numbers["integration"], "rows": [{**r, "ours": integration.get(r["ours"])}
+                                                  for r in numbers["integration"]["rows"]]}
+    ablation = ablation_spec(cfg)
+    ledgers = {name: Ledger(name, stored) for name in ("main", "integration", "ablation", "efficiency")}
+    tables = {
+        "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], ours,
+                                 ledgers["main"], official, official_note(cfg, official)),
+        "ablation": ablation_table(ledgers["ablation"], ablation),
+        "integration": comparison_table("integration", "InTAct integrated into prompt methods", section,
+                                        list(integration.values()), ledgers["integration"]),
         "hyperparameters": hyperparameter_table(cfg),
-        "efficiency": efficiency_table(stored, main_methods(cfg)),
+        "efficiency": efficiency_table(ledgers["efficiency"], ours),
     }
+    # without an integration study its table shows the main study's L2P and DualPrompt: the main table's runs
+    studied = (cfg.get("studies") or {}).get("integration") is not None
+    scopes = {"main": _scope(cfg, [*ours, *(official or {}).values()], numbers["main"], stored),
+              "integration": _scope(cfg, list(integration.values()) if studied else [], section, stored),
+              "ablation": _scope(cfg, [ablation["method"], *ablation_variants(ablation).values()]),
+              "efficiency": _scope(cfg, ours)}
+    for name, scope in scopes.items():
+        _complete(tables[name], ledgers[name], scope)
+    return tables

@@ -14,14 +14,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 from intact.io import atomic_path  # noqa: E402
 
 
-def save_figure(fig: plt.Figure, path: str | Path) -> None:
+def mark(fig: plt.Figure, banner: str | None) -> None:
+    """Write ``banner`` (a rehearsal's line, :func:`intact.rehearsal.banner`) across the top of ``fig``, in red."""
+    if banner:
+        fig.text(0.5, 1.0, banner, ha="center", va="bottom", fontsize=9, color="#b00000", weight="bold",
+                 transform=fig.transFigure)
+
+
+def save_figure(fig: plt.Figure, path: str | Path, banner: str | None = None) -> None:
+    mark(fig, banner)
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=150, bbox_inches="tight")
     plt.close(fig)
 
 
-def draw_preview(bench: Any, path: str | Path) -> None:
+def draw_preview(bench: Any, path: str | Path, banner: str | None = None) -> None:
     """A benchmark's picture of its tasks (``results/figures/<benchmark>/domains.png``): its
     :class:`~intact.data.base.Preview` as a grid, one row of images per entry, each titled with its class."""
     preview = bench.preview()
@@ -43,4 +51,4 @@ def draw_preview(bench: Any, path: str | Path) -> None:
         axes[r, 0].set_ylabel(f"{name}\n{note}" if note else name, rotation=0, ha="right", va="center", fontsize=7)
     if preview.title:
         fig.suptitle(preview.title, fontsize=9)
-    save_figure(fig, path)
+    save_figure(fig, path, banner)

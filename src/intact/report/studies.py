@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Mapping, Sequence
 
+from intact.rehearsal import banner
 from intact.report import figures
+from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import write_table
 from intact.report.paper import default_points
@@ -19,7 +21,8 @@ def write_default_report(stored: StoredResults, methods: Sequence[str], outputs:
                          benchmark: str) -> None:
     """The default run's table (``csv``, ``md``, and its paired block: ``paired``) and AA-evolution ``plot``."""
     title = f"{benchmark} ({_split(stored)} split)"
-    write_table(summary_table("default_run", title, stored, benchmark, methods), outputs["csv"], outputs["md"])
+    write_table(summary_table("default_run", title, stored, benchmark, methods), outputs["csv"], outputs["md"],
+                banner=banner(stored.is_rehearsal))
     figures.aa_evolution(stored, benchmark, methods, [outputs["plot"]], title=f"AA evolution - {benchmark}")
 
 
@@ -34,7 +37,8 @@ def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults
     elif name == "integration":
         table = integration_table(f"InTAct on prompt methods - {title}", stored, benchmark, spec["methods"])
     elif name == "ablation":
-        table = ablation_table(stored, spec, [benchmark], f"Ablation of {spec['method']} - {title}")
+        table = ablation_table(Ledger(f"study_ablation ({benchmark})", stored), spec, [benchmark],
+                               f"Ablation of {spec['method']} - {title}")
     elif name == "sensitivity":
         table = sensitivity_table(f"Sensitivity of {spec['method']} - {title}", stored, benchmark, spec,
                                   default_points(cfg, benchmark, spec["method"], sensitivity_grid(spec)))
@@ -43,7 +47,7 @@ def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults
             figures.sensitivity(stored, benchmark, spec, [outputs[f"figure_{key}"]], keys=[key])
     else:
         raise ValueError(f"unknown study {name!r}")
-    write_table(table, outputs["csv"], outputs["md"])
+    write_table(table, outputs["csv"], outputs["md"], banner=banner(stored.is_rehearsal))
 
 
 def _split(stored: StoredResults) -> str:

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from intact.metrics import Paired, Stat
-from intact.report.paper import AA_NOTE, FORGETTING_NOTE, benchmark_title, pairs
+from intact.naming import format_value, intact_pair, pairs
+from intact.report.paper import AA_NOTE, FORGETTING_NOTE, benchmark_title
 from intact.report.render import Column, Table
 from intact.results import StoredResults
-from intact.studies import format_value, integration_pair, sensitivity_grid
+from intact.studies import sensitivity_grid
 
 #: metric key -> column title of the per-method summary
 METRICS = {"aa": "AA", "forgetting_max": "Forgetting (max-final)", "forgetting_one_step": "Forgetting (one-step)",
@@ -52,6 +53,11 @@ def paired_note(better: str = "better: the seeds with d_s > 0") -> str:
 def pm(stat: Stat | None) -> str:
     """``mean ± std``; ``—`` where nothing was run."""
     return "—" if stat is None else f"{stat.mean:.2f} ± {stat.std:.2f}"
+
+
+def pm_n(stat: Stat | None) -> str:
+    """``mean ± std (n=<seeds>)``: a cell that states its seed count; ``—`` where nothing was run."""
+    return "—" if stat is None else f"{pm(stat)} (n={stat.n})"
 
 
 def interval_cell(interval: tuple[float, float] | None, signed: bool = False) -> str:
@@ -163,20 +169,21 @@ def summary_table(name: str, title: str, stored: StoredResults, benchmark: str, 
 
 
 def integration_table(title: str, stored: StoredResults, benchmark: str, entries: Sequence[str]) -> Table:
-    """Each method with and without InTAct (``entries``: :func:`intact.studies.integration_pair`), paired by seed."""
+    """Each method with and without InTAct (``entries``: :func:`intact.naming.intact_pair`), paired by seed; the seeds
+    column counts the pairs the difference and its interval use."""
     cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"), Column("aa", "AA"),
             Column("aa_intact", "AA + InTAct"), *paired_columns(better="+ InTAct better"),
             Column("forgetting", "Forgetting (max-final)"), Column("forgetting_intact", "Forgetting + InTAct")]
     table, records = Table("integration", f"{title} ({CAPTION})", cols), []
     for entry in entries:
-        base, with_ = integration_pair(entry)
+        base, with_ = intact_pair(entry)
         b, w = (Stat.of(list(stored.values(benchmark, m).values())) for m in (base, with_))
         if b is None or w is None:
             continue
         fb, fw = (Stat.of(list(stored.values(benchmark, m, "forgetting_max").values())) for m in (base, with_))
         p = Paired.of(stored.values(benchmark, with_), stored.values(benchmark, base))
-        table.rows.append({"method": f"`{base}`", "seeds": str(min(b.n, w.n)), "aa": pm(b), "aa_intact": pm(w),
-                           **paired_cells(p), "forgetting": pm(fb), "forgetting_intact": pm(fw)})
+        table.rows.append({"method": f"`{base}`", "seeds": str(len(p.seeds) if p else 0), "aa": pm(b),
+                           "aa_intact": pm(w), **paired_cells(p), "forgetting": pm(fb), "forgetting_intact": pm(fw)})
         records.append({"method": base, "run": with_, "aa_mean": b.mean, "aa_std": b.std, "aa_intact_mean": w.mean,
                         "aa_intact_std": w.std, **paired_record(p), "forgetting_max_mean": fb.mean,
                         "forgetting_max_std": fb.std, "forgetting_max_intact_mean": fw.mean,

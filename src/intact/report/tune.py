@@ -12,6 +12,7 @@ import pandas as pd
 
 from intact.io import write_text
 from intact.metrics import Paired, Stat
+from intact.rehearsal import banner
 from intact.report.render import Column, Table, write_table
 from intact.report.tables import CAPTION, paired_cells, paired_columns, paired_note, pm
 from intact.results import StoredResults
@@ -121,7 +122,10 @@ def write_tune_report(choices: Sequence[Mapping[str, Any]], stored: StoredResult
     table.rows = [cells for cells, _ in rows]
     table.data = pd.DataFrame([record for _, record in rows])
     table.notes = [NOTE, paired_note()]
-    write_table(table, outputs["csv"], outputs["md"])
-    write_text(outputs["search"], search.to_csv(index=False, float_format="%.4f"))
-    write_text(outputs["paired"], paired.to_csv(index=False, float_format="%.4f"))
+    mark = banner(stored.is_rehearsal)
+    write_table(table, outputs["csv"], outputs["md"], banner=mark)
+    for key, frame in (("search", search), ("paired", paired)):
+        if mark:
+            frame.insert(0, "rehearsal", True)
+        write_text(outputs[key], frame.to_csv(index=False, float_format="%.4f"))
     return table.data

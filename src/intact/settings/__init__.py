@@ -20,19 +20,19 @@ from typing import Any
 from intact.hashing import stable_hash
 from intact.naming import DEFAULT_PROTOCOL
 from intact.settings.fields import (
-    BOUND_KEYWORDS, ConfigError, build_dataclass, check_declared, defaults, fields_schema, plain, recorded,
-    section_schema, setting,
+    BOUND_KEYWORDS, INT_MAX, INT_MIN, ConfigError, build_dataclass, check_declared, defaults, fields_schema, plain,
+    recorded, section_schema, setting, validator,
 )
 from intact.settings.sections import (
     BACKBONE_REQUIRED, INTACT_PRESETS, OPTIMIZERS, SCHEDULES, SECTIONS, BackboneConfig, HeadConfig, IntactConfig,
-    OptimConfig, PretrainConfig, TrackingConfig, section_defaults,
+    OptimConfig, PretrainConfig, RehearsalConfig, TrackingConfig, section_defaults,
 )
 
 __all__ = [
-    "BOUND_KEYWORDS", "ConfigError", "build_dataclass", "check_declared", "defaults", "fields_schema", "plain",
-    "recorded", "section_schema", "setting", "BACKBONE_REQUIRED", "INTACT_PRESETS", "OPTIMIZERS", "SCHEDULES",
-    "SECTIONS", "BackboneConfig", "HeadConfig", "IntactConfig", "OptimConfig", "PretrainConfig", "TrackingConfig",
-    "section_defaults", "RunConfig",
+    "BOUND_KEYWORDS", "INT_MAX", "INT_MIN", "ConfigError", "build_dataclass", "check_declared", "defaults",
+    "fields_schema", "plain", "recorded", "section_schema", "setting", "validator", "BACKBONE_REQUIRED",
+    "INTACT_PRESETS", "OPTIMIZERS", "SCHEDULES", "SECTIONS", "BackboneConfig", "HeadConfig", "IntactConfig",
+    "OptimConfig", "PretrainConfig", "RehearsalConfig", "TrackingConfig", "section_defaults", "RunConfig",
 ]
 
 
@@ -55,6 +55,8 @@ class RunConfig:
     eval_split: str = "test"
     #: the protocol the run is trained under (``@protocol=<name>``); the default one is left out of the hash
     protocol: str = setting(DEFAULT_PROTOCOL, later=True)
+    #: a rehearsal's run (``rehearsal:`` in the config, intact.rehearsal): recorded, so every table of it says so
+    rehearsal: bool = setting(False, later=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The run's plain form (job params, hash): :func:`recorded` - keys declared ``later`` are left out

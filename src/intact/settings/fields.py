@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from typing import Any
@@ -17,21 +18,70 @@ class ConfigError(ValueError):
     layer that checks settings; defined here, the lowest of them)."""
 
 
-#: the JSON-schema keywords a :func:`setting` may bound a value (or, in ``items``, each element) with
+#: the JSON-schema keywords a :func:`setting` may bound a value (or, in ``items``, each element) with, and ours:
+#: ``finite`` (:func:`validator`)
 BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum",
-                            "const", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern"})
+                            "const", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern",
+                            "finite"})
+
+#: the integers a config may hold: a signed 64-bit integer's (a seed past them overflows torch's generators, a
+#: count past them every tensor's index)
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 def setting(default: Any, doc: str = "", *, later: bool = False, items: Mapping[str, Any] | None = None,
             **bounds: Any) -> Any:
     """A settings field: its default, a one-line description, and JSON-schema bounds (``minimum=1``,
     ``exclusiveMinimum=0``, ``multipleOf=2``, ``enum=[...]``, ``minItems=1``; ``items`` bounds each element
-    of a list). ``later=True``: a key added after runs were recorded; left out of a run's plain form (and so
-    of its hash) while at its default, so finished runs keep their hashes."""
+    of a list; ``finite=False``: a number that may be ``.nan``, ``.inf`` or ``-.inf``, which :func:`validator`
+    refuses everywhere else). ``later=True``: a key added after runs were recorded; left out of a run's plain form
+    (and so of its hash) while at its default, so finished runs keep their hashes."""
     meta = {"doc": doc, "later": later, "items": dict(items or {}), "bounds": bounds}
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"setting({default!r}): a default must be immutable (a tuple for a list)")
     return dataclasses.field(default=default, metadata=meta)
+
+
+# --------------------------------------------------------------------------------------------------
+# The validator of every setting
+
+
+def validator(schema: Mapping[str, Any]) -> Any:
+    """The one validator of settings (the config schema, a declaration's defaults): JSON Schema draft 2020-12, in
+    which a number is finite unless its schema says ``finite: false`` (YAML's ``.nan``, ``.inf`` and ``-.inf`` pass
+    every ``minimum`` and ``maximum``) and an integer lies in :data:`INT_MIN`..:data:`INT_MAX`. Checked wherever a
+    schema gives a ``type``: the derived sections', the hand-written config.schema.yaml's and the run's merged
+    sections, a run name's overrides included."""
+    return _validator_class()(schema)
+
+
+@functools.cache
+def _validator_class() -> type:
+    import jsonschema
+
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, {"type": _typed})
+
+
+def _typed(validator: Any, types: Any, instance: Any, schema: Mapping[str, Any]) -> Any:
+    """JSON Schema's ``type`` keyword, then, for a value of the type, :func:`number_problem`."""
+    import jsonschema
+
+    errors = list(jsonschema.Draft202012Validator.VALIDATORS["type"](validator, types, instance, schema))
+    problem = None if errors else number_problem(instance, types, schema.get("finite", True))
+    yield from errors or ([jsonschema.ValidationError(problem)] if problem else [])
+
+
+def number_problem(value: Any, types: str | list[str] = "number", finite: bool = True) -> str | None:
+    """Why ``value`` cannot be a setting's number of JSON-schema ``types`` (not finite where ``finite``; a float
+    where only an integer is allowed, which JSON Schema takes for ``2.0``; an integer past 64 bits), or None."""
+    types = [types] if isinstance(types, str) else list(types)
+    if isinstance(value, float) and finite and not math.isfinite(value):
+        return "not a finite number (.nan, .inf and -.inf pass every bound, then fail or spoil the run)"
+    if isinstance(value, float) and "integer" in types and "number" not in types:
+        return "an integer is written without a decimal point (2, not 2.0)"
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        return f"does not fit in 64 bits (an integer here is at most 2^63 - 1 = {INT_MAX:,}, at least -2^63)"
+    return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -137,7 +187,7 @@ def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
         if name in skip:
             continue
         schema = _type_schema(hints[name]) if name in placeholders else props[name]
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+        error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
         if error is not None:
             fail(name, f"default {value!r} breaks its own declaration: {error.message}")
 

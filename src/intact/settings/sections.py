@@ -170,6 +170,22 @@ class TrackingConfig:
         return plain(self)
 
 
+@dataclass(frozen=True)
+class RehearsalConfig:
+    """A dress rehearsal of the config's whole DAG at toy scale (intact.rehearsal; configs/rehearsal.yaml): the same
+    rules and run names on synthetic data and tiny backbones made in the DAG; every table and figure says so."""
+
+    domains: int = setting(3, "the first domains of each benchmark: its tasks", minimum=1)
+    epochs: int = setting(1, "epochs per task, in every optim layer", minimum=1)
+    batch_size: int = setting(8, "training batch size, in every optim layer (a few steps per task)", minimum=1)
+    seeds: int = setting(2, "every seed list cut to its first seeds (2: an interval wherever a table shows one)",
+                         minimum=1)
+    image_size: int = setting(32, "the image benchmarks' input side (the tiny backbones' 32 px)", minimum=16)
+    classes: int = setting(8, "classes of the synthetic images (labels 0 .. classes-1 of the benchmark's)", minimum=2)
+    per_class: int = setting(6, "synthetic images per class and task; every third a test image", minimum=3)
+    seed: int = setting(0, "seeds the synthetic images and the tiny backbones' initialisation", minimum=0)
+
+
 #: the top-level sections of config.yaml each of these declares (schema, defaults, reference); the keys of a
 #: backbone entry are declared by :class:`BackboneConfig` (``name`` is its key under ``backbones``)
 SECTIONS: dict[str, type] = {"head": HeadConfig, "intact": IntactConfig, "optim": OptimConfig,
@@ -177,7 +193,7 @@ SECTIONS: dict[str, type] = {"head": HeadConfig, "intact": IntactConfig, "optim"
 #: what each backbone entry must set
 BACKBONE_REQUIRED = ("model", "weights")
 
-for _cls in (*SECTIONS.values(), PretrainConfig):
+for _cls in (*SECTIONS.values(), PretrainConfig, RehearsalConfig):
     check_declared(_cls, f"section {_cls.__name__}")
 check_declared(BackboneConfig, "section BackboneConfig", skip=("name", "model", "pretrain"))
 

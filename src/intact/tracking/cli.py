@@ -9,7 +9,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from intact.tracking.settings import load_tracking_config
-from intact.tracking.track import find_runs, read_marker, sync, track_run
+from intact.tracking.track import find_runs, read_marker, sync, track_checked
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21,7 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.add_argument("--uri", default=None, help="tracking URI (overrides $MLFLOW_TRACKING_URI and tracking.uri)")
     common.add_argument("--experiment", default=None, help="experiment name template, e.g. 'intact/{benchmark}'")
     common.add_argument("--force", action="store_true", help="re-log even when MLflow already holds identical content")
-    t = sub.add_parser("track", parents=[common], help="track run folders (always exits 0; see their tracking.json)")
+    t = sub.add_parser("track", parents=[common],
+                       help="track run folders (exits 0 unless a run's records are damaged; see their tracking.json)")
     t.add_argument("run_dirs", nargs="+", type=Path)
     s = sub.add_parser("sync", parents=[common],
                        help="retry runs whose tracking is missing, pending or outdated (exit 1 if any stays pending)")
@@ -41,10 +42,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.experiment:
         tracking = dataclasses.replace(tracking, experiment=args.experiment)
     if args.command == "track":
-        for d in args.run_dirs:
-            track_run(d, dataclasses.replace(tracking, enabled=True), uri=args.uri, force=args.force)
-        return 0
+        records = [track_checked(d, dataclasses.replace(tracking, enabled=True), uri=args.uri, force=args.force)
+                   for d in args.run_dirs]
+        return 1 if any(r["status"] == "refused" for r in records) else 0
     records = sync(args.results, tracking, uri=args.uri, all_runs=args.all_runs, force=args.force)
     pending = [r for r in records if r["status"] != "done"]
-    print(f"tracking sync: {len(records) - len(pending)} run(s) tracked, {len(pending)} pending", file=sys.stderr)
+    refused = sum(r["status"] == "refused" for r in records)
+    print(f"tracking sync: {len(records) - len(pending)} run(s) tracked, {len(pending) - refused} pending, "
+          f"{refused} refused (damaged records, named above)", file=sys.stderr)
     return 1 if pending else 0

@@ -44,7 +44,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from intact.tracking.settings import TRACKER_VERSION
-from intact.train_record import FILENAME as TRAIN_JSON
+from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE
 
 
 @dataclass(frozen=True)
@@ -99,16 +99,17 @@ class RunFolder:
         return h.hexdigest()
 
 
-def read_run_folder(path: str | os.PathLike) -> RunFolder:
+def read_run_folder(path: str | os.PathLike, config_hash: str | None = None) -> RunFolder:
     """A finished run folder, read and checked by :func:`intact.results.read_run` (a clear error names the
-    missing, damaged or inconsistent file), with the artifact files MLflow gets."""
+    missing, damaged, edited or inconsistent file; ``config_hash``: the hash its config gives now), every task's
+    state and hypercube included, with the artifact files MLflow gets."""
     from intact.results import read_run  # numpy and pandas: not at import (the Snakefile imports this package)
 
     path = Path(path)
-    run = read_run(path)
+    run = read_run(path, config_hash=config_hash, tensors=True)
     files = {"R.csv": path / "R.csv", "metrics.json": path / "metrics.json"}
     for t in range(len(run.evals)):
-        for name in (TRAIN_JSON, "eval.json", "hypercube.safetensors"):
+        for name in (TRAIN_JSON, "eval.json", HYPERCUBE):
             f = path / f"task{t}" / name
             if not f.is_file():
                 raise FileNotFoundError(f"{f}: missing (metrics.json says {len(run.evals)} tasks)")

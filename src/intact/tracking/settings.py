@@ -20,6 +20,7 @@ import urllib.parse
 from pathlib import Path
 
 from intact.config import tracking_config
+from intact.layering import load_file
 from intact.settings import TrackingConfig
 
 TRACKER_VERSION = 1  #: bump when what is logged changes: every run is then re-logged once
@@ -33,9 +34,7 @@ def load_tracking_config(path: str | os.PathLike | None) -> TrackingConfig:
     """The tracking section of a config file (defaults if ``path`` is None or has no section)."""
     if path is None:
         return TrackingConfig()
-    import yaml
-
-    return tracking_config(yaml.safe_load(Path(path).read_text()) or {})
+    return tracking_config(load_file(path) or {})
 
 
 def resolve_uri(tracking: TrackingConfig, uri: str | None = None,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from intact.io import ArtifactError
 from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
 from intact.tracking.record import read_run_folder
 from intact.paths import MARKER
@@ -62,11 +63,14 @@ def track_run(
     uri: str | None = None,
     force: bool = False,
     marker: bool = True,
+    config_hash: str | None = None,
 ) -> dict[str, Any]:
-    """Log one run folder to MLflow and write ``<run_dir>/tracking.json``. Never raises on failure.
+    """Log one run folder to MLflow and write ``<run_dir>/tracking.json``. Never raises on a tracking failure.
 
     The returned (and written) record has ``status``: ``done``, ``pending`` (with ``error``; retry
-    with :func:`sync`) or ``disabled``.
+    with :func:`sync`) or ``disabled``. A run whose records are damaged, edited or of another config than
+    ``config_hash`` (:func:`~intact.tracking.record.read_run_folder`) is not a tracking failure: its
+    :class:`~intact.io.ArtifactError` is raised before anything is uploaded, and no marker is written.
     """
     tracking = tracking or TrackingConfig()
     run_dir = Path(run_dir)
@@ -81,7 +85,7 @@ def track_run(
     else:
         try:
             with deadline(tracking.deadline_s):
-                run = read_run_folder(run_dir)
+                run = read_run_folder(run_dir, config_hash)  # every record checked before anything is uploaded
                 record.update(run=run.run_name, run_key=run.run_key, config_hash=run.config_hash)
                 probe(resolved, tracking.timeout_s)
                 import_mlflow(tracking)  # ~1 s; outside the store lock
@@ -89,6 +93,8 @@ def track_run(
                     record.update(upsert_run(run, resolved, tracking, force))
             record["status"] = "done"
             record.pop("error", None)
+        except ArtifactError:  # damaged results are not a tracking failure: nothing uploaded, no marker
+            raise
         except Exception as e:  # every failure: report, keep the results, let the workflow go on
             record["error"] = f"{type(e).__name__}: {e}"[:2000]
             print(f"tracking: {run_dir}: {record['error']} - results are safe; retry later with "
@@ -102,6 +108,16 @@ def track_run(
     if marker:
         write_marker(run_dir / MARKER, record)
     return record
+
+
+def track_checked(run_dir: str | os.PathLike, tracking: TrackingConfig, **kw: Any) -> dict[str, Any]:
+    """:func:`track_run` for the command line: a run whose records are damaged is named (one line) and left out
+    (``status: refused``, no marker), and the other runs go on."""
+    try:
+        return track_run(run_dir, tracking, **kw)
+    except ArtifactError as err:
+        print(f"tracking: not uploaded: {err}", file=sys.stderr)
+        return {"status": "refused", "error": str(err)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,8 +161,8 @@ def sync(
     todo = [r for r in find_runs(results) if all_runs or force or needs_sync(r, resolved)]
     out = []
     for run_dir in todo:
-        out.append({"run_dir": str(run_dir),
-                    **track_run(run_dir, dataclasses.replace(tracking, enabled=True), uri=resolved, force=force)})
+        out.append({"run_dir": str(run_dir), **track_checked(run_dir, dataclasses.replace(tracking, enabled=True),
+                                                              uri=resolved, force=force)})
         if out[-1]["status"] != "done" and "unreachable" in out[-1].get("error", ""):
             for rest in todo[len(out):]:  # the server is down: do not wait once per run
                 rec = read_marker(rest) or {}
