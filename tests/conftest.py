@@ -330,9 +330,9 @@ def pytest_configure(config: pytest.Config) -> None:
 #: collection order, so the long files start first and the short ones fill the gaps at the end (longest-first
 #: scheduling: a long file handed out last would run alone while the other workers' cores idle)
 SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_warm_workflow.py", "test_paper_workflow.py",
-              "test_tracking.py", "test_esn_cprompt.py", "test_adding_a_method.py", "test_tune.py", "test_methods.py",
-              "test_warm.py", "test_plugins.py", "test_certificate_rounding.py", "test_training.py",
-              "test_network_methods.py", "test_c_prompt.py", "test_regression.py")
+              "test_tracking.py", "test_esn_consistent_prompt.py", "test_adding_a_method.py", "test_tune.py",
+              "test_methods.py", "test_warm.py", "test_plugins.py", "test_certificate_rounding.py", "test_training.py",
+              "test_network_methods.py", "test_compositional_prompt.py", "test_migrate.py", "test_regression.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks

@@ -30,9 +30,9 @@ def installed(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_installed_method_is_registered_like_a_builtin(installed):
-    """Found through its entry point without torch, in the current form (no DeprecationWarning: a function
-    implementation, a two-argument check would warn), its implementation a module-level class."""
-    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning); "
+    """Found through its entry point without torch, in the current form (a function implementation or a
+    two-argument check would be refused), its implementation a module-level class."""
+    code = ("import warnings; warnings.simplefilter('error'); "
             "from intact.methods import METHODS; m = METHODS['l2_anchor']; "
             "from intact.schema import schema; assert 'l2_anchor' in schema()['properties']['methods']['properties']; "
             "import sys; assert 'torch' not in sys.modules; print(m.accepts_intact, m.layer_keys); "

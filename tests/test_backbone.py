@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from intact.config import BackboneConfig
+from intact.settings import BackboneConfig
 from intact.hashing import sha256_file
 from intact.models.backbone import WeightsError, create_backbone, create_vit
 

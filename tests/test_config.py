@@ -173,18 +173,21 @@ def test_cli_layers_several_files_as_snakemake_does(tmp_path, capsys):
 
     base, over = tmp_path / "base.yaml", tmp_path / "over.yaml"
     base.write_text(yaml.safe_dump(tiny_config()))
-    over.write_text(yaml.safe_dump({"run": {"methods": ["c_prompt", "l2p"]}, "methods": {"l2p": {"pool_size": 12}}}))
+    over.write_text(yaml.safe_dump({"run": {"methods": ["compositional_prompt", "l2p"]},
+                                    "methods": {"l2p": {"pool_size": 12}}}))
     layered = read_files([base, over])
-    assert layered["run"]["methods"] == ["c_prompt", "l2p"] and layered["methods"]["l2p"] == {"pool_size": 12}
+    assert layered["run"]["methods"] == ["compositional_prompt", "l2p"]
+    assert layered["methods"]["l2p"] == {"pool_size": 12}
     assert layered["run"]["seeds"] == tiny_config()["run"]["seeds"]   # mappings merge key by key
     assert main(["validate", str(base), str(over)]) == 0
     assert f"{base} <- {over}: valid" in capsys.readouterr().out
     assert main(["runs", str(base), str(over)]) == 0
     run_part = capsys.readouterr().out.split("# study")[0]
     assert "2 methods" in run_part and "digits\tl2p\tseeds=0" in run_part and "digits\tcoda_p\t" not in run_part
-    over.write_text(yaml.safe_dump({"run": {"methods": ["c_prompt"]}, "methods": {"c_prompt": {"expert_last": 20}}}))
+    over.write_text(yaml.safe_dump({"run": {"methods": ["compositional_prompt"]},
+                                    "methods": {"compositional_prompt": {"expert_last": 20}}}))
     assert main(["validate", str(base), str(over)]) == 2
-    assert "methods.c_prompt.expert_last' = 20: block 20 does not exist" in capsys.readouterr().err
+    assert "methods.compositional_prompt.expert_last' = 20: block 20 does not exist" in capsys.readouterr().err
     assert main(["validate", str(base), str(tmp_path / "nope.yaml")]) == 2
     assert "nope.yaml' does not exist" in capsys.readouterr().err
 

@@ -12,13 +12,15 @@ from conftest import assert_config_error, snakemake, tiny_config, write_config
     (lambda c: c["methods"]["dualprompt"].update(e_layers=[4]), ["methods.dualprompt.e_layers", "depth 4"]),
     (lambda c: c["methods"]["dualprompt"].update(g_layers=[5]), ["methods.dualprompt.g_layers", "[5]", "depth 4"]),
     # layer-like scalars and widths: a method's own checks see the backbone (depth 4, width 64)
-    (lambda c: (c["run"].update(methods=["c_prompt"]), c["methods"]["c_prompt"].update(expert_last=20)),
-     ["methods.c_prompt.expert_last", "= 20", "block 20 does not exist", "depth 4"]),
+    (lambda c: (c["run"].update(methods=["compositional_prompt"]),
+                c["methods"]["compositional_prompt"].update(expert_last=20)),
+     ["methods.compositional_prompt.expert_last", "= 20", "block 20 does not exist", "depth 4"]),
     (lambda c: (c["run"].update(methods=["ka_prompt+intact"]),
                 c["methods"]["ka_prompt"].update(expert_first=4, expert_last=5)),
      ["methods.ka_prompt.expert_last", "depth 4"]),
-    (lambda c: (c["run"].update(methods=["cprompt"]), c["methods"]["cprompt"].update(second_block=4)),
-     ["methods.cprompt.second_block", "= 4", "only 4 blocks"]),
+    (lambda c: (c["run"].update(methods=["consistent_prompt"]),
+                c["methods"]["consistent_prompt"].update(second_block=4)),
+     ["methods.consistent_prompt.second_block", "= 4", "only 4 blocks"]),
     (lambda c: (c["run"].update(methods=["inflora"]), c["methods"]["inflora"].update(rank=65)),
      ["methods.inflora.rank", "= 65", "width 64"]),
     # method settings that do not fit the backbone or the benchmark
@@ -62,7 +64,8 @@ def test_default_checks_import_no_torch():
     subprocess.run([sys.executable, "-c", code, str(REPO / "config.yaml")], check=True)
 
 
-@pytest.mark.parametrize("method, key, value", [("coda_p", "layers", [0, 1, 2, 9]), ("c_prompt", "expert_last", 20)])
+@pytest.mark.parametrize("method, key, value", [("coda_p", "layers", [0, 1, 2, 9]),
+                                                ("compositional_prompt", "expert_last", 20)])
 def test_dry_run_with_prompt_layers_past_the_depth_stops_at_validation(tmp_path, method, key, value):
     cfg = tiny_config(methods=[method])
     cfg["methods"][method][key] = value

@@ -1,7 +1,6 @@
 """The embedded digits benchmark: deterministic, disjoint splits, a validation part; a benchmark's preview."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -216,25 +215,15 @@ class _Listed(Benchmark):
         return Preview("two rows", rows, {"grey": [0, 1, 0], "rgb": [1, 1]}, {"rgb": "2 / 1"})
 
 
-class _DrawsItsOwn(_Listed):
-    """A plugin written against the contract before the preview moved to the report layer: it draws itself."""
-
-    def draw_preview(self, path):
-        Path(path).write_text("drawn by the plugin")
-
-
-def test_the_report_layer_draws_a_benchmark_preview_and_an_old_plugin_still_draws_its_own(tmp_path, tiny_bench):
+def test_the_report_layer_draws_a_benchmark_preview(tmp_path, tiny_bench):
     """data/ gives the preview's images (Benchmark.preview -> Preview); intact.report.plots.draw_preview draws
-    them. A class with draw_preview(path) (docs/adding-a-benchmark.md before) still draws itself, with a warning."""
+    them (a class that draws its own, 0.1's contract, is refused where it is declared: tests/test_plugins.py)."""
     from intact.report.plots import draw_preview
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"benchmark": "listed", "tasks": [{"name": "a"}, {"name": "b"}], "num_classes": 2}))
     draw_preview(_Listed(manifest), tmp_path / "listed.png")
     assert (tmp_path / "listed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.warns(DeprecationWarning, match=r"benchmark 'listed': .*_DrawsItsOwn.draw_preview draws its own"):
-        draw_preview(_DrawsItsOwn(manifest), tmp_path / "own.png")
-    assert (tmp_path / "own.png").read_text() == "drawn by the plugin"
     digits = open_benchmark(tiny_bench["manifest"]).preview()
     assert list(digits.rows) == ["clean", "blur", "noise", "edges"] and digits.labels["clean"] == list(range(10))
     assert all(x.shape == (10, 32, 32, 1) and 0 <= x.min() <= x.max() <= 1 for x in digits.rows.values())

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
-from intact.config import method_settings, resolve_run, validate_config
-from intact.methods import METHODS, declared_name, stored_name
-from intact.methods.declare import Method, problems, settings_schema
+from intact.config import method_settings, resolve_run
+from intact.methods import METHODS
+from intact.registry import RegistryError
+from intact.methods.declare import Method, settings_schema
 from intact.settings import OptimConfig, recorded, setting
 from intact.schema import _bound_lists, schema
 
@@ -32,11 +33,11 @@ def test_every_method_module_is_registered_under_its_own_name():
 
 def test_schema_methods_part_is_derived_from_the_declarations():
     props = schema()["properties"]["methods"]["properties"]
-    assert set(props) == set(METHODS) | set(METHODS.aliases)   # a renamed method's section by either name
+    assert set(props) == set(METHODS)
     for name, m in METHODS.items():
         declared = copy.deepcopy(settings_schema(m))
         _bound_lists(declared)   # every list bounded (issue 33 item 4), as schema() bounds them
-        assert props[name] == props[m.stored_as] == declared
+        assert props[name] == declared
         assert set(props[name]["properties"]) == {f.name for f in dataclasses.fields(m.settings)}
 
 
@@ -112,55 +113,45 @@ def test_configuration_reference_is_current():
 
 
 def test_tiny_config_fills_every_section():
-    assert set(tiny_config()["methods"]) == {m.stored_as for m in METHODS.values()}
+    assert set(tiny_config()["methods"]) == set(METHODS)
 
 
-def test_a_renamed_method_keeps_its_runs_under_its_stored_name():
-    """C-Prompt and CPrompt are compositional_prompt and consistent_prompt, stored as c_prompt and cprompt: either
-    name resolves to the same run (its folder, its hash from before the rename, its records), in a run name, a
-    section or a study; validation puts a config's names in that stored form; intact runs shows the new name."""
-    assert METHODS["c_prompt"] is METHODS["compositional_prompt"] and METHODS["cprompt"].name == "consistent_prompt"
+def test_a_methods_runs_are_stored_under_its_name():
+    """C-Prompt and CPrompt are compositional_prompt and consistent_prompt: their runs' names, folders and hashes
+    (tests/data/run_hashes.tsv) use those names, as every method's do."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    new, old = (resolve_run(cfg, "digits", n, 0) for n in ("compositional_prompt+intact", "c_prompt+intact"))
-    assert new == old and new.method == "c_prompt+intact" and new.base == "c_prompt" and new.hash() == "0ca97f5d9a8f"
-    assert resolve_run(cfg, "digits", "consistent_prompt", 0).hash() == "cc5ee611deb8"   # cprompt's, at 2fc59d1
-    # one method named twice in a section: the later entry merges over the earlier one; a name's override too
-    cfg["methods"] = {"compositional_prompt": {"h": 5.0, "top_n": 1}, "c_prompt": {"h": 4.0}}
-    run = resolve_run(cfg, "digits", "compositional_prompt@methods.compositional_prompt.per_task=4", 0)
-    assert (run.settings.h, run.settings.top_n, run.settings.per_task) == (4.0, 1, 4)
-    assert run.method == "c_prompt@methods.c_prompt.per_task=4" == stored_name(declared_name(run.method))
-    assert declared_name(run.method) == "compositional_prompt@methods.compositional_prompt.per_task=4"
-    # validation renames in place, the studies' names and every layer's per-method keys included
-    cfg = tiny_config(methods=["consistent_prompt"])
-    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"methods": {"compositional_prompt": {}}}},
-                                     "same_as_default": {"consistent_prompt": "test"}}}
-    validate_config(cfg, check_files=False)
-    assert cfg["run"]["methods"] == ["cprompt"] and "compositional_prompt" not in cfg["studies"]["main"]["methods"]
-    assert cfg["protocols"]["official"] == {"per_method": {"c_prompt": {"methods": {"c_prompt": {}}}},
-                                            "same_as_default": {"cprompt": "test"}}
-    assert {"run": "c_prompt+intact", "baseline": "c_prompt"}.items() <= cfg["studies"]["tune"]["searches"][1].items()
+    run = resolve_run(cfg, "digits", "compositional_prompt+intact@methods.compositional_prompt.per_task=4", 0)
+    assert run.method == "compositional_prompt+intact@methods.compositional_prompt.per_task=4"
+    assert run.base == "compositional_prompt" and run.settings.per_task == 4
+    assert resolve_run(cfg, "digits", "consistent_prompt", 0).to_dict()["method"] == "consistent_prompt"
 
 
-def test_intact_runs_names_a_renamed_method_as_declared(tmp_path):
-    over = tmp_path / "old_names.yaml"
-    over.write_text(yaml.safe_dump({"run": {"methods": ["c_prompt", "cprompt"]}, "studies": {"main": None,
-                    "integration": None, "ablation": None, "sensitivity": None, "tune": None}}))
-    out = subprocess.run([sys.executable, "-m", "intact.cli", "runs", str(REPO / "config.yaml"), str(over)],
-                         capture_output=True, text=True, check=True).stdout
-    rows = [line.split("\t")[:4] for line in out.splitlines() if not line.startswith("#")]
-    assert [r[1] for r in rows] == ["compositional_prompt", "consistent_prompt"], out
-    assert [r[3] for r in rows] == ["hash=65bc330cb474", "hash=cc5ee611deb8"], out   # the hashes from 2fc59d1
+#: every place a config names a method, each with a former name (version 0.1's) in it
+FORMER = [
+    (lambda c: c["run"].update(methods=["coda_p", "c_prompt+intact"]), "run.methods[1]", "c_prompt"),
+    (lambda c: c["methods"].update(cprompt={"length": 3}), "methods.cprompt", "cprompt"),
+    (lambda c: c.update(per_method={"c_prompt": {"optim": {"epochs": 2}}}), "per_method.c_prompt", "c_prompt"),
+    (lambda c: c["run"].update(methods=["compositional_prompt@methods.c_prompt.h=2"]), "run.methods[0]", "c_prompt"),
+    (lambda c: c["studies"]["tune"]["searches"][0].update(grid={"methods.cprompt.length": [1, 2]}),
+     "studies.tune.searches[0].grid.methods.cprompt.length", "cprompt"),
+]
 
 
-def test_snakemake_asks_for_a_renamed_methods_files_under_its_stored_name(tmp_path):
-    """The plan targets the stored folder (c_prompt/...); a target under the new name is refused, naming it."""
+@pytest.mark.parametrize("mutate, where, old", FORMER)
+def test_a_former_method_name_is_refused_in_one_line_naming_the_new_one(mutate, where, old):
+    new = {"c_prompt": "compositional_prompt", "cprompt": "consistent_prompt"}[old]
+    assert_config_error(mutate, [f"key {where!r}: method {old!r} is named {new!r} since version 0.2.0",
+                                 "intact migrate <results>"])
+    msg = str(pytest.raises(RegistryError, lambda: METHODS[old]).value)
+    assert "\n" not in msg and f"is named {new!r}" in msg and old not in METHODS
+
+
+def test_snakemake_plans_a_renamed_methods_files_under_its_name_and_refuses_the_former_name(tmp_path):
     cfg = tiny_config(methods=["compositional_prompt"])
     write_config(tmp_path, cfg)
-    assert "results/runs/digits/c_prompt/seed0" in snakemake(tmp_path, "-n").stdout
-    proc = snakemake(tmp_path, "-n", "results/runs/digits/compositional_prompt/seed0/metrics.json", check=False)
-    assert proc.returncode != 0 and ("the runs of 'compositional_prompt' are stored as 'c_prompt': ask for "
-                                     "results/runs/digits/c_prompt/seed0/...") in proc.stdout + proc.stderr
-
+    assert "results/runs/digits/compositional_prompt/seed0" in snakemake(tmp_path, "-n").stdout
+    proc = snakemake(tmp_path, "-n", "results/runs/digits/c_prompt/seed0/metrics.json", check=False)
+    assert proc.returncode != 0 and "method 'c_prompt' is named 'compositional_prompt'" in proc.stdout + proc.stderr
 
 
 def _declare(field: Any, impl: str = IMPL, name: str = "m") -> Method:
@@ -227,9 +218,9 @@ def test_a_hook_with_the_wrong_signature_is_refused_naming_the_hook_and_the_sign
         Method("m", S, IMPL, "a method", check=one_argument)
     assert str(err.value) == ("method 'm': hook test_declarations.one_argument(settings) does not fit the signature "
                               "check(settings, benchmark, backbone) -> [(key, problem), ...]"), err.value
-    with pytest.raises(TypeError, match=r"hook test_declarations.make\(name\) does not fit the signature "
-                                        r"implementation\(\) -> the class"):
-        Method("m", S, make, "a method")
+    with pytest.raises(TypeError, match=r"implementation test_declarations.make is a function; removed in version "
+                                        r"0.2.0: name a module-level class as 'package.module:Class'"):
+        Method("m", S, make, "a method")   # the form of 0.1 (a function returning the class)
     from intact.data.declare import BenchmarkSettings, BenchmarkType
 
     with pytest.raises(TypeError, match=r"benchmark 'b': hook .* does not fit the signature check\(settings\) -> "):
@@ -244,17 +235,15 @@ def one_argument(settings):
     return []
 
 
-def test_a_two_argument_check_the_documented_form_of_9cca412_still_works_with_a_warning():
-    """check(settings, benchmark) was docs/adding-a-method.md's signature from 9cca412 until 74f1914 (2026-11-26):
-    such a plugin is declared with a DeprecationWarning naming it and the new signature, and its check runs."""
+def test_a_two_argument_check_the_documented_form_of_9cca412_is_refused_naming_its_replacement():
+    """check(settings, benchmark) was docs/adding-a-method.md's signature from 9cca412 until 74f1914 (2026-11-26),
+    accepted with a warning until version 0.2.0, which refuses it in one line naming the three-argument form."""
     S = dataclasses.make_dataclass("S", [("x", float, setting(1.0))], frozen=True)
-    seen = []
 
     def check(s, bench):
-        seen.append(bench)
         yield "x", "too large"
 
-    with pytest.warns(DeprecationWarning, match=r"method 'old': hook test_declarations.*check\(s, bench\) does not "
-                                                r"fit the signature check\(settings, benchmark, backbone\)"):
-        m = Method("old", S, IMPL, "a method", check=check, uses_backbone=False)
-    assert list(problems(m, S(), "the benchmark", None)) == [("x", "too large")] and seen == ["the benchmark"]
+    msg = str(pytest.raises(TypeError, Method, "old", S, IMPL, "a method", check=check, uses_backbone=False).value)
+    assert "\n" not in msg and msg.startswith("method 'old': hook test_declarations") and (
+        "removed in version 0.2.0: the two-argument check(settings, benchmark) is check(settings, benchmark, "
+        "backbone)") in msg, msg

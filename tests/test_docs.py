@@ -87,3 +87,12 @@ def test_the_reference_pages_total_under_150_kb():
     sizes = {page.name: page.stat().st_size for page in DOCS.glob("*.md")}
     largest = ", ".join(f"{name} {size:,}" for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[:5])
     assert sum(sizes.values()) < 150_000, f"docs/*.md total {sum(sizes.values()):,} bytes; the largest: {largest}"
+
+
+def test_the_version_is_the_changelogs_latest_and_the_packages():
+    """pyproject.toml's version is intact.__version__ and the newest numbered section of CHANGELOG.md."""
+    import intact
+
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)[1]
+    latest = re.search(r"^## (\d+\.\d+\.\d+)", (REPO / "CHANGELOG.md").read_text(), re.M)[1]
+    assert version == intact.__version__ == latest

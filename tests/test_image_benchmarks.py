@@ -15,7 +15,8 @@ from PIL import Image
 
 import image_trees as trees
 from conftest import REPO
-from intact.config import ConfigError, build_dataclass, resolve_run, run_from_dict, validate_config
+from intact.config import ConfigError, resolve_run, run_from_dict, validate_config
+from intact.settings import build_dataclass
 from intact.data import benchmark_class, open_benchmark
 from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches

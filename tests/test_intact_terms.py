@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from intact.config import IntactConfig
+from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.terms import align_loss, feat_loss, intdrift_loss, var_loss
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy

@@ -286,16 +286,16 @@ def test_fresh_clone_paper_tables_fill_the_paper_columns_and_train_nothing(tmp_p
     assert "Nothing to be done" in snakemake(tmp_path, "paper_tables", "-n").stdout
 
 
-def test_esn_and_cprompt_rows_are_runs_and_their_notes_say_how_they_are_adapted():
+def test_esn_and_consistent_prompt_rows_are_runs_and_their_notes_say_how_they_are_adapted():
     """ESN and CPrompt run here since issue 21; the main table's notes say how and why there is no + InTAct row."""
     nums = {r["method"]: r for r in paper_numbers()["main"]["rows"]}
-    assert nums["ESN"]["ours"] == "esn" and nums["CPrompt"]["ours"] == "cprompt"
-    assert {r["method"]: r["ours"] for r in paper_numbers()["efficiency"]["rows"]}["CPrompt"] == "cprompt"
+    assert nums["ESN"]["ours"] == "esn" and nums["CPrompt"]["ours"] == "consistent_prompt"
+    assert {r["method"]: r["ours"] for r in paper_numbers()["efficiency"]["rows"]}["CPrompt"] == "consistent_prompt"
     notes = paper_tables(CONFIG, StoredResults())["main"].notes
     esn = [n for n in notes if n.startswith("ESN")]
-    cprompt = [n for n in notes if n.startswith("CPrompt")]
+    cprompt_notes = [n for n in notes if n.startswith("CPrompt")]
     assert len(esn) == 1 and "temperature vote" in esn[0] and "no + InTAct row" in esn[0]
-    assert len(cprompt) == 1 and "(domain, class)" in cprompt[0] and "no + InTAct row" in cprompt[0]
+    assert len(cprompt_notes) == 1 and "(domain, class)" in cprompt_notes[0] and "no + InTAct row" in cprompt_notes[0]
 
 
 def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbers(tmp_path):
@@ -303,17 +303,18 @@ def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbe
     official − paper (issue 21); a row the protocol declares the same as the default one shows its default run
     and the note says so with the source, a row with neither has no official cell (issue 32)."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 1}}},
+    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"optim": {"epochs": 1}}},
                                      "same_as_default": {"coda_p": "its authors' script, file.sh:3"}}}
-    cfg["studies"]["main"] = {"methods": ["coda_p", "c_prompt", "ewc"], "protocols": ["intact", "official"]}
-    runs = [_run("imagenet_r", "c_prompt", s, a) for s, a in ((0, 60.0), (1, 61.0))]
-    runs += [_run("imagenet_r", "c_prompt@protocol=official", s, a) for s, a in ((0, 63.0), (1, 65.0))]
+    cfg["studies"]["main"] = {"methods": ["coda_p", "compositional_prompt", "ewc"], "protocols": ["intact", "official"]}
+    runs = [_run("imagenet_r", "compositional_prompt", s, a) for s, a in ((0, 60.0), (1, 61.0))]
+    runs += [_run("imagenet_r", "compositional_prompt@protocol=official", s, a) for s, a in ((0, 63.0), (1, 65.0))]
     runs += [_run("imagenet_r", m, s, 50.0 + s) for s in (0, 1) for m in ("coda_p", "ewc")]
     tables = paper_tables(cfg, StoredResults(runs))
     _write(tables, tmp_path)
     main = pd.read_csv(tmp_path / "main.csv").set_index(["run", "benchmark"])
-    c = main.loc[("c_prompt", "imagenet_r")]
-    assert (c["here_mean"], c["official_run"], c["official_mean"]) == (60.5, "c_prompt@protocol=official", 64.0)
+    c = main.loc[("compositional_prompt", "imagenet_r")]
+    assert (c["here_mean"], c["official_run"], c["official_mean"]) == (60.5, "compositional_prompt@protocol=official",
+                                                                        64.0)
     assert c["official_delta"] == pytest.approx(64.0 - 62.43) and c["delta"] == pytest.approx(60.5 - 62.43)
     coda = main.loc[("coda_p", "imagenet_r")]
     assert coda["official_run"] == "coda_p" and coda["official_mean"] == coda["here_mean"] == 50.5
@@ -334,19 +335,17 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
     """Issue 32 item 2, on every paper config: each main-table row's official cell comes from a run whose
     protocol is official, or from its default run where the official protocol declares the method the same
     (``same_as_default``, with a source); with the declaration removed, that row has no official run."""
-    from intact.config import use_stored_names
     from intact.layering import merge, read_layers
     from intact.naming import parse_method_name
     from intact.protocols import same_as_default
 
     cfg = merge(yaml.safe_load((REPO / "config.yaml").read_text()),
                 read_layers(REPO / "configs/paper" / f"{name}.yaml"))
-    use_stored_names(cfg)   # as validation hands it to the report: the renamed C-Prompts under their stored names
     same = same_as_default(cfg, "official")
     assert set(same) == {"l2p", "dualprompt", "coda_p"} and all(same.values())
     data = paper_tables(cfg, StoredResults())["main"].data
     labelled = data.dropna(subset=["official_run"])
-    assert {"esn@protocol=official", "cprompt@protocol=official", "coda_p"} <= set(labelled["official_run"])
+    assert {"esn@protocol=official", "consistent_prompt@protocol=official", "coda_p"} <= set(labelled["official_run"])
     for run, official in zip(labelled["run"], labelled["official_run"]):
         name_ = parse_method_name(official)
         assert name_.protocol == "official" or (official == run and name_.base in same), (run, official)
@@ -357,14 +356,11 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
 
 
 def _paper_config(name: str) -> dict:
-    """config.yaml <- configs/paper/<name>.yaml, as `snakemake --configfile` layers them, names as validation
-    leaves them (no data or weights needed)."""
-    from intact.config import use_stored_names
+    """config.yaml <- configs/paper/<name>.yaml, as `snakemake --configfile` layers them (no data or weights
+    needed)."""
     from intact.layering import read_files
 
-    cfg = read_files([REPO / "config.yaml", REPO / "configs/paper" / f"{name}.yaml"])
-    use_stored_names(cfg)
-    return cfg
+    return read_files([REPO / "config.yaml", REPO / "configs/paper" / f"{name}.yaml"])
 
 
 def _every_declared_run_stored(cfg: dict, skip: set[str] = frozenset()) -> StoredResults:

@@ -55,7 +55,7 @@ def test_paper_config_resolves_the_protocol(name, tasks, lambdas, epochs, studie
 
     tune = expand_tune(cfg)
     assert tune.benchmarks == (name,) and len(tune.selection_seeds) >= 2
-    tuned = {f"{e.stored_as}+intact" for e in METHODS.values() if e.accepts_intact and e.uses_backbone}
+    tuned = {f"{e.name}+intact" for e in METHODS.values() if e.accepts_intact and e.uses_backbone}
     assert {s.run for s in tune.searches} == tuned | {"ewc", "lwf"}
     assert expand_studies(cfg)["main"].seeds == (0, 1, 2)
     if "integration" in studies:                               # the paper's integration table averages 5 seeds
@@ -70,8 +70,9 @@ def test_paper_dry_run_lists_the_grid_and_names_what_is_missing(tmp_path):
     # every run checked against its ViT-B, built on torch's meta device
     assert {"torch", "timm"} <= imported(proc.stderr)
     counts = job_counts(proc.stdout)
-    # main: 7 methods + c_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, cprompt (issue 21) under the
-    # intact protocol, and the six the official protocol sets a budget for under it too (issues 21, 32), 3 seeds;
+    # main: 7 methods + compositional_prompt, ka_prompt, inflora, s_prompts (issue 16) + esn, consistent_prompt
+    # (issue 21) under the intact protocol, and the six the official protocol sets a budget for under it too
+    # (issues 21, 32), 3 seeds;
     # tune (base.yaml): 9 searches x 2 points x 2 selection seeds on validation, and the one baseline main has
     # not (finetune, 3 seeds); the chosen points' final runs follow the checkpoint
     runs = 19 * 3 + 9 * 2 * 2 + 3

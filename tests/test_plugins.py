@@ -20,6 +20,7 @@ from intact.data import BUILTIN_TYPES
 from intact.data.declare import BenchmarkType
 from intact.methods.declare import Method
 from intact.registry import Registry, RegistryError, import_target, resolve, target_problem
+from intact.removed import RENAMED_METHODS
 
 GOOD = '''
 from dataclasses import dataclass
@@ -53,6 +54,28 @@ BROKEN = {
                            "SystemExit: 2 (its last output line: 'plugin_cli: error: the following arguments are "
                            "required: --epochs')"),
     "interrupts": ("raise KeyboardInterrupt\n", ": KeyboardInterrupt"),
+    # a plugin written against 0.1 that uses what 0.2.0 removed: refused in one line naming the removal and what
+    # replaces it (intact.removed.REMOVED), never kept working
+    "v01_stored_as": (GOOD.replace("uses_backbone=False)", "uses_backbone=False, stored_as='former')")
+                      .format(name="v01_stored_as"), "unexpected keyword argument 'stored_as'; removed in version "
+                      "0.2.0: Method(stored_as=...) is gone: a method's runs are stored under its name"),
+    "v01_setting": (GOOD.replace("from intact.settings import setting", "from intact.methods.declare import setting")
+                    .format(name="v01_setting"), "cannot import name 'setting' from 'intact.methods.declare'"),
+    "v01_setting_hint": (GOOD.replace("from intact.settings import setting", "from intact.methods.declare import "
+                                      "setting").format(name="v01_setting_hint"),
+                         "; removed in version 0.2.0: intact.methods.declare.setting is intact.settings.setting"),
+    "v01_function": (GOOD.replace('"intact.methods.shared.network:NetworkMethod"', "lambda: object")
+                     .format(name="v01_function"), "TypeError: method 'v01_function': implementation "
+                     "v01_function_mod.<lambda> is a function; removed in version 0.2.0: name a module-level class"),
+    "v01_two_arguments": ("def check(settings, benchmark):\n    return []\n" + GOOD.replace(
+        "uses_backbone=False)", "check=check)").format(name="v01_two_arguments"),
+        "removed in version 0.2.0: the two-argument check(settings, benchmark) is check(settings, benchmark, "
+        "backbone)"),
+    "v01_with_queries": (GOOD.replace("intact.methods.shared.network:NetworkMethod", "v01_with_queries_mod:Impl")
+                         .format(name="v01_with_queries") + "\nclass Impl:\n    def end_task(self, data):\n"
+                         "        return self.with_queries(None, None)\n",
+                         "v01_with_queries_mod.py:14: removed in version 0.2.0: ContinualMethod.with_queries is "
+                         "gone: iterate over self.batches(data)"),
 }
 
 
@@ -80,6 +103,15 @@ BROKEN_BENCH = {
     "bench_bad_default": (GOOD_BENCH.replace("    pass", "    size: int = setting('32', 'image side')")
                           .format(name="bench_bad_default"), "TypeError: benchmark 'bench_bad_default': settings "
                           "field 'size': default '32' breaks its own declaration: '32' is not of type 'integer'"),
+    # 0.1's contract: a class that draws its own preview, BENCHMARK_TYPES
+    "bench_v01_preview": (GOOD_BENCH.replace("intact.data.image_benchmark:ImageBenchmark", "bench_v01_preview_mod:B")
+                          .format(name="bench_v01_preview") + "\nclass B:\n    def draw_preview(self, path):\n"
+                          "        pass\n", "bench_v01_preview_mod.py:14: removed in version 0.2.0: "
+                          "Benchmark.draw_preview(path) is gone: return an intact.data.base.Preview from preview()"),
+    "bench_v01_types": ("from intact.data import BENCHMARK_TYPES\n", "cannot import name 'BENCHMARK_TYPES' from "
+                        "'intact.data'"),
+    "bench_v01_types_hint": ("from intact.data import BENCHMARK_TYPES\n",
+                             "; removed in version 0.2.0: intact.data.BENCHMARK_TYPES is intact.data.BENCHMARKS"),
 }
 
 
@@ -126,12 +158,6 @@ def bench_registry(site, monkeypatch) -> Registry:
 
 def env(site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-
-
-def _method_of(name: str) -> Method:
-    from intact.methods import METHODS
-
-    return METHODS[name]
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
@@ -183,17 +209,16 @@ def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
     assert "finetune" in reg
 
 
-def test_a_renamed_method_answers_to_its_former_name_which_no_plugin_may_take(tmp_path, monkeypatch):
-    """compositional_prompt is stored as c_prompt: the registry answers to both names; a plugin that declares
-    c_prompt would share its runs' folders and hashes, so it is refused, naming the method that keeps it."""
+def test_a_former_method_name_is_refused_to_a_plugin_too(tmp_path, monkeypatch):
+    """c_prompt was compositional_prompt's name in 0.1: a plugin that declares it is refused in one line naming the
+    new name (a 0.1 tree that is not migrated yet stores compositional_prompt's runs there), the built-in is not."""
     add_plugin(tmp_path, "squatter", {"c_prompt": "squatter_mod:METHOD"},
                {"squatter_mod": GOOD.format(name="c_prompt")})
     monkeypatch.syspath_prepend(str(tmp_path))
-    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
-    assert reg["c_prompt"] is reg["compositional_prompt"] and reg.aliases["c_prompt"] == "compositional_prompt"
-    assert "c_prompt" not in set(reg) and "c_prompt" in reg.failures
+    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods", renamed=RENAMED_METHODS)
+    assert "c_prompt" not in set(reg) and "c_prompt" in reg.failures and "compositional_prompt" in reg
     msg = reg.failures["c_prompt"].message("method")
-    assert "squatter 0.1" in msg and "former name of 'compositional_prompt'" in msg, msg
+    assert "squatter 0.1" in msg and "is named 'compositional_prompt' since version 0.2.0" in msg, msg
 
 
 def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch):
@@ -216,14 +241,10 @@ def test_builtin_modules_failing_or_without_a_declaration(tmp_path, monkeypatch)
 
 def test_one_importer_and_one_resolver():
     assert import_target("intact.registry:resolve") is resolve
-    assert import_target(lambda: 7) == 7
-    # "load" reads stored data; the names that imported code under it still work, with a warning
+    # "load" reads stored data; the names that imported code under it are gone (version 0.2.0)
     from intact import registry
 
-    with pytest.warns(DeprecationWarning, match="intact.registry.import_target"):
-        assert registry.load_target is import_target
-    with pytest.warns(DeprecationWarning, match="import_class"):
-        assert Method.load(_method_of("coda_p")) is _method_of("coda_p").import_class()
+    assert not hasattr(registry, "load_target") and not hasattr(Method, "load")
     assert resolve({"a": 1}, "a", "thing") == 1
     assert str(pytest.raises(KeyError, resolve, {"a": 1, "b": 2}, "c",
                              "thing").value) == "unknown thing 'c'; known: a, b"

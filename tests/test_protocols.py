@@ -31,7 +31,8 @@ def test_empty_layers_and_protocols_keep_every_recorded_hash():
 
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     before = _hashes(cfg)
-    cfg.update({"per_method": {"c_prompt": {}}, "protocols": {"intact": {"description": "x"}, "official": {}}})
+    cfg.update({"per_method": {"compositional_prompt": {}},
+                "protocols": {"intact": {"description": "x"}, "official": {}}})
     cfg["benchmarks"]["digits"]["overrides"] = {"per_method": {}, "protocols": {"official": {}}}
     assert _hashes(cfg) == before
     # the default run's hashes recorded before the declarations (tests/test_declarations.py)
@@ -42,13 +43,13 @@ def test_empty_layers_and_protocols_keep_every_recorded_hash():
 def test_a_per_method_setting_changes_only_that_methods_runs():
     from intact.config import resolve_run
 
-    cfg = tiny_config(methods=["coda_p", "c_prompt", "ka_prompt"])
+    cfg = tiny_config(methods=["coda_p", "compositional_prompt", "ka_prompt"])
     before = {m: resolve_run(cfg, "digits", m, 0) for m in cfg["run"]["methods"]}
-    cfg["per_method"] = {"c_prompt": {"optim": {"epochs": 3, "batch_size": 8, "optimizer": "sgd"}}}
+    cfg["per_method"] = {"compositional_prompt": {"optim": {"epochs": 3, "batch_size": 8, "optimizer": "sgd"}}}
     after = {m: resolve_run(cfg, "digits", m, 0) for m in cfg["run"]["methods"]}
-    assert after["c_prompt"].hash() != before["c_prompt"].hash()
-    assert (after["c_prompt"].optim.epochs, after["c_prompt"].optim.batch_size,
-            after["c_prompt"].optim.optimizer) == (3, 8, "sgd")
+    assert after["compositional_prompt"].hash() != before["compositional_prompt"].hash()
+    assert (after["compositional_prompt"].optim.epochs, after["compositional_prompt"].optim.batch_size,
+            after["compositional_prompt"].optim.optimizer) == (3, 8, "sgd")
     for m in ("coda_p", "ka_prompt"):      # KA-Prompt's settings extend C-Prompt's; its layer is its own
         assert after[m].hash() == before[m].hash() and after[m].optim == before[m].optim
 
@@ -58,22 +59,23 @@ def test_layers_merge_from_the_least_to_the_most_specific():
 
     cfg = tiny_config()
     cfg["optim"]["epochs"] = 50
-    cfg["per_method"] = {"c_prompt": {"optim": {"epochs": 5}}}
+    cfg["per_method"] = {"compositional_prompt": {"optim": {"epochs": 5}}}
     cfg["benchmarks"]["digits"]["overrides"] = {"optim": {"epochs": 7},
                                                 "per_method": {"ka_prompt": {"optim": {"epochs": 9}}},
                                                 "protocols": {"official": {"per_method": {
-                                                    "c_prompt": {"optim": {"epochs": 13}}}}}}
-    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 11, "batch_size": 4}}}}}
+                                                    "compositional_prompt": {"optim": {"epochs": 13}}}}}}
+    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"optim": {"epochs": 11,
+                                                                                     "batch_size": 4}}}}}
 
     def epochs(method: str) -> int:
         return resolve_run(cfg, "digits", method, 0).optim.epochs
 
     assert epochs("coda_p") == 7                   # the benchmark's shared optim over the config's
-    assert epochs("c_prompt") == 5                 # the method's own over the benchmark's shared one
+    assert epochs("compositional_prompt") == 5                 # the method's own over the benchmark's shared one
     assert epochs("ka_prompt") == 9                # the benchmark's per-method layer
-    assert epochs("c_prompt@protocol=official") == 13           # the benchmark's refinement of the protocol
-    assert resolve_run(cfg, "digits", "c_prompt@protocol=official", 0).optim.batch_size == 4
-    assert epochs("c_prompt@optim.epochs=2,protocol=official") == 2   # the name's own override last
+    assert epochs("compositional_prompt@protocol=official") == 13           # the benchmark's refinement of the protocol
+    assert resolve_run(cfg, "digits", "compositional_prompt@protocol=official", 0).optim.batch_size == 4
+    assert epochs("compositional_prompt@optim.epochs=2,protocol=official") == 2   # the name's own override last
     assert epochs("coda_p@protocol=official") == 7  # the protocol sets nothing for coda_p
 
 
@@ -81,9 +83,10 @@ def test_a_protocol_that_sets_nothing_for_a_method_leaves_its_run_alone():
     from intact.studies import expand_studies
 
     cfg = tiny_config()
-    cfg["protocols"] = {"official": {"methods": {"c_prompt": {"h": 5.0}}}}
-    cfg["studies"]["main"] = {"methods": ["coda_p", "c_prompt"], "protocols": ["intact", "official"]}
-    assert expand_studies(cfg)["main"].methods == ("coda_p", "c_prompt", "c_prompt@protocol=official")
+    cfg["protocols"] = {"official": {"methods": {"compositional_prompt": {"h": 5.0}}}}
+    cfg["studies"]["main"] = {"methods": ["coda_p", "compositional_prompt"], "protocols": ["intact", "official"]}
+    assert expand_studies(cfg)["main"].methods == ("coda_p", "compositional_prompt",
+                                                   "compositional_prompt@protocol=official")
     cfg["protocols"]["official"]["optim"] = {"epochs": 2}          # a shared section: every method's run
     assert "coda_p@protocol=official" in expand_studies(cfg)["main"].methods
 
@@ -93,17 +96,17 @@ def test_a_layer_names_the_backbone_of_its_runs():
 
     cfg = tiny_config()
     cfg["backbones"]["other"] = dict(cfg["backbones"]["vit_digits"])
-    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"backbone": "other"}}}}
-    assert resolve_run(cfg, "digits", "c_prompt@protocol=official", 0).backbone.name == "other"
-    assert resolve_run(cfg, "digits", "c_prompt", 0).backbone.name == "vit_digits"
-    cfg["protocols"]["official"]["per_method"]["c_prompt"]["backbone"] = "nowhere"
+    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"backbone": "other"}}}}
+    assert resolve_run(cfg, "digits", "compositional_prompt@protocol=official", 0).backbone.name == "other"
+    assert resolve_run(cfg, "digits", "compositional_prompt", 0).backbone.name == "vit_digits"
+    cfg["protocols"]["official"]["per_method"]["compositional_prompt"]["backbone"] = "nowhere"
     with pytest.raises(ConfigError, match="names backbone 'nowhere'"):
         validate_config(cfg, check_files=False)
 
 
 @pytest.mark.parametrize("name, message", [
-    ("c_prompt@protocol=intact", "is the default protocol; leave it out of the name"),
-    ("c_prompt@protocol=nope", "protocol 'nope' is not declared under 'protocols'"),
+    ("compositional_prompt@protocol=intact", "is the default protocol; leave it out of the name"),
+    ("compositional_prompt@protocol=nope", "protocol 'nope' is not declared under 'protocols'"),
 ])
 def test_protocol_names_are_checked(name, message):
     from intact.config import ConfigError, resolve_run
@@ -116,9 +119,11 @@ def test_protocol_names_are_checked(name, message):
 
 @pytest.mark.parametrize("official, message", [
     ({"same_as_default": {"nope": "x"}}, "same_as_default.nope': unknown method 'nope'"),
-    ({"same_as_default": {"c_prompt": "x"}, "per_method": {"c_prompt": {"optim": {"epochs": 2}}}},
-     "protocol 'official' sets settings of 'c_prompt' too"),
-    ({"same_as_default": {"c_prompt": "x"}, "optim": {"epochs": 2}}, "sets settings of 'c_prompt' too"),
+    ({"same_as_default": {"compositional_prompt": "x"},
+      "per_method": {"compositional_prompt": {"optim": {"epochs": 2}}}},
+     "protocol 'official' sets settings of 'compositional_prompt' too"),
+    ({"same_as_default": {"compositional_prompt": "x"}, "optim": {"epochs": 2}},
+     "sets settings of 'compositional_prompt' too"),
 ])
 def test_a_method_declared_the_same_as_the_default_protocol_is_checked(official, message):
     """``same_as_default`` (issue 32) names a known method that the protocol sets nothing for."""
@@ -156,8 +161,8 @@ def test_the_job_builds_the_declared_or_configured_optimizer(tiny_bench):
 
     cfg = tiny_config()
     cfg["per_method"] = {"coda_p": {"optim": {"optimizer": "sgd", "momentum": 0.5}}}
-    for method, cls, extra in (("c_prompt", torch.optim.AdamW, {}), ("coda_p", torch.optim.SGD, {"momentum": 0.5}),
-                               ("ka_prompt", torch.optim.AdamW, {})):
+    for method, cls, extra in (("compositional_prompt", torch.optim.AdamW, {}),
+                               ("coda_p", torch.optim.SGD, {"momentum": 0.5}), ("ka_prompt", torch.optim.AdamW, {})):
         run = resolve_run(cfg, "digits", method, 0)
         _, m, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
         opt, _ = build_optimizer(m, run.optim, 4)
@@ -170,20 +175,20 @@ def test_the_job_builds_the_declared_or_configured_optimizer(tiny_bench):
 #: the official scripts' budgets (docs/protocols.md, "The two protocols", cites each): (backbone, epochs,
 #: batch, optimizer, schedule, lr); lr None: the method's own lr setting (C-/KA-Prompt's scripts)
 OFFICIAL = {
-    "c_prompt": ("vit_b16_in21k", 5, 128, "adamw", "constant", None),
+    "compositional_prompt": ("vit_b16_in21k", 5, 128, "adamw", "constant", None),
     "ka_prompt": ("vit_b16_in21k", 5, 128, "adamw", "constant", None),
     "inflora": ("vit_b16_in21k", 50, 128, "adam", "cosine_epoch", 5e-4),
     "s_prompts": ("vit_b16_augreg_in1k_imagenet_norm", 30, 128, "sgd", "cosine_annealing", 0.01),
     "esn": ("vit_b16_augreg_in1k_imagenet_norm", 10, 128, "sgd", "cosine_annealing", 0.01),
-    "cprompt": ("vit_b16_augreg_in1k", 10, 16, "sgd", "cosine_annealing", 0.01),
+    "consistent_prompt": ("vit_b16_augreg_in1k", 10, 16, "sgd", "cosine_annealing", 0.01),
 }
 #: the scripts' weight decay (every task: ESN trainer.py:17,21, CPrompt exps/*.json; S-Prompts' after the first)
-WEIGHT_DECAY = {"inflora": 0.0, "s_prompts": 2e-4, "esn": 5e-4, "cprompt": 5e-4}
+WEIGHT_DECAY = {"inflora": 0.0, "s_prompts": 2e-4, "esn": 5e-4, "consistent_prompt": 5e-4}
 #: the scripts' RandomResizedCrop(224) + flip, Resize(256) + CenterCrop(224); S-Prompts' first-task weight decay
 #: (C-/KA-Prompt: Resize(224) + RandomCrop(224) + flip, read as the benchmark's view; docs/protocols.md section 8)
 VIEWS = {"inflora": ("random_resized", 256, None), "s_prompts": ("random_resized", 256, 5e-4),
-         "esn": ("random_resized", 256, None), "cprompt": ("random_resized", 256, None)}
-DOMAINNET = {"ka_prompt": {"epochs": 10}, "cprompt": {"epochs": 15},   # lr: the LoRA's / the head's
+         "esn": ("random_resized", 256, None), "consistent_prompt": ("random_resized", 256, None)}
+DOMAINNET = {"ka_prompt": {"epochs": 10}, "consistent_prompt": {"epochs": 15},   # lr: the LoRA's / the head's
              "inflora": {"epochs": 5, "optimizer": "sgd", "schedule": "multistep", "lr": "0.005/0.01"}}
 
 
@@ -211,7 +216,7 @@ def test_the_official_protocol_resolves_each_rows_authors_budget(name):
     # the rows the official protocol sets nothing for are one run under both protocols
     for method in ("ewc", "lwf", "l2p", "dualprompt", "coda_p", "coda_p+intact"):
         assert method in main and f"{method}@protocol=official" not in main
-    intact = training_summary(resolve_run(cfg, name, "c_prompt", 0))
+    intact = training_summary(resolve_run(cfg, name, "compositional_prompt", 0))
     assert (intact["protocol"], intact["batch"], intact["optimizer"]) == ("intact", 64, "adamw")
 
 
@@ -225,7 +230,7 @@ def test_intact_runs_shows_what_each_run_trains_with(tmp_path, monkeypatch, caps
     monkeypatch.setenv("IMAGENET_R_ROOT", str(tmp_path))
     assert main(["runs", str(PAPER / "imagenet_r.yaml")]) == 0
     lines = {tuple(ln.split("\t")[:2]): ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")}
-    official = lines[("imagenet_r", "compositional_prompt@protocol=official")]   # C-Prompt, stored as c_prompt
+    official = lines[("imagenet_r", "compositional_prompt@protocol=official")]   # C-Prompt
     for part in ("protocol=official", "backbone=vit_b16_in21k", "epochs=5", "batch=128", "optimizer=adamw",
                  "schedule=constant", "lr=0.005"):
         assert f"\t{part}" in official, official
@@ -243,7 +248,8 @@ def test_the_paper_plan_lists_both_protocols(name):
     from intact.plan import Plan
 
     files = set(Plan(layered(name)).full_targets())
-    for run in ("c_prompt", "c_prompt@protocol=official", "inflora@protocol=official", "s_prompts@protocol=official"):
+    for run in ("compositional_prompt", "compositional_prompt@protocol=official", "inflora@protocol=official",
+                "s_prompts@protocol=official"):
         assert f"results/runs/{name}/{run}/seed0/metrics.json" in files
 
 
@@ -282,7 +288,7 @@ def test_the_intact_budgets_ema_spans_the_tasks_the_authors_h_spans(name):
     from intact.methods.compositional_prompt import ema_h, ema_span
 
     cfg, sizes = layered(name), _train_sizes(name)
-    for method in ("c_prompt", "ka_prompt"):
+    for method in ("compositional_prompt", "ka_prompt"):
         off, ours = resolve_run(cfg, name, f"{method}@protocol=official", 0), resolve_run(cfg, name, method, 0)
         assert off.settings.ema_span is None        # the official protocol runs the script's h itself
         steps = [off.optim.epochs * math.ceil(n / off.optim.batch_size) for n in sizes]
@@ -305,13 +311,15 @@ def test_the_evaluated_head_lags_the_live_head_under_both_protocols(tiny_bench, 
 
     cfg = tiny_config()
     cfg["optim"].update({"epochs": 2, "batch_size": 16})
-    cfg["protocols"] = {"official": {"per_method": {"c_prompt": {"optim": {"epochs": 1, "batch_size": 64},
-                                                                "methods": {"c_prompt": {"ema_span": None}}}}}}
+    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {
+        "optim": {"epochs": 1, "batch_size": 64}, "methods": {"compositional_prompt": {"ema_span": None}}}}}}
     bench = open_benchmark(tiny_bench["manifest"])
-    official_steps = task_steps(resolve_run(cfg, "digits", "c_prompt@protocol=official", 0), bench, 3)
-    cfg["methods"]["c_prompt"].update({"ema_span": 1.0, "h": ema_h(1.0, official_steps)})   # h: the "authors'" one task
+    official_steps = task_steps(resolve_run(cfg, "digits", "compositional_prompt@protocol=official", 0), bench, 3)
+    # h: the "authors'" one task
+    cfg["methods"]["compositional_prompt"].update({"ema_span": 1.0, "h": ema_h(1.0, official_steps)})
     lag = {}
-    for name in ("c_prompt", "c_prompt@protocol=official", "c_prompt@methods.c_prompt.ema_span=null"):
+    no_span = "compositional_prompt@methods.compositional_prompt.ema_span=null"
+    for name in ("compositional_prompt", "compositional_prompt@protocol=official", no_span):
         run = resolve_run(cfg, "digits", name, 0)
         for t in range(2):
             train_task(run, t, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
@@ -320,8 +328,8 @@ def test_the_evaluated_head_lags_the_live_head_under_both_protocols(tiny_bench, 
         s0, s1 = (load_tensors(tmp_path / name / f"task{t}/state.safetensors") for t in range(2))
         live, ema = s1["head.fc0.weight"], s1["ema.shadow_fc0__weight"]
         lag[name] = float((ema - live).norm() / (live - s0["head.fc0.weight"]).norm())
-        if name == "c_prompt":   # h from the span and this run's own steps per task
+        if name == "compositional_prompt":   # h from the span and this run's own steps per task
             steps = task_steps(run, bench, 3)
             assert read_json(tmp_path / name / "task1/train.json")["ema_h"] == pytest.approx(ema_h(1.0, steps))
-    assert lag["c_prompt"] > 0.25 and lag["c_prompt@protocol=official"] > 0.25, lag
-    assert lag["c_prompt@methods.c_prompt.ema_span=null"] < 0.2 * lag["c_prompt"], lag
+    assert lag["compositional_prompt"] > 0.25 and lag["compositional_prompt@protocol=official"] > 0.25, lag
+    assert lag[no_span] < 0.2 * lag["compositional_prompt"], lag

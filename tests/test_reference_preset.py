@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from intact.config import IntactConfig, resolve_run
+from intact.config import resolve_run
+from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube, percentile
 from intact.regularizers.terms import align_loss_reference, feat_loss_reference
 

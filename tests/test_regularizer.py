@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from intact.config import IntactConfig, resolve_run
+from intact.config import resolve_run
+from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.interval import layer_drift_bounds, sequential_drift_bounds
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy

@@ -56,7 +56,7 @@ def test_prompt_tokens_are_inserted_right_after_cls_without_position_embedding()
     bb = FrozenViT(vit, (0.5,), (0.5,))
     x = torch.rand(2, 1, 32, 32)
     p = torch.randn(2, 3, bb.embed_dim)
-    h = bb._tokens(x)
+    h = bb.tokens(x)
     manual = vit.norm(vit.blocks(torch.cat((h[:, :1], p, h[:, 1:]), 1)))[:, 0]
     assert torch.equal(forward_with_tokens(bb, x, p), manual)
     assert torch.equal(forward_with_tokens(bb, x, p[:, :0]), bb.query(x))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import image_trees as trees
-from intact.config import build_dataclass
+from intact.settings import build_dataclass
 from intact.data import benchmark_class
 from intact.data.image_config import ImageBenchmarkConfig
 from intact.data.split_lists import SplitError, SplitList, check_split, reuse_warnings

@@ -108,7 +108,7 @@ def test_multilayer_head_protects_every_linear_against_its_own_input_box(tiny_be
 
     import itertools
 
-    from intact.config import HeadConfig
+    from intact.settings import HeadConfig
     from intact.models.heads import Head
     from intact.regularizers.interval import affine_drift_bounds
 

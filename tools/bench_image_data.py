@@ -22,7 +22,7 @@ import time
 
 
 def bench_prepare(args: argparse.Namespace) -> dict:
-    from intact.config import build_dataclass
+    from intact.settings import build_dataclass
     from intact.data import benchmark_class
     from intact.data.image_config import ImageBenchmarkConfig
 

@@ -28,9 +28,8 @@ from intact.methods.shared.base import frozen_prefixes  # noqa: E402
 from intact.models.backbone import FrozenViT, create_vit  # noqa: E402
 from intact.report.paper import paper_numbers  # noqa: E402
 
-OURS_TO_PAPER = {"s_prompts": "S-Prompts", "c_prompt": "C-Prompt", "ka_prompt": "KA-Prompt", "coda_p": "CODA-Prompt",
-                 "l2p": "L2P", "dualprompt": "DualPrompt",
-                 "cprompt": "CPrompt"}
+OURS_TO_PAPER = {"s_prompts": "S-Prompts", "compositional_prompt": "C-Prompt", "ka_prompt": "KA-Prompt",
+                 "coda_p": "CODA-Prompt", "l2p": "L2P", "dualprompt": "DualPrompt", "consistent_prompt": "CPrompt"}
 
 
 def counts(cfg: dict, benchmark: str, method: str, classes: int, tasks: int) -> dict[str, int]:

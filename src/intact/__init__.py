@@ -1,3 +1,3 @@
 """InTAct: Interval-based Task Activation Consolidation - reference experiment pipeline."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

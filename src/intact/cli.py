@@ -7,6 +7,7 @@
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
     intact warm [--checkout DIR]       # keep a warm parent for many local runs: prints `export INTACT_WARM_SOCKET=...`
+    intact migrate [results]           # rename a results tree written by version 0.1 to 0.2.0's method names
     intact rehearse [imagenet_r ...] [-- snakemake options]   # a paper config's whole DAG at toy scale, every output
                                        # read (intact.rehearse): before spending GPU time
 
@@ -21,7 +22,6 @@ import sys
 from pathlib import Path
 
 from intact.config import ConfigError, load_config, resolve_run
-from intact.methods import declared_name
 from intact.plan import check_target_files
 from intact.protocols import training_summary
 from intact.studies import expand_studies
@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_ in (("validate", "check a config file"), ("runs", "list the runs a config declares")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("config", nargs="*", default=["config.yaml"], help="config files, layered in order")
+    migrate = sub.add_parser("migrate", help="rename a results tree written by 0.1 to 0.2.0's method names "
+                             "(intact.migrate)")
+    migrate.add_argument("results", nargs="?", default="results", help="the results folder (default: results)")
     sub.choices["validate"].add_argument(
         "--target", default="all", help="check the weights and data files this workflow target reads (default: all; "
         "paper_tables, reports, study_toy and study_drift read none); the workflow refuses them when a job it runs "
@@ -58,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return speed(argv[1:])
     args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return _migrate(args.results)
     try:
         # the files are checked per target, as the workflow checks them (a dry run needs none)
         cfg = load_config(*args.config, check_files=False)
@@ -83,8 +88,18 @@ def main(argv: list[str] | None = None) -> int:
             for m in methods:
                 run = resolve_run(cfg, b, m, seeds[0])
                 training = "\t".join(f"{k}={v}" for k, v in training_summary(run).items())
-                # a renamed method's runs under its declared name (their folders keep the stored one)
-                print(f"{b}\t{declared_name(m)}\tseeds={','.join(map(str, seeds))}\thash={run.hash()}\t{training}")
+                print(f"{b}\t{m}\tseeds={','.join(map(str, seeds))}\thash={run.hash()}\t{training}")
+    return 0
+
+
+def _migrate(results: str) -> int:
+    from intact.migrate import MigrationRefused, migrate
+
+    try:
+        print(migrate(results))
+    except MigrationRefused as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -11,30 +11,33 @@ This module imports no torch: the Snakefile calls :func:`validate_config` at sta
 
 from __future__ import annotations
 
-import copy
+import re
 import typing
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from intact.checks import check_run_count, check_runs as _check_runs
 from intact.data import BENCHMARKS, benchmark_settings
 from intact.data.declare import BenchmarkSettings
 from intact.paths import expand_path, file_problem
 from intact.layering import LayerError, check_size, merge, read_files
-from intact.methods import METHODS, stored_key, stored_name
+from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
 from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
+from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
-from intact.settings import (  # noqa: F401  (re-exported: the typed sections are part of the config API)
+from intact.settings import (
     INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig, TrackingConfig,
     build_dataclass,
 )
 
 #: the one run-level key a method name may set: ``@run.eval_split=val`` (the search points of studies.tune)
 RUN_SECTION, RUN_KEYS = "run", {"eval_split": ("test", "val")}
+#: a former method name: a run name's base (``<old>+intact@...``; a ``methods`` key) or in a ``methods.<old>.`` key
+_FORMER = re.compile(rf"^({'|'.join(RENAMED_METHODS)})(?:$|[+@-])|(?:^|[@,])methods\.({'|'.join(RENAMED_METHODS)})\.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -69,8 +72,8 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     except LayerError as err:
         raise ConfigError(str(err)) from None
     _check_benchmark_types(cfg)
+    _check_renamed(cfg)
     check_schema(cfg)
-    use_stored_names(cfg)   # after the schema check: its messages quote the config as written
     if cfg.get("rehearsal") is not None:   # a rehearsal's layer (intact.rehearsal), in place: every reader sees it
         rehearsed = rehearse(cfg)
         cfg.clear()
@@ -106,77 +109,21 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     # resolve every declared run and check what can be checked without training
     if check_runs:
-        # (validation has put the names in their stored form above: no run needs the stored copy)
-        _check_runs(cfg, lambda benchmark, method: _resolve_stored_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
+        _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
-def use_stored_names(cfg: dict[str, Any]) -> None:
-    """Put every method name of ``cfg`` in its stored form, in place (:func:`intact.methods.stored_name`: a renamed
-    method's runs keep its former name, their folders and hashes): the run names of ``run`` and of the studies, the
-    keys of every layer's ``methods``, ``per_method`` and ``same_as_default``, and ``methods.<name>.`` keys of the
-    grids. Where a section names one method by both names, the later entry merges over the earlier one.
-    :func:`validate_config` does it to the config the pipeline reads; :func:`resolve_run` and the plan read any
-    config so (:func:`stored_config`)."""
-    _stored_names(cfg, apply=True)
-
-
-def stored_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``cfg`` if every method name in it is in its stored form (as validation leaves a config), else a copy in
-    that form (:func:`use_stored_names`)."""
-    if not _stored_names(cfg, apply=False):
-        return cfg
-    out = copy.deepcopy(dict(cfg))
-    use_stored_names(out)
-    return out
-
-
-def _stored_names(cfg: Mapping[str, Any], apply: bool) -> bool:
-    """Whether ``cfg`` names a method otherwise than in its stored form; ``apply``: rename them (in place)."""
-    changed = False
-
-    def value(owner: Any, key: str, rename: Callable[[str], str] = stored_name) -> None:
-        nonlocal changed
-        old = owner.get(key) if isinstance(owner, dict) else None
-        new = [rename(v) if isinstance(v, str) else v for v in old] if isinstance(old, list) else (
-            rename(old) if isinstance(old, str) else old)
-        if new != old:
-            changed = True
-            if apply:
-                owner[key] = new
-
-    def keys(owner: Any, key: str, rename: Callable[[str], str]) -> None:
-        nonlocal changed
-        section = owner.get(key) if isinstance(owner, dict) else None
-        if not isinstance(section, dict) or all(not isinstance(k, str) or rename(k) == k for k in section):
-            return
-        changed = True
-        if apply:
-            merged: dict[str, Any] = {}
-            for k, v in section.items():
-                new = rename(k) if isinstance(k, str) else k
-                both = isinstance(merged.get(new), Mapping) and isinstance(v, Mapping)
-                merged[new] = merge(merged[new], v) if both else v
-            section.clear()
-            section.update(merged)
-
-    value(cfg.get("run"), "methods")
-    studies = cfg.get("studies") if isinstance(cfg.get("studies"), dict) else {}
-    for study, key in (("main", "methods"), ("integration", "methods"), ("ablation", "method"),
-                       ("sensitivity", "method")):
-        value(studies.get(study), key)
-    keys(studies.get("sensitivity"), "grid", stored_key)
-    tune = studies.get("tune") if isinstance(studies.get("tune"), dict) else {}
-    for search in tune.get("searches") or []:
-        value(search, "run")
-        value(search, "baseline")
-        keys(search, "grid", stored_key)
-        keys(search.get("random") if isinstance(search, dict) else None, "space", stored_key)
-    for layer in all_layers(cfg):
-        for key in ("methods", "per_method", "same_as_default"):
-            keys(layer, key, stored_name)
-        for entry in (layer.get("per_method") or {}).values():
-            keys(entry, "methods", stored_name)
-    return changed
+def _check_renamed(cfg: Any, where: str = "") -> None:
+    """Refuse, in one line naming the new name, any run name, ``methods`` / ``per_method`` key or ``methods.<name>.``
+    key of ``cfg`` that uses a method name version 0.2.0 replaced (:data:`intact.removed.RENAMED_METHODS`)."""
+    items = cfg.items() if isinstance(cfg, Mapping) else enumerate(cfg) if isinstance(cfg, list) else ()
+    for key, value in items:
+        path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key)
+        for text in (key, value):
+            found = _FORMER.search(text) if isinstance(text, str) else None
+            if found:
+                old = found.group(1) or found.group(2)
+                raise ConfigError(f"config: key {path!r}: " + renamed_message("method", old, RENAMED_METHODS[old]))
+        _check_renamed(value, path)
 
 
 def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:
@@ -309,16 +256,8 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
                 eval_split: str | None = None) -> RunConfig:
     """Build the typed :class:`RunConfig` of one run. The split it is evaluated on: ``eval_split`` if given,
     else the name's ``run.eval_split`` (a tuning study's search point), else ``run.eval_split`` of the config."""
-    # (a config validation has not seen: a test's, a tool's)
-    return _resolve_stored_run(stored_config(cfg), benchmark, method, seed, eval_split)
-
-
-def _resolve_stored_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
-                        eval_split: str | None = None) -> RunConfig:
-    """:func:`resolve_run` of a config whose method names are in their stored form (:func:`stored_config`)."""
     if benchmark not in cfg["benchmarks"]:
         raise ConfigError(f"config: unknown benchmark {benchmark!r}; defined: {', '.join(cfg['benchmarks'])}")
-    method = stored_name(method)   # the run's name, folder and hash: a renamed method's runs keep its former name
     name, sections, backbone_name = _method_sections(cfg, benchmark, method)
     bench = benchmark_config(cfg, benchmark)
     backbone = backbone_config(cfg, backbone_name)

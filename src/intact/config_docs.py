@@ -96,7 +96,6 @@ def method_section(m: Method, seen: dict[tuple, tuple]) -> list[str]:
     facts += ["a whole network"] if not m.uses_backbone else []
     depth = ", ".join(f"`{k}`" for k in m.layer_keys if not k.endswith("layers"))  # the others: the intro's rule
     facts += [f"blocks checked against the depth: {depth}"] if depth else []
-    facts += [f"stored as `{m.stored_as}`, also a valid name"] if m.stored_as != m.name else []
     return [f"### `methods.{m.name}`", "", f"{m.description} ({'; '.join(facts)}).", "",
             *_table(settings_schema(m)["properties"], defaults(m.settings), f"methods.{m.name}", seen), ""]
 

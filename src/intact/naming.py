@@ -9,7 +9,7 @@ Grammar (docs/design.md section 4)::
     coda_p+intact-no_var                    ablation: L_Var switched off
     coda_p+intact@lambda_intdrift=1e-4      sweep point: one lambda changed
     coda_p@optim.epochs=10                  any config key, dotted as section.key
-    c_prompt@protocol=official              the run under another declared protocol (docs/protocols.md)
+    esn@protocol=official                   the run under another declared protocol (docs/protocols.md)
 
 A key without a dot belongs to the ``intact`` section, except ``protocol``: it names the protocol the run
 is trained under (``protocols.<name>`` of the config); a name without it runs under the default protocol,

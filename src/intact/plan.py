@@ -14,8 +14,7 @@ from functools import cached_property
 from typing import Any
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from intact.config import (ConfigError, benchmark_config, missing_data, missing_weights, resolve_run, stored_config,
-                           tracking_config)
+from intact.config import ConfigError, benchmark_config, missing_data, missing_weights, resolve_run, tracking_config
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
 from intact.rehearsal import made_backbones, synthetic_benchmarks
 from intact.studies import Study, expand_studies
@@ -101,10 +100,6 @@ class Plan:
 
     cfg: Mapping[str, Any]
     _num_tasks: dict[str, int] = field(init=False, default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        # a run's files are under its stored name (a renamed method's former one), whichever name the config uses
-        self.cfg = stored_config(self.cfg)
 
     @cached_property
     def studies(self) -> dict[str, Study]:

@@ -35,14 +35,13 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Iterator, Mapping
 
-from intact.deprecation import moved
+from intact.removed import removal_hint, removed_uses, renamed_message
 
 T = TypeVar("T")
 
@@ -69,11 +68,9 @@ def resolve(registry: Mapping[str, T], name: str, what: str) -> T:
 
 
 @functools.cache
-def import_target(target: str | Callable[[], Any]) -> Any:
-    """The object a target names: import ``"package.module:attr"`` and return the attribute (or call a factory
-    function: a declaration's deprecated ``implementation`` form). Cached: one object per target."""
-    if callable(target):
-        return target()
+def import_target(target: str) -> Any:
+    """The object a target names: import ``"package.module:attr"`` and return the attribute. Cached: one object per
+    target."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -121,30 +118,36 @@ def hook_problem(hook: Callable[..., Any], count: int, expected: str) -> str | N
     return f"hook {name} does not fit the signature {expected}"
 
 
-def check_implementation(target: str | Callable[[], Any], where: str) -> None:
+def check_implementation(target: str, where: str) -> None:
     """A declaration's ``implementation``, checked when the declaration is made: a ``"package.module:Class"``
-    string that resolves (:func:`target_problem`: found without importing it, so without torch); a TypeError
-    naming ``where`` otherwise. A function returning the class (the form documented before the implementations
-    became module-level classes) still works, with a DeprecationWarning naming the declaration."""
-    if callable(target):
-        problem = hook_problem(target, 0, "implementation() -> the class")
-        if problem:
-            raise TypeError(f"{where}: {problem}")
+    string that resolves (:func:`target_problem`: found without importing it, so without torch) in a module that
+    uses no name version 0.2.0 removed (:func:`intact.removed.removed_uses`, read from its source); a TypeError
+    naming ``where`` otherwise."""
+    if callable(target):   # 0.1 also took a function returning the class
         function = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
-        warnings.warn(f"{where}: implementation {function} is a function that returns the class; declare the class "
-                      "at module level and name it as 'package.module:Class' (CHANGELOG.md)", DeprecationWarning,
-                      stacklevel=5)
-        return
+        raise TypeError(f"{where}: implementation {function} is a function; removed in version 0.2.0: name a "
+                        "module-level class as 'package.module:Class' (CHANGELOG.md)")
     problem = target_problem(target)
     if problem:
         raise TypeError(f"{where}: implementation {target!r} does not resolve: {problem}")
+    origin = getattr(importlib.util.find_spec(target.partition(":")[0]), "origin", None)
+    uses = removed_uses(_module_ast(origin), origin) if origin and origin.endswith(".py") else []
+    if uses:
+        raise TypeError(f"{where}: implementation {target!r}: {uses[0]}")
+
+
+@functools.cache
+def _module_ast(path: str) -> ast.Module:
+    """A module's source, parsed (once per process: the declarations' and implementations' modules are read at
+    start-up)."""
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
 
 
 def _top_level_names(path: str) -> set[str]:
     """The names a module's source binds at top level (definitions, assignments, imports; inside a
     top-level ``if`` / ``try`` too), not those inside functions or classes."""
-    with open(path, encoding="utf-8") as f:
-        body = ast.parse(f.read(), path).body
+    body = list(_module_ast(path).body)
     names: set[str] = set()
     while body:
         node = body.pop()
@@ -198,7 +201,7 @@ class _Load:
         assert self.error is not None
         printed = [line.strip() for line in (self.err.getvalue() + self.out.getvalue()).splitlines() if line.strip()]
         said = f" (its last output line: {printed[-1][:200]!r})" if printed else ""
-        return _one_line(self.error) + said
+        return _one_line(self.error) + removal_hint(self.error) + said
 
 
 @contextlib.contextmanager
@@ -263,13 +266,13 @@ class Registry(Mapping[str, T], Generic[T]):
     the loaded ones; a name whose loading failed is in :attr:`failures` and raises when looked up.
 
     ``kind``: the declaration class; ``what``: its name in messages ("method"); ``skip``: module names of
-    ``package`` that are not declarations (besides those without ``attr``, skipped anyway).
+    ``package`` that are not declarations (besides those without ``attr``, skipped anyway); ``renamed``: former
+    names -> the names that replaced them, refused in one line naming the new name."""
 
-    A declaration whose ``stored_as`` differs from its name (a renamed method) answers to that former name too
-    (:attr:`aliases`), which no other declaration may take."""
-
-    def __init__(self, what: str, kind: type, package: str, attr: str, group: str, skip: tuple[str, ...] = ()):
+    def __init__(self, what: str, kind: type, package: str, attr: str, group: str, skip: tuple[str, ...] = (),
+                 renamed: Mapping[str, str] | None = None):
         self.what, self.kind, self.package, self.attr, self.group = what, kind, package, attr, group
+        self.renamed: Mapping[str, str] = renamed or {}
         self._found: dict[str, T] = {}
         self._origin: dict[str, str] = {}
         self.failures: dict[str, Failure] = {}
@@ -278,21 +281,18 @@ class Registry(Mapping[str, T], Generic[T]):
         self._builtins(skip)
         self.builtin: frozenset[str] = frozenset(self._found)   #: the names declared by ``package`` itself
         self._installed()
-        #: former name -> the declared name that answers to it (a declaration's ``stored_as``)
-        self.aliases: dict[str, str] = {}
-        self._add_aliases()
 
     # -- the mapping: loaded declarations only -------------------------------------------------------
     def __getitem__(self, name: str) -> T:
         if name in self._found:
             return self._found[name]
-        if name in self.aliases:
-            return self._found[self.aliases[name]]
         if name in self.failures:
             raise RegistryError(self.failures[name].message(self.what))
         if name in self.skipped:
             raise RegistryError(f"unknown {self.what} {name!r} (module {self.package}.{name} defines no {self.attr}); "
                                 f"known: {', '.join(sorted(self._found))}")
+        if name in self.renamed:
+            raise RegistryError(renamed_message(self.what, name, self.renamed[name]))
         return resolve(self._found, name, self.what)
 
     def __iter__(self) -> Iterator[str]:
@@ -314,6 +314,8 @@ class Registry(Mapping[str, T], Generic[T]):
         if not isinstance(decl, self.kind):
             self._fail(name, origin, f"expected a {self.kind.__module__}.{self.kind.__qualname__}, "
                                      f"got {type(decl).__name__}")
+        elif name in self.renamed:
+            self._fail(name, origin, renamed_message(self.what, name, self.renamed[name]) + "; declare another name")
         elif name in self._found or name in self.failures:
             first = self._origin.get(name) or self.failures[name].origin
             self._found.pop(name, None)
@@ -324,22 +326,6 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def _fail(self, name: str, origin: str, cause: str) -> None:
         self.failures.setdefault(name, Failure(name, origin, cause))
-
-    def _add_aliases(self) -> None:
-        for name, decl in list(self._found.items()):
-            former = getattr(decl, "stored_as", None) or name
-            if former == name:
-                continue
-            if former in self.aliases:
-                self._fail(name, self._origin[name], f"{self.what} {name!r} is stored as {former!r}, as "
-                           f"{self.aliases[former]!r} is; one name stores one method's runs")
-                del self._found[name]
-                continue
-            if former in self._found:   # another declaration takes the name a renamed one's runs are stored under
-                self._fail(former, self._origin[former], f"{self.what} {former!r} is the former name of {name!r} "
-                           f"({self._origin[name]}), whose runs keep it; declare another name")
-                del self._found[former]
-            self.aliases[former] = name
 
     def _builtins(self, skip: tuple[str, ...]) -> None:
         pkg = importlib.import_module(self.package)
@@ -376,7 +362,3 @@ class Registry(Mapping[str, T], Generic[T]):
                 self._fail(declared, origin, cause)
                 continue
             self._add(ep.name, decl, origin)
-
-
-#: ``load`` reads stored data everywhere else; importing code is ``import_target`` (CHANGELOG.md)
-__getattr__ = moved(__name__, {"load_target": "intact.registry:import_target"})

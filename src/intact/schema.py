@@ -38,8 +38,6 @@ def schema() -> dict[str, Any]:
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
     methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
-    # a renamed method's section by its former name too (validation renames it: intact.config.use_stored_names)
-    methods["properties"].update({m.stored_as: settings_schema(m) for m in METHODS.values() if m.stored_as != m.name})
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
     out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}

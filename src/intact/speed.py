@@ -59,17 +59,17 @@ METHODS = ("coda_p", "coda_p+intact")
 
 class PassCounter:
     """Counts the backbone's forward passes: every pass - unprompted, prefix-prompted, or a method's own path
-    through the blocks (InfLoRA's LoRA, S-Prompts' input tokens) - embeds the images once (``_tokens``)."""
+    through the blocks (InfLoRA's LoRA, S-Prompts' input tokens) - embeds the images once (``tokens``)."""
 
     def __init__(self, backbone: FrozenViT):
         self.total = 0
-        tokens = backbone._tokens
+        tokens = backbone.tokens
 
         def counted(x):
             self.total += 1
             return tokens(x)
 
-        backbone._tokens = counted
+        backbone.tokens = counted
 
 
 def _sync(device: torch.device) -> None:

@@ -5,7 +5,7 @@
     studies:
       seeds: [0, 1, 2]
       main:        {methods: [finetune, ewc, ..., coda_p+intact, joint]}
-      # protocols: [intact, official] runs each method under both (c_prompt, c_prompt@protocol=official);
+      # protocols: [intact, official] runs each method under both (esn, esn@protocol=official);
       # a method that a protocol sets nothing for is the same run under both (intact.protocols.changes)
       integration: {methods: [l2p, dualprompt, coda_p]}          # each with and without +intact
       # an entry may carry the InTAct variant's own settings: l2p@lambda_var=1e-2 -> l2p, l2p+intact@lambda_var=1e-2

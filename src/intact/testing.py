@@ -47,8 +47,6 @@ REPO = Path(__file__).resolve().parents[2]
 def tiny_config(**run: object) -> dict:
     """The default config shrunk to seconds: 3 domains, 1 epoch, short pretraining, one seed; ``run`` updates
     the ``run`` section (``methods=[...]``)."""
-    from intact.config import use_stored_names
-
     path = REPO / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"intact.testing needs the intact checkout (its config.yaml and Snakefile): {path} is "
@@ -65,7 +63,6 @@ def tiny_config(**run: object) -> dict:
     # every method's section present (empty: its declared defaults), so a test can set one key
     cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS}
     cfg["methods"]["coda_p"]["pool_size"] = 6
-    use_stored_names(cfg)   # as validation leaves a config: a renamed method under its stored name
     return cfg
 
 

@@ -12,7 +12,7 @@ rule pretrain_backbone:
     wildcard_constraints:
         backbone=one_of(PRETRAINED_BACKBONES),
     params:
-        backbone=lambda w: as_dict(backbone_config(config, w.backbone)),
+        backbone=lambda w: recorded(backbone_config(config, w.backbone)),
     conda:
         "../../envs/intact.yaml"
     script:
@@ -30,7 +30,7 @@ rule describe_backbone:
     wildcard_constraints:
         backbone=one_of(EXTERNAL_BACKBONES),
     params:
-        backbone=lambda w: as_dict(backbone_config(config, w.backbone)),
+        backbone=lambda w: recorded(backbone_config(config, w.backbone)),
     conda:
         "../../envs/intact.yaml"
     script:

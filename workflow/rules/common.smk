@@ -148,9 +148,6 @@ def _resolved(wildcards):
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
         run = resolve_run(config, *key)
-        if run.method != wildcards.method:   # a renamed method's runs keep their folder (intact.methods.stored_name)
-            raise WorkflowError(f"the runs of {wildcards.method!r} are stored as {run.method!r}: ask for "
-                                f"{run_dir(wildcards.benchmark, run.method, wildcards.seed)}/...")
         _RUN_CONFIGS[key] = (run.to_dict(), run.hash())
     return _RUN_CONFIGS[key]
 
@@ -164,10 +161,6 @@ def run_hash(wildcards):
     """The run's config hash as the config gives it now: what every record of the run must carry (a record of
     another configuration is refused where it is read: intact.results.read_run)."""
     return _resolved(wildcards)[1]
-
-
-def as_dict(obj):
-    return recorded(obj)  # keys declared later left out at their defaults: existing jobs' params stay as they were
 
 
 def manifest(wildcards):

@@ -11,7 +11,7 @@ rule prepare_data:
     wildcard_constraints:
         benchmark=one_of(SERIAL_BENCHMARKS),
     params:
-        benchmark=lambda w: as_dict(benchmark_config(config, w.benchmark)),
+        benchmark=lambda w: recorded(benchmark_config(config, w.benchmark)),
     conda:
         "../../envs/intact.yaml"
     script:

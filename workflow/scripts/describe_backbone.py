@@ -3,7 +3,7 @@ from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.config import BackboneConfig, build_dataclass
+from intact.settings import BackboneConfig, build_dataclass
 from intact.runtime.joblog import log_to
 from intact.pretrain import describe_weights
 

@@ -6,7 +6,8 @@ hand_off()  # before the imports: a warm parent runs this job in a fresh child (
 from pathlib import Path
 
 from intact.cache import build_query_cache
-from intact.config import BackboneConfig, benchmark_config, build_dataclass
+from intact.config import benchmark_config
+from intact.settings import BackboneConfig, build_dataclass
 from intact.runtime.joblog import log_to
 
 with log_to(snakemake.log[0], snakemake.rule):

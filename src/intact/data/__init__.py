@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType, benchmark_type, use_registry
 from intact.data.manifest import ManifestError, check_manifest
-from intact.deprecation import moved
 from intact.registry import Registry
 from intact.settings import ConfigError, build_dataclass
 
@@ -70,5 +69,4 @@ def prepare_benchmark(cfg: BenchmarkSettings, out_dir: str | Path, **options: An
         path.unlink(missing_ok=True)
         raise
     return path
-#: ``BENCHMARK_TYPES`` was a second name of :data:`BENCHMARKS` (CHANGELOG.md)
-__getattr__ = moved(__name__, {"BENCHMARK_TYPES": "intact.data:BENCHMARKS"})
+

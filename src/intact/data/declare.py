@@ -21,7 +21,6 @@ config entry's task sequence and class count (:class:`BenchmarkSettings`), the e
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from collections.abc import Callable, Iterable, Mapping
@@ -97,9 +96,8 @@ class BenchmarkType:
 
     name: str                   #: the value of ``type:`` in ``benchmarks.<name>``
     settings: type              #: a frozen dataclass subclassing :class:`BenchmarkSettings`
-    #: ``"package.module:Class"``, the :class:`~intact.data.base.Benchmark` subclass (a function returning it still
-    #: works, deprecated: :func:`intact.registry.check_implementation`)
-    implementation: str | Callable[[], type]
+    #: ``"package.module:Class"``, the :class:`~intact.data.base.Benchmark` subclass
+    implementation: str
     description: str
     tasks: tuple[str, ...]      #: every task, in the default order (``domains`` may select and reorder them)
     num_classes: int
@@ -145,12 +143,6 @@ class BenchmarkType:
     def import_class(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
         return import_target(self.implementation)
-
-    def load(self) -> type:
-        """Deprecated: :meth:`import_class` (``load`` reads stored data; this imports code)."""
-        warnings.warn("BenchmarkType.load() is now BenchmarkType.import_class() (CHANGELOG.md)", DeprecationWarning,
-                      stacklevel=2)
-        return self.import_class()
 
 
 def _check_declaration(decl: BenchmarkType) -> None:

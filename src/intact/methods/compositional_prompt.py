@@ -1,7 +1,7 @@
 """C-Prompt (Liu et al., IJCV 2024, "Compositional Prompting for Anti-Forgetting in Domain Incremental Learning"),
 as its code (zhoujiahuan1991/IJCV2024-C-Prompt, ``models/cprompt_vit.py``) runs it. Named ``compositional_prompt``
-here (CPrompt, another paper, is ``consistent_prompt``); its runs keep the name they were stored under,
-``c_prompt``, which a config may still use. Implementation: :mod:`intact.methods.impl.compositional_prompt`.
+here (CPrompt, another paper, is ``consistent_prompt``). Implementation:
+:mod:`intact.methods.impl.compositional_prompt`.
 
 Per image: the query is output token 1 of the frozen ViT; the top-N keys of the current task's slice
 (training) or of the whole pool (test) pick N expert prompts, averaged into one and inserted at the expert
@@ -37,7 +37,7 @@ EVEN = {"minimum": 2, "multipleOf": 2}
 
 @dataclass(frozen=True)
 class CompositionalPromptSettings:
-    """``methods.compositional_prompt`` (or ``methods.c_prompt``, its stored name)."""
+    """``methods.compositional_prompt``."""
 
     per_task: int = setting(3, "slots (key-prompt pairs) per task (the code's prompt_per_task)", minimum=1)
     length: int = setting(4, "expert prompt length (prompt_num; halves: keys, values)", **EVEN)
@@ -102,4 +102,4 @@ METHOD = Method("compositional_prompt", CompositionalPromptSettings,
                 "intact.methods.impl.compositional_prompt:CompositionalPrompt",
                 "C-Prompt (Liu et al., IJCV 2024): general + expert prompts through the frozen qkv, adaptive EMA head, "
                 "as its code runs it", accepts_intact=True, layer_keys=("general_layers",), check=check,
-                optimizer="adamw", stored_as="c_prompt")
+                optimizer="adamw")

@@ -1,9 +1,8 @@
 """CPrompt (Gao et al., CVPR 2024, "Consistent Prompting for Rehearsal-Free Continual Learning"), as its code
 (Zhanxin-Gao/CPrompt, ``models/cprompt.py``, ``network/cprompt_net.py``) runs it. Named ``consistent_prompt`` here
-(C-Prompt, another paper, is ``compositional_prompt``); its runs keep the name they were stored under, ``cprompt``,
-which a config may still use. Implementation: :mod:`intact.methods.impl.consistent_prompt`. It runs in
-domain-incremental learning as KA-Prompt's authors ran it: every domain is a task of all the classes, so the
-code's class keys become one key per (domain, class) (their parameter count, 2,689,168 on ImageNet-R, has
+(C-Prompt, another paper, is ``compositional_prompt``). Implementation: :mod:`intact.methods.impl.consistent_prompt`.
+It runs in domain-incremental learning as KA-Prompt's authors ran it: every domain is a task of all the classes,
+so the code's class keys become one key per (domain, class) (their parameter count, 2,689,168 on ImageNet-R, has
 15 x 200 keys).
 
 Per domain ``t``: two prompt sets of ``length`` tokens (inserted after [CLS] at the input and before block
@@ -38,8 +37,8 @@ from intact.settings import setting
 
 @dataclass(frozen=True)
 class ConsistentPromptSettings:
-    """``methods.consistent_prompt`` (or ``methods.cprompt``, its stored name; the code: 50 + 50 prompt tokens, the
-    second set before block 5; exps/imagenetr.json: tau 1.15, margin 0.1, alpha 1.0)."""
+    """``methods.consistent_prompt`` (the code: 50 + 50 prompt tokens, the second set before block 5;
+    exps/imagenetr.json: tau 1.15, margin 0.1, alpha 1.0)."""
 
     length: int = setting(5, "prompt tokens per set (two sets per domain; the code: 50)", minimum=1)
     second_block: int = setting(2, "the second set goes in before this block (the code: 5 of 12)", minimum=1)
@@ -59,4 +58,4 @@ METHOD = Method("consistent_prompt", ConsistentPromptSettings, "intact.methods.i
                 "by the nearest (domain, class) key", accepts_intact=False,
                 intact_refusal="it shares no head between domains (one classifier per domain, frozen after its "
                                "domain; the consistency loss only reads the earlier ones), so InTAct has no shared "
-                               "head to protect", check=check, stored_as="cprompt")
+                               "head to protect", check=check)

@@ -19,12 +19,10 @@ configuration reference (docs/configuration.md, :mod:`intact.config_docs`).
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Iterable, Iterator
 
-from intact.deprecation import moved
 from intact.naming import MethodNameError, parse_method_name
 from intact.registry import accepts, check_implementation, hook_problem, import_target
 from intact.settings import OPTIMIZERS, check_declared, section_schema
@@ -45,9 +43,8 @@ class Method:
 
     name: str                   #: the base of its run names (``<name>``, ``<name>+intact``, ``<name>@...``)
     settings: type              #: a frozen dataclass: the keys of ``methods.<name>``, with defaults and bounds
-    #: ``"package.module:Class"``: its module imports torch, so only a job imports it (a function returning the
-    #: class still works, deprecated: :func:`intact.registry.check_implementation`)
-    implementation: str | Callable[[], type]
+    #: ``"package.module:Class"``: its module imports torch, so only a job imports it
+    implementation: str
     description: str
     accepts_intact: bool = False  #: ``<name>+intact`` is a valid run (InTAct's terms join the loss)
     #: why ``<name>+intact`` is refused (the config checks say it), for a method that does not accept it
@@ -64,9 +61,6 @@ class Method:
     #: the optimizer its code builds (one of :data:`OPTIMIZERS`; fresh at every task); a config's
     #: ``optim.optimizer`` (e.g. a protocol's, per method) replaces it
     optimizer: str = "adam"
-    #: the name its runs are stored under - their folders, config hashes and records: a renamed method's former
-    #: name (its runs keep it, and a config may still use it); empty: its name (:func:`intact.methods.stored_name`)
-    stored_as: str = ""
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.settings):
@@ -78,23 +72,15 @@ class Method:
             raise TypeError(f"method {self.name!r}: optimizer {self.optimizer!r} is not one of {OPTIMIZERS}")
         if self.intact_refusal and self.accepts_intact:
             raise TypeError(f"method {self.name!r}: accepts '+intact' yet gives a reason to refuse it")
-        if not self.stored_as:
-            object.__setattr__(self, "stored_as", self.name)
-        for what, name in (("name", self.name), ("stored_as", self.stored_as)):
-            if not _is_base_name(name):
-                raise TypeError(f"method {self.name!r}: {what} {name!r} is not a method name (lower case letters, "
-                                "digits and _, starting with a letter)")
+        if not _is_base_name(self.name):
+            raise TypeError(f"method {self.name!r}: name {self.name!r} is not a method name (lower case letters, "
+                            "digits and _, starting with a letter)")
 
         _check_declaration(self)
 
     def import_class(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
         return import_target(self.implementation)
-
-    def load(self) -> type:
-        """Deprecated: :meth:`import_class` (``load`` reads stored data; this imports code)."""
-        warnings.warn("Method.load() is now Method.import_class() (CHANGELOG.md)", DeprecationWarning, stacklevel=2)
-        return self.import_class()
 
 
 def _is_base_name(name: str) -> bool:
@@ -111,11 +97,10 @@ def _check_declaration(method: Method) -> None:
     check_declared(method.settings, where)
     check_implementation(method.implementation, where)
     problem = hook_problem(method.check, 3, CHECK_SIGNATURE) if method.check is not None else None
-    if problem and accepts(method.check, 2):
-        # check(settings, benchmark): the documented form until the checks saw the backbone (2026-11-26)
-        warnings.warn(f"{where}: {problem}; a two-argument check gets no backbone and will be refused in a later "
-                      "release (CHANGELOG.md)", DeprecationWarning, stacklevel=4)
-    elif problem:
+    if problem and accepts(method.check, 2):   # check(settings, benchmark): the form of 0.1 before the backbone
+        problem += ("; removed in version 0.2.0: the two-argument check(settings, benchmark) is "
+                    "check(settings, benchmark, backbone) (CHANGELOG.md)")
+    if problem:
         raise TypeError(f"{where}: {problem}")
 
 
@@ -129,8 +114,7 @@ def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> It
         if blocks and max(blocks) >= depth:
             yield key, f"block {max(blocks)} does not exist: the backbone has depth {depth} (blocks 0-{depth - 1})"
     if method.check is not None:
-        args = (settings, benchmark, backbone if method.uses_backbone else None)
-        yield from method.check(*(args if accepts(method.check, 3) else args[:2]))   # (the deprecated form)
+        yield from method.check(settings, benchmark, backbone if method.uses_backbone else None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,8 +124,3 @@ def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> It
 def settings_schema(method: Method) -> dict[str, Any]:
     """The JSON schema of ``methods.<name>``: one property per field, its type, bounds and description."""
     return section_schema(method.settings, method.description)
-
-
-#: names that moved to the settings layer (below data/ and methods/), still importable from here
-__getattr__ = moved(__name__, {n: f"intact.settings:{n}" for n in ("setting", "defaults", "fields_schema",
-                                                                    "BOUND_KEYWORDS")})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from intact.models import DIGITS_VIT, OURS  # noqa: F401  (DIGITS_VIT re-exported)
+from intact.models import OURS
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,8 @@ class FrozenViT(nn.Module):
         super().train(False)
         return self
 
-    def _tokens(self, x: torch.Tensor) -> torch.Tensor:
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The token sequence entering block 0 (normalised images, patch embedding, [CLS], positions)."""
         v = self.vit
         x = v.patch_embed((x - self.mean) / self.std)
         return v.norm_pre(v.patch_drop(v._pos_embed(x)))
@@ -120,10 +121,6 @@ class FrozenViT(nn.Module):
         if not prefix:
             return self.query(x)
         return self.cls_token(self.blocks_from(self.tokens(x), prefix))
-
-    def tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """The token sequence entering block 0 (normalised images, patch embedding, [CLS], positions)."""
-        return self._tokens(x)
 
     def cls_token(self, h: torch.Tensor) -> torch.Tensor:
         """[CLS] after the final LayerNorm of the last block's output ``h``."""
@@ -141,7 +138,7 @@ class FrozenViT(nn.Module):
         """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature.
         ``token``: ``token1`` reads output token 1 instead (C-Prompt), ``patch_mean`` the mean of the
         patch tokens (KA-Prompt); both after the final LayerNorm, as the reference codes read them."""
-        h = self.vit.norm(self.vit.blocks(self._tokens(x)))
+        h = self.vit.norm(self.vit.blocks(self.tokens(x)))
         if token == "cls":
             return h[:, 0]
         if token == "token1":

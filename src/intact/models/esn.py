@@ -27,7 +27,7 @@ def prompted_tokens(backbone: FrozenViT, x: torch.Tensor, inserts: Mapping[int, 
     """The token sequence after the last block, before the final LayerNorm, with ``inserts[l]`` ((B, L, D)
     or (L, D)) inserted before block ``l``, right after [CLS] and the tokens inserted earlier. Tokens
     inserted at the input get no position embedding (they go in after it), as in both official codes."""
-    h = backbone._tokens(x)
+    h = backbone.tokens(x)
     after = 1                                            # where the next inserted tokens go: after [CLS] + earlier ones
     for i, blk in enumerate(backbone.vit.blocks):
         if i in inserts:

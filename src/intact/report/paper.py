@@ -118,28 +118,12 @@ def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
-#: names that moved from this module: old name -> (module, name) now
-_MOVED = {"StoredRun": ("intact.results", "StoredRun"), "Stat": ("intact.metrics", "Stat"),
-          "Paired": ("intact.metrics", "Paired"), "files_digest": ("intact.hashing", "files_digest")}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    module, new = _MOVED[name]
-    warnings.warn(f"intact.report.paper.{name} moved to {module}.{new}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(module), new)
-
-
 #: how our runs are labelled where the paper has no row for them
 OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
               "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
               "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
               "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct",
-              "c_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
+              "compositional_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
 
 
 def paper_pm(pair: Sequence[float] | None) -> str:

@@ -3,7 +3,6 @@ reports' figures: :mod:`intact.report.figures`)."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +31,7 @@ def save_figure(fig: plt.Figure, path: str | Path, banner: str | None = None) ->
 
 def draw_preview(bench: Any, path: str | Path, banner: str | None = None) -> None:
     """A benchmark's picture of its tasks (``results/figures/<benchmark>/domains.png``): its
-    :class:`~intact.data.base.Preview` as a grid, one row of images per entry, each titled with its class. A
-    benchmark class that draws its own (``draw_preview(path)``, the earlier contract) still does, with a
-    DeprecationWarning."""
-    own = getattr(type(bench), "draw_preview", None)
-    if own is not None:
-        warnings.warn(f"benchmark {bench.name!r}: {type(bench).__module__}.{type(bench).__qualname__}.draw_preview "
-                      "draws its own picture; return an intact.data.base.Preview from preview() instead and the "
-                      "report layer draws it (CHANGELOG.md)", DeprecationWarning, stacklevel=2)
-        own(bench, path)
-        return
+    :class:`~intact.data.base.Preview` as a grid, one row of images per entry, each titled with its class."""
     preview = bench.preview()
     cols = max(len(v) for v in preview.rows.values())
     fig, axes = plt.subplots(len(preview.rows), cols, figsize=(1.1 * cols + 1.8, 1.15 * len(preview.rows)),

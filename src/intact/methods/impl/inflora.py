@@ -102,7 +102,7 @@ def lora_forward(backbone: FrozenViT, x: torch.Tensor, lora: KVLoRA,
                  capture: Capture | None = None) -> torch.Tensor:
     """The final-LayerNorm [CLS] of ``backbone`` with ``lora``'s updates in every block; ``capture`` sees
     each block's attention input (InfLoRA's input covariance)."""
-    h = backbone._tokens(x)
+    h = backbone.tokens(x)
     for i, blk in enumerate(backbone.vit.blocks):
         a = blk.norm1(h)
         if capture is not None:

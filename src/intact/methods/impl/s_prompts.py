@@ -29,7 +29,7 @@ DISTANCES = ("l1", "l2")
 
 def forward_with_tokens(backbone: FrozenViT, x: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """The final-LayerNorm [CLS] with ``tokens`` (B, L, D) inserted after [CLS] at the input."""
-    h = backbone._tokens(x)
+    h = backbone.tokens(x)
     h = torch.cat((h[:, :1], tokens.to(h.dtype), h[:, 1:]), dim=1)
     return backbone.vit.norm(backbone.vit.blocks(h))[:, 0]
 

@@ -13,7 +13,6 @@ live outside the module tree.
 from __future__ import annotations
 
 import itertools
-import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,24 +133,6 @@ class ContinualMethod(nn.Module, ABC):
         finally:
             self.cached = {}
 
-    def with_queries(self, forward: Callable[[torch.Tensor], Any],
-                     queries: torch.Tensor | None) -> Callable[[torch.Tensor], Any]:
-        """Deprecated: a pass over data is :meth:`batches` (``self.query(x)`` reads the cached queries in its loop)."""
-        warnings.warn(f"{type(self).__name__}.with_queries is deprecated: iterate over self.batches(data), where "
-                      "self.query(x) reads the job's cached queries (CHANGELOG.md)", DeprecationWarning, stacklevel=2)
-        if queries is None:
-            return forward
-        start = 0
-
-        def run(x: torch.Tensor) -> Any:
-            nonlocal start
-            with self.using(query=queries[start:start + len(x)].to(x.device)):
-                out = forward(x)
-            start += len(x)
-            return out
-        return run
-
-    # ---- passes over data and seeded draws, for the hooks ---------------------------------------------
     def batches(self, data: Dataset) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """``data``'s ``(x, y)`` batches in order, unaugmented, at ``optim.eval_batch_size`` on the method's device: a
         pass over data inside a hook (``end_task``'s over the task's data, statistics in ``start_task``). Where

@@ -21,7 +21,7 @@ from intact.train import Preempted
 
 from conftest import train_on_tiny, train_one
 
-METHODS = ["c_prompt", "c_prompt+intact", "ka_prompt", "ka_prompt+intact"]
+METHODS = ["compositional_prompt", "compositional_prompt+intact", "ka_prompt", "ka_prompt+intact"]
 TASKS = 3
 
 
@@ -70,7 +70,7 @@ def test_qkv_projected_prompt_is_the_prefix_of_the_official_insertion():
     torch.testing.assert_close(pv, raw[2][:, 2:] @ W[128:].T + b[128:])
     # the whole backbone with the projected prefix = the official insertion, block by block
     ours = bb(x, {l: qkv_prefix(bb.vit.blocks[l].attn, p) for l, p in raw.items()})
-    h = bb._tokens(x)
+    h = bb.tokens(x)
     for i, blk in enumerate(bb.vit.blocks):
         h = _official_block(blk, h, raw[i]) if i in raw else blk(h)
     torch.testing.assert_close(ours, bb.vit.norm(h)[:, 0], rtol=1e-5, atol=1e-5)
@@ -82,7 +82,7 @@ def test_qkv_projected_prompt_is_the_prefix_of_the_official_insertion():
 def test_query_tokens_read_token1_and_the_patch_mean():
     bb = _backbone()
     x = torch.rand(2, 1, 32, 32)
-    h = bb.vit.norm(bb.vit.blocks(bb._tokens(x)))
+    h = bb.vit.norm(bb.vit.blocks(bb.tokens(x)))
     torch.testing.assert_close(bb.query(x), h[:, 0])
     torch.testing.assert_close(bb.query(x, "token1"), h[:, 1])
     torch.testing.assert_close(bb.query(x, "patch_mean"), h[:, 1:].mean(1))
@@ -187,7 +187,7 @@ def test_ka_prompt_copies_the_greedy_slots_into_the_new_slice(tiny_bench):
 
 @pytest.fixture(scope="module")
 def runs(tiny_bench, tmp_path_factory):
-    root = tmp_path_factory.mktemp("c_prompt")
+    root = tmp_path_factory.mktemp("compositional_prompt")
     out = {}
     for method in METHODS:
         run = resolve_run(tiny_bench["config"], "digits", method, 0)
@@ -216,7 +216,7 @@ def test_runs_end_to_end(runs, method):
 
 
 def test_the_evaluated_head_is_the_ema_head(runs, tiny_bench):
-    z = runs["c_prompt"]
+    z = runs["compositional_prompt"]
     state = load_tensors(z["folder"] / "task2/state.safetensors")
     assert not torch.equal(state["ema.shadow_fc0__weight"], state["head.fc0.weight"])
     run = z["run"]
@@ -229,7 +229,7 @@ def test_the_evaluated_head_is_the_ema_head(runs, tiny_bench):
         torch.testing.assert_close(m.predict(x), zf @ state["ema.shadow_fc0__weight"].T + state["ema.shadow_fc0__bias"])
 
 
-@pytest.mark.parametrize("method", ["c_prompt+intact", "ka_prompt"])
+@pytest.mark.parametrize("method", ["compositional_prompt+intact", "ka_prompt"])
 def test_resume_mid_task_is_bit_identical(runs, tiny_bench, tmp_path, method):
     z = runs[method]
     out = tmp_path / "cut"
@@ -242,15 +242,21 @@ def test_resume_mid_task_is_bit_identical(runs, tiny_bench, tmp_path, method):
 
 
 def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
-    """token-1 query and L_Feat teacher computed once per task = computed every step (CPU, fp32)."""
-    z = runs["c_prompt+intact"]
+    """token-1 query and L_Feat teacher computed once per task = computed every step (CPU, fp32), to rounding: the
+    live path's last bits depend on the memory layout MKL's kernels see (at 3e6ed78 the run named
+    c_prompt+intact@optim.feature_cache=false matched the cached run bit for bit, and the same run under a name of
+    another length did not, by up to 4e-7; with MKL_CBWR=COMPATIBLE both agree, and differ from the cached run by
+    6e-8)."""
+    z = runs["compositional_prompt+intact"]
     assert "computed" in read_json(z["folder"] / "task1/train.json")["feature_cache"]["teacher"]
-    live = resolve_run(tiny_bench["config"], "digits", "c_prompt+intact@optim.feature_cache=false", 0)
+    live = resolve_run(tiny_bench["config"], "digits", "compositional_prompt+intact@optim.feature_cache=false", 0)
     for t in range(2):
         train_one(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
     assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False
     a, b = load_tensors(z["folder"] / "task1/state.safetensors"), load_tensors(tmp_path / "task1/state.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-6, atol=1e-6, msg=k)
 
 
 def _tokens_per_step(monkeypatch) -> list[int]:

@@ -31,7 +31,7 @@ def test_prompt_tokens_go_in_after_cls_and_after_earlier_ones_before_the_final_n
     bb = FrozenViT(vit, (0.5,), (0.5,))
     x = torch.rand(2, 1, 32, 32)
     p0, p2 = torch.randn(3, bb.embed_dim), torch.randn(2, 2, bb.embed_dim)
-    h = bb._tokens(x)                                        # position embedding already added: prompts get none
+    h = bb.tokens(x)                                        # position embedding already added: prompts get none
     h = torch.cat((h[:, :1], p0.expand(2, -1, -1), h[:, 1:]), 1)
     h = vit.blocks[1](vit.blocks[0](h))
     h = torch.cat((h[:, :4], p2, h[:, 4:]), 1)               # CPrompt's second set: after [CLS] + the first set
@@ -82,8 +82,8 @@ def test_the_kept_temperature_separates_the_stage_best_and_the_first_wins_a_tie(
     assert vote(logits, [10.0, 20.0, 0.01]).tolist() == [1, 1, 1, 1]
 
 
-def test_esn_plus_intact_and_cprompt_plus_intact_are_refused_with_the_reason(tiny_bench):
-    for method in ("esn", "cprompt"):
+def test_esn_plus_intact_and_consistent_prompt_plus_intact_are_refused_with_the_reason(tiny_bench):
+    for method in ("esn", "consistent_prompt"):
         with pytest.raises(ConfigError, match="does not accept '\\+intact': it shares no head between domains"):
             resolve_run(tiny_bench["config"], "digits", f"{method}+intact", 0)
 
@@ -116,9 +116,9 @@ def test_keys_of_earlier_domains_are_detached_and_cosines_are_scale_free():
 
 @pytest.fixture(scope="module")
 def runs(tiny_bench, tmp_path_factory):
-    root = tmp_path_factory.mktemp("esn_cprompt")
+    root = tmp_path_factory.mktemp("esn_consistent_prompt")
     out = {}
-    for method in ("esn", "esn@methods.esn.prompt_training=first_task", "cprompt"):
+    for method in ("esn", "esn@methods.esn.prompt_training=first_task", "consistent_prompt"):
         run = resolve_run(tiny_bench["config"], "digits", method, 0)
         out[method] = {"run": run, "folder": root / method, "R": train_on_tiny(tiny_bench, run, root / method, TASKS)}
     return out
@@ -150,8 +150,8 @@ def test_esn_isolates_the_stages_and_keeps_a_temperature_per_stage(runs, method)
     assert read_json(z["folder"] / "task1/train.json")["trainable_parameters"] == D + block + D * C + C + prompt
 
 
-def test_cprompt_keeps_earlier_domains_and_classifies_through_the_nearest_key(runs, tiny_bench):
-    z = runs["cprompt"]
+def test_consistent_prompt_keeps_earlier_domains_and_classifies_through_the_nearest_key(runs, tiny_bench):
+    z = runs["consistent_prompt"]
     R = z["R"]
     assert torch.isfinite(R).all() and R[0, 0] > 20, R
     s0, s1, s2 = (load_tensors(z["folder"] / f"task{t}/state.safetensors") for t in range(TASKS))
@@ -176,7 +176,7 @@ def test_cprompt_keeps_earlier_domains_and_classifies_through_the_nearest_key(ru
         torch.testing.assert_close(m.predict(x), torch.stack(logits), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("method", ["esn", "cprompt"])
+@pytest.mark.parametrize("method", ["esn", "consistent_prompt"])
 def test_a_killed_task_resumes_and_the_rerun_gives_the_same_R_bit_for_bit(runs, tiny_bench, tmp_path, method):
     """Task 1 killed after 2 steps (its checkpoint kept), resumed, then task 2 on top: the same states and R."""
     z = runs[method]
@@ -202,14 +202,15 @@ def test_a_killed_task_resumes_and_the_rerun_gives_the_same_R_bit_for_bit(runs, 
 
 
 @pytest.mark.slow
-def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_to_the_same_R(prepared_digits, tmp_path):
-    cfg = tiny_config(methods=["esn", "cprompt"])
+def test_esn_and_consistent_prompt_run_through_the_workflow_and_a_deleted_task_is_redone_to_the_same_R(prepared_digits,
+                                                                                                        tmp_path):
+    cfg = tiny_config(methods=["esn", "consistent_prompt"])
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # two domains (the session's prepared ones)
     cfg["tracking"]["enabled"] = False
     cfg["studies"] = {}
     prepared_digits(cfg, tmp_path)
     snakemake(tmp_path)
-    runs = {m: tmp_path / "results/runs/digits" / m / "seed0" for m in ("esn", "cprompt")}
+    runs = {m: tmp_path / "results/runs/digits" / m / "seed0" for m in ("esn", "consistent_prompt")}
     before = {m: (r / "R.csv").read_bytes() for m, r in runs.items()}
     for m, r in runs.items():
         assert read_json(r / "metrics.json")
@@ -220,11 +221,11 @@ def test_esn_and_cprompt_run_through_the_workflow_and_a_deleted_task_is_redone_t
     assert {m: (r / "R.csv").read_bytes() for m, r in runs.items()} == before
 
 
-def test_cprompt_with_its_query_cache_equals_the_live_run_bit_for_bit(runs, tiny_bench, tmp_path):
+def test_consistent_prompt_with_its_query_cache_equals_the_live_run_bit_for_bit(runs, tiny_bench, tmp_path):
     """The unprompted pre-norm [CLS] computed once per task = computed every step (CPU, fp32)."""
-    z = runs["cprompt"]
+    z = runs["consistent_prompt"]
     assert read_json(z["folder"] / "task1/train.json")["feature_cache"]["query"] == "computed at the start of the task"
-    live = resolve_run(tiny_bench["config"], "digits", "cprompt@optim.feature_cache=false", 0)
+    live = resolve_run(tiny_bench["config"], "digits", "consistent_prompt@optim.feature_cache=false", 0)
     for t in range(2):
         train_one(tiny_bench, live, tmp_path / f"task{t}", t, tmp_path / f"task{t - 1}" if t else None)
     assert read_json(tmp_path / "task1/train.json")["feature_cache"]["used"] is False

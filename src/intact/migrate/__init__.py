@@ -1,0 +1,95 @@
+"""``intact migrate <results>``: rename a results tree written by version 0.1 to 0.2.0's method names.
+
+Version 0.1 stored two methods' runs under their former names (:data:`intact.removed.RENAMED_METHODS`). A run's
+name is its folder and enters its config hash, so each renamed run gets its new folder and its new hash:
+
+- ``runs/<b>/<run>/``: the folder, and in it every record that names the run or holds its hash - each task's
+  ``train.json`` (``method``, ``config`` and ``config_hash``, the hash of that ``config``: recomputed from the
+  renamed one, as 0.2.0 computes it), ``eval.json``, the metadata of ``state.safetensors`` and
+  ``hypercube.safetensors`` (the tensors' bytes are not touched), an interrupted task's ``checkpoint.pt``, and
+  ``metrics.json``. ``R.csv`` names tasks only: moved as it is.
+- ``tracking.json``: renamed, and marked ``pending``: the MLflow store keeps the run under its former name (its
+  params and artifacts cannot be rewritten), so ``python -m intact.tracking sync results/`` logs it under the
+  new one.
+- ``tune/<b>/<search>/choice.json``: the folder and every run name in the choice.
+- ``logs/`` and ``timings/``: the folders and files named after a renamed run (their text is left as written).
+- every run's records (renamed or not): each task's ``train.json`` gets the sha256 of its state and hypercube and
+  ``eval.json`` that of the state it evaluated, both sealed (``record_sha256``), as 0.2.0 writes and checks them
+  (:func:`intact.results.read_run`), and each safetensors header its metadata in key order (the tensors' bytes
+  are not touched). 0.1 wrote no seal: migrating vouches for the records as they are, so migrate a tree you
+  trust; a record sealed already is checked first, and an edited one is refused.
+- Snakemake's records of the moved outputs (``.snakemake/metadata`` and ``incomplete`` beside ``results``): moved
+  to the new paths, with the paths and run names in their params renamed, so that ``snakemake`` finds every
+  migrated run up to date and trains nothing. The records of other outputs (tables, figures) are left: their
+  inputs moved, so Snakemake rebuilds them, with the new names.
+
+Every rewritten file keeps its modification time (Snakemake compares them). Nothing is deleted: a file is
+rewritten in place or moved. Everything is checked before anything changes: a file it does not know in a run's
+folder, a record that does not match its run, a name taken under both names, or a running Snakemake is
+refused in one line, and nothing is changed. Run twice, the second run finds nothing to do; an interrupted run is
+completed by the next.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from intact.migrate.snakemake import plan_records
+from intact.migrate.tree import SYNC, MigrationRefused, Plan, plan_tree
+from intact.paths import MARKER
+
+__all__ = ["MigrationRefused", "migrate"]
+
+
+def _write_keeping_time(path: Path, content: bytes) -> None:
+    """Replace ``path``'s content atomically, keeping its mode and modification time."""
+    st = path.stat()
+    tmp = path.with_name(f".{path.name}.migrate.tmp")
+    tmp.write_bytes(content)
+    os.chmod(tmp, st.st_mode)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+
+
+def apply(plan: Plan) -> None:
+    """Rewrite, then move, then move Snakemake's records (a later run completes an interrupted one)."""
+    for path, content in plan.rewrites:
+        _write_keeping_time(path, content)
+    for src, dst in plan.moves:
+        os.rename(src, dst)
+    for old, new, content in plan.records:
+        new.parent.mkdir(parents=True, exist_ok=True)
+        new.write_bytes(content)
+        old.unlink()
+        for parent in old.parents:   # as Snakemake does: a long key's emptied folders go
+            if not parent.name.startswith("@") or any(parent.iterdir()):
+                break
+            parent.rmdir()
+
+
+def migrate(results: str | os.PathLike) -> str:
+    """Migrate the results tree ``results`` (and Snakemake's records beside it); what was done, in a few lines.
+    Raises :class:`MigrationRefused` (one line) and changes nothing where it does not recognise something."""
+    results = Path(results).resolve()
+    workdir = results.parent
+    locks = sorted((workdir / ".snakemake" / "locks").glob("*.lock"))
+    if locks:
+        raise MigrationRefused(f"{locks[0]}: a snakemake process works in {workdir} (or left its locks: "
+                               "`snakemake --unlock`); nothing was changed")
+    plan = plan_tree(results)
+    plan_records(plan, workdir)
+    if not plan:
+        return (f"{results}: nothing to migrate (no run, tune choice, log or Snakemake record under a former name, "
+                "no record to seal)")
+    apply(plan)
+    names = [dst for src, dst in plan.moves if src.parent.parent.name == "runs"]
+    seeds = sum(len(list(d.glob("seed*"))) for d in names)
+    markers = sum(1 for p, content in plan.rewrites if p.name == MARKER and SYNC.encode() in content)
+    lines = [f"{results}: {len(names)} run names ({seeds} runs), {len(plan.moves) - len(names)} tune, log and "
+             f"timing entries renamed; {len(plan.rewrites)} records rewritten; {len(plan.records)} Snakemake "
+             "records moved"]
+    if markers:
+        lines.append(f"MLflow still holds {markers} of these runs under their former names: `{SYNC}` logs them "
+                     "under the new ones")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""What version 0.2.0 renamed and removed (CHANGELOG.md, "0.2.0 (breaking)"): each former name is refused in one line
+that names what replaces it; nothing answers to it any more.
+
+The former method names are listed here once: a config that names one is refused (:func:`intact.config.validate_config`,
+the method registry), and ``intact migrate`` (:mod:`intact.migrate`) renames a results tree that 0.1 stored under them.
+:data:`REMOVED` lists the plugin contract's removed names: a plugin that uses one fails when the registry loads it, in
+one line naming the removal (:func:`removal_hint`: its import's error; :func:`removed_uses`: its implementation module's
+source, read without importing it).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+#: version 0.1's method names -> the names that replaced them (its runs were stored under the former ones)
+RENAMED_METHODS = {"c_prompt": "compositional_prompt", "cprompt": "consistent_prompt"}
+
+#: what turns a results tree stored by 0.1 into one of 0.2
+MIGRATE = "intact migrate <results>"
+
+#: a removed name, as a plugin's code spells it (an attribute, a keyword, ``module.name`` or ``Class.name``) -> what
+#: replaces it
+REMOVED = {
+    "stored_as": "Method(stored_as=...) is gone: a method's runs are stored under its name (`intact migrate` renames "
+                 "what 0.1 stored under a former one)",
+    "Method.load": "Method.load() is Method.import_class()",
+    "BenchmarkType.load": "BenchmarkType.load() is BenchmarkType.import_class()",
+    "load_target": "intact.registry.load_target is intact.registry.import_target",
+    "BENCHMARK_TYPES": "intact.data.BENCHMARK_TYPES is intact.data.BENCHMARKS",
+    "with_queries": "ContinualMethod.with_queries is gone: iterate over self.batches(data), where self.query(x) reads "
+                    "the job's cached queries",
+    "draw_preview": "Benchmark.draw_preview(path) is gone: return an intact.data.base.Preview from preview(), and the "
+                    "report layer draws it",
+    "FrozenViT._tokens": "FrozenViT._tokens is FrozenViT.tokens",
+    **{f"intact.methods.declare.{n}": f"intact.methods.declare.{n} is intact.settings.{n}"
+       for n in ("setting", "defaults", "fields_schema", "BOUND_KEYWORDS")},
+    **{f"intact.report.paper.{n}": f"intact.report.paper.{n} is {m}.{n}"
+       for n, m in (("StoredRun", "intact.results"), ("Stat", "intact.metrics"), ("Paired", "intact.metrics"),
+                    ("files_digest", "intact.hashing"))},
+    "intact.models.arch.DIGITS_VIT": "intact.models.arch.DIGITS_VIT is intact.models.DIGITS_VIT",
+}
+#: what a plugin's implementation module may not use (read from its source: unambiguous names only)
+SCANNED = ("with_queries", "load_target", "BENCHMARK_TYPES")
+#: what the messages of an import that uses a removed name say, and where the name is in them
+_ERRORS = (re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>[\w.]+)'"),
+           re.compile(r"module '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'"),
+           re.compile(r"unexpected keyword argument '(?P<name>\w+)'"),
+           re.compile(r"'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'"))
+
+
+def renamed_message(what: str, old: str, new: str) -> str:
+    """One line: ``old`` is ``new`` since 0.2.0, and how to rename what was stored under it."""
+    return (f"{what} {old!r} is named {new!r} since version 0.2.0 (CHANGELOG.md); results stored under the old name: "
+            f"`{MIGRATE}`")
+
+
+def removal(key: str) -> str:
+    return f"removed in version 0.2.0: {REMOVED[key]} (CHANGELOG.md)"
+
+
+def removal_hint(error: BaseException) -> str:
+    """``"; removed in version 0.2.0: ..."`` where ``error`` (a plugin's import failing) names a removed name."""
+    for pattern in _ERRORS:
+        found = pattern.search(str(error))
+        if found:
+            owner, name = found.groupdict().get("owner"), found["name"]
+            for key in (f"{owner}.{name}", name):
+                if key in REMOVED:
+                    return "; " + removal(key)
+    return ""
+
+
+def removed_uses(tree: ast.Module, filename: str) -> list[str]:
+    """Where the module ``tree`` (parsed from ``filename``) uses a removed name (:data:`SCANNED`, or a class that
+    defines ``draw_preview``): ``"<filename>:<line>: removed in version 0.2.0: ..."`` each."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            out += [(f.lineno, "draw_preview") for f in node.body
+                    if isinstance(f, ast.FunctionDef) and f.name == "draw_preview"]
+        elif isinstance(node, ast.Attribute) and node.attr in SCANNED:
+            out.append((node.lineno, node.attr))
+        elif isinstance(node, ast.ImportFrom):
+            out += [(node.lineno, a.name) for a in node.names if a.name in SCANNED]
+    return [f"{filename}:{line}: {removal(name)}" for line, name in sorted(out)]
