@@ -16,7 +16,7 @@ from intact.models.backbone import FrozenViT, create_vit
 from intact.methods.impl.compositional_prompt import AdaptiveEma, CompositionalPool, qkv_prefix
 from intact.methods.impl.ka_prompt import greedy_slots
 from intact.models.shared_prompt import split_prompt
-from intact.restore import load_method
+from intact.restore import build_method
 from intact.train import Preempted
 
 from conftest import train_on_tiny, train_one
@@ -165,7 +165,7 @@ def test_greedy_initialisation_picks_the_highest_coverage_keys():
 
 def test_ka_prompt_copies_the_greedy_slots_into_the_new_slice(tiny_bench):
     run = resolve_run(tiny_bench["config"], "digits", "ka_prompt", 0)
-    bench, m, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
+    bench, m, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
     m.begin_task(0, m.training_data(bench, 0))
     with torch.no_grad():  # distinct old keys, as training would leave them
         m.pool.keys[:3] = torch.randn(3, m.pool.keys.shape[1], generator=torch.Generator().manual_seed(0))
@@ -220,7 +220,7 @@ def test_the_evaluated_head_is_the_ema_head(runs, tiny_bench):
     state = load_tensors(z["folder"] / "task2/state.safetensors")
     assert not torch.equal(state["ema.shadow_fc0__weight"], state["head.fc0.weight"])
     run = z["run"]
-    bench, m, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
+    bench, m, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                               state=z["folder"] / "task2/state.safetensors", state_task=2)
     m.eval()
     x = next(iter(eval_batches(bench.eval_set(0, "test"), 8, torch.device("cpu"))))[0]

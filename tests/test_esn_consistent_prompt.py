@@ -15,7 +15,7 @@ from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.methods.impl.consistent_prompt import ccl_loss, key_logits
 from intact.models.esn import ClassAttentionBlock, choose_temperature, free_energy, prompted_tokens, vote
-from intact.restore import load_method
+from intact.restore import build_method
 from intact.train import Preempted
 
 from conftest import snakemake, tiny_config, train_on_tiny, train_one
@@ -160,7 +160,7 @@ def test_consistent_prompt_keeps_earlier_domains_and_classifies_through_the_near
     epoch = read_json(z["folder"] / "task1/train.json")["epochs"][0]
     assert {"ce", "aux_ce", "ccl", "key"} <= set(epoch) and epoch["ccl"] > 0
     # the test path, by hand: the nearest key's domain gives the prompts, the best class over all heads wins
-    bench, m, _ = load_method(z["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
+    bench, m, _ = build_method(z["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                               state=z["folder"] / "task2/state.safetensors", state_task=2)
     m.eval()
     x = torch.stack([bench.eval_set(1)[i][0] for i in range(16)])

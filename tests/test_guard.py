@@ -13,7 +13,7 @@ from intact.data import benchmark_class
 from intact.guard import DivergenceGuard, NonFiniteError
 from intact.io import load_checkpoint, load_tensors, read_json
 from intact.regularizers.hypercube import Hypercube
-from intact.restore import load_method
+from intact.restore import build_method
 from intact.train import train_task
 
 METHOD = "coda_p+intact@optim.epochs=2"
@@ -220,7 +220,7 @@ def test_a_skipped_batch_leaves_batchnorm_statistics_as_they_were(digits, tmp_pa
     assert all(math.isfinite(a) for a in read_json(tmp_path / "eval.json")["accuracy"])
     # the evaluation logits of the saved state are finite (an accuracy is finite even for NaN logits)
     run = resolve_run(cfg, "digits", CNN + SKIP, 0)
-    bench, method, _ = load_method(run, manifest, tmp_path / "unused.safetensors", torch.device("cpu"),
+    bench, method, _ = build_method(run, manifest, tmp_path / "unused.safetensors", torch.device("cpu"),
                                    state=tmp_path / "task0/state.safetensors", state_task=0)
     x, _ = bench.eval_set(0)[0]
     with torch.no_grad():

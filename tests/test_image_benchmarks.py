@@ -447,11 +447,11 @@ def _pipeline(cfg: dict, prepared: dict, weights: Path, name: str) -> dict[str, 
     """What run ``name`` (coda_p on imagenet_r) feeds its model and optimizer: the first training batch (pixels,
     labels), the test images, the training images' unaugmented view, each task's weight decay."""
     from intact.data.loader import eval_batches
-    from intact.restore import load_method
+    from intact.restore import build_method
     from intact.train import build_optimizer
 
     run = resolve_run(cfg, "imagenet_r", name, 0)
-    bench, method, _ = load_method(run, prepared["imagenet_r"], weights, torch.device("cpu"))
+    bench, method, _ = build_method(run, prepared["imagenet_r"], weights, torch.device("cpu"))
     train = method.training_data(bench, 0)
     x, y = next(iter(train_batches(train, seed=0, task=0, epoch=0, batch_size=8)))
     decay = [build_optimizer(method, run.optim, 2, first_task=f)[0].param_groups[0]["weight_decay"] for f in (1, 0)]

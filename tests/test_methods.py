@@ -277,7 +277,7 @@ def test_l2p_and_dualprompt_log_their_matching_loss(zoo):
 
 
 def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
-    from intact.restore import load_method
+    from intact.restore import build_method
 
     folder = zoo["ewc"]["folder"]
     s0, s1 = load_tensors(folder / "task0/state.safetensors"), load_tensors(folder / "task1/state.safetensors")
@@ -289,7 +289,7 @@ def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
         assert (s1[k] >= fisher[k]).all() and s1[k].sum() > fisher[k].sum()
     assert read_json(folder / "task1/train.json")["epochs"][0]["ewc"] > 0
     # a fresh process loading the state: the penalty is zero at the anchor and positive away from it
-    _, method, _ = load_method(zoo["ewc"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
+    _, method, _ = build_method(zoo["ewc"]["run"], tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                                state=folder / "task0/state.safetensors")
     method.task = 1
     x = torch.zeros(2, 1, 32, 32)
@@ -302,10 +302,10 @@ def test_ewc_state_carries_fisher_and_anchor_to_the_next_task(zoo, tiny_bench):
 
 
 def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
-    from intact.restore import load_method
+    from intact.restore import build_method
 
     folder = zoo["lwf"]["folder"]
-    bench, method, _ = load_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
+    bench, method, _ = build_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
                                    torch.device("cpu"),
                                    state=folder / "task0/state.safetensors")
     method.begin_task(1, bench.train_set(1))
@@ -325,9 +325,9 @@ def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
 
 
 def test_joint_trains_on_the_union_of_tasks_and_ignores_the_previous_state(zoo, tiny_bench, tmp_path):
-    from intact.restore import load_method
+    from intact.restore import build_method
 
-    bench, method, _ = load_method(zoo["joint"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
+    bench, method, _ = build_method(zoo["joint"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
                                    torch.device("cpu"))
     union = method.training_data(bench, 2)
     parts = [bench.train_set(t) for t in range(3)]

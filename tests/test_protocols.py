@@ -156,7 +156,7 @@ def test_the_official_schedules_are_torchs_per_epoch_schedulers():
 def test_the_job_builds_the_declared_or_configured_optimizer(tiny_bench):
     from intact.config import resolve_run
     from intact.protocols import optimizer_name
-    from intact.restore import load_method
+    from intact.restore import build_method
     from intact.train import build_optimizer
 
     cfg = tiny_config()
@@ -164,7 +164,7 @@ def test_the_job_builds_the_declared_or_configured_optimizer(tiny_bench):
     for method, cls, extra in (("compositional_prompt", torch.optim.AdamW, {}),
                                ("coda_p", torch.optim.SGD, {"momentum": 0.5}), ("ka_prompt", torch.optim.AdamW, {})):
         run = resolve_run(cfg, "digits", method, 0)
-        _, m, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
+        _, m, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
         opt, _ = build_optimizer(m, run.optim, 4)
         assert type(opt) is cls and optimizer_name(run) == cls.__name__.lower()
         assert all(g[k] == v for g in opt.param_groups for k, v in extra.items())

@@ -15,7 +15,7 @@ from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.interval import layer_drift_bounds, sequential_drift_bounds
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
-from intact.restore import load_method
+from intact.restore import build_method
 from test_guard import CNN, _train_cnn, digits  # noqa: F401  (the conv-BN network trained on the tiny digits)
 
 
@@ -208,7 +208,7 @@ def _after_task0(digits, tmp_path):
     if not (tmp_path / "task0/state.safetensors").exists():
         _train_cnn(cfg, manifest, CNN, tmp_path)
     run = resolve_run(cfg, "digits", CNN, 0)
-    bench, method, _ = load_method(run, manifest, tmp_path / "unused.safetensors", torch.device("cpu"),
+    bench, method, _ = build_method(run, manifest, tmp_path / "unused.safetensors", torch.device("cpu"),
                                    state=tmp_path / "task0/state.safetensors",
                                    hypercubes=tmp_path / "task0/hypercube.safetensors", state_task=0)
     train_set = method.training_data(bench, 1)

@@ -11,7 +11,7 @@ from intact.config import ConfigError, resolve_run
 from intact.io import load_tensors, read_json
 from intact.models.backbone import FrozenViT, create_vit
 from intact.methods.impl.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
-from intact.restore import load_method
+from intact.restore import build_method
 
 from conftest import train_on_tiny, train_one
 
@@ -85,7 +85,7 @@ def test_s_prompts_trains_three_domains_and_picks_them_at_test(tiny_bench, tmp_p
     assert torch.equal(s0["heads.0.fc0.weight"], s2["heads.0.fc0.weight"])
     assert read_json(tmp_path / "task0/train.json")["trainable_parameters"] == s0["prompts.0"].numel() + 64 * 10 + 10
     # the k-means saw the cached unprompted features: the same centres as the live path computes
-    bench, method, _ = load_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
+    bench, method, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                                    state=tmp_path / "task1/state.safetensors")
     method.end_task(2, bench.train_set(2))
     assert torch.equal(method.centres[2], s2["centres"][2])

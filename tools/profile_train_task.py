@@ -68,7 +68,7 @@ def _instrument(phases: Phases) -> None:
     import intact.io as io
     import intact.models.backbone as backbone
     import intact.train as train
-    try:  # load_method and what it calls left train.py with issue 15; older commits keep them there
+    try:  # build_method and what it calls left train.py with issue 15; older commits keep them there
         import intact.restore as restore
     except ImportError:
         restore = train

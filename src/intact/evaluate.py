@@ -15,7 +15,7 @@ from intact.hashing import sha256_file
 from intact.io import write_record
 from intact.methods.shared.base import ContinualMethod
 from intact.seeding import configure_torch
-from intact.restore import load_method
+from intact.restore import build_method
 
 
 @torch.no_grad()
@@ -37,7 +37,7 @@ def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights
     """Evaluate the state after ``task`` on all tasks' evaluation sets; write ``eval.json``. With
     ``query_cache`` (and ``optim.feature_cache``) the queries are read from the benchmark's stored cache."""
     device = configure_torch(threads)
-    bench, method, digest = load_method(run, manifest, backbone_weights, device, state=state, state_task=task)
+    bench, method, digest = build_method(run, manifest, backbone_weights, device, state=state, state_task=task)
     method.task = task
     return evaluate_method(run, task, bench, method, device, out_path, query_cache=query_cache, backbone_sha256=digest,
                            state_sha256=sha256_file(state) if state is not None else None)

@@ -1,4 +1,4 @@
-"""A method as a job needs it: the benchmark, the backbone and the method of a run, with a stored state
+"""A method as a job needs it: the benchmark, the backbone and the method of a run, with a saved state
 (and hypercubes) loaded - what a training job continues from and what an evaluation job measures."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from intact.settings import RunConfig
 from intact.train_record import tensor_metadata
 
 
-def stored_by(run: RunConfig, task: int) -> dict[str, str]:
+def written_by(run: RunConfig, task: int) -> dict[str, str]:
     """The metadata of a task's state / hypercube files: who wrote them (checked when they are loaded)."""
     return tensor_metadata(run.method, task, run.hash())
 
 
-def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
-                state: Path | None = None, hypercubes: Path | None = None,
-                state_task: int | None = None) -> tuple[Any, Any, str | None]:
-    """The benchmark, the method of ``run`` (on ``device``) and the backbone's sha256, with a stored state
+def build_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: torch.device,
+                 state: Path | None = None, hypercubes: Path | None = None,
+                 state_task: int | None = None) -> tuple[Any, Any, str | None]:
+    """The benchmark, the method of ``run`` (on ``device``) and the backbone's sha256, with a saved state
     (and hypercubes) if given; with ``state_task``, files written by another method, task or config are refused."""
     bench = open_benchmark(manifest, run.benchmark)  # refused if prepared otherwise than the run declares
     bench.use_settings(run.benchmark)
@@ -34,7 +34,7 @@ def load_method(run: RunConfig, manifest: Path, backbone_weights: Path, device: 
     uses_backbone = METHODS[run.base].uses_backbone
     backbone, digest = create_backbone(run.backbone, backbone_weights) if uses_backbone else (None, None)
     method = create_method(run, backbone, bench.num_classes, bench.num_tasks)
-    expect = stored_by(run, state_task) if state_task is not None else None
+    expect = written_by(run, state_task) if state_task is not None else None
     if state is not None:
         tensors = load_tensors(state, expect)
         try:

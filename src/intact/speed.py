@@ -94,7 +94,7 @@ def cpu_model() -> str:
         return platform.processor() or platform.machine()
 
 
-def load_average() -> float | None:
+def system_load() -> float | None:
     """The 1-minute load average (None where the system has none)."""
     try:
         return os.getloadavg()[0]
@@ -121,7 +121,7 @@ class Row:
     def __init__(self, cfg: dict, benchmark: str, method: str, cache: bool, *, model: str, batch: int, repeats: int,
                  device: torch.device, amp: bool, classes: int, tasks: int, seed: int = 0):
         self.method, self.cache, self.device, self.batch = method, cache, device, batch
-        self.load_before = load_average()
+        self.load_before = system_load()
         run = resolve_run(cfg, benchmark, method, seed)
         vit = create_vit(model)
         chans, size = int(vit.patch_embed.proj.in_channels), int(vit.patch_embed.img_size[0])
@@ -201,7 +201,7 @@ class Row:
             "eval_batch_s": ev["median"], "eval_min_s": ev["min"], "eval_max_s": ev["max"],
             "peak_mb": _peak_mb(self.device), "trainable_params": counts["trainable_parameters"],
             "total_params": counts["total_parameters"], "cache_build_s": self.build_s, "cache_record": self.record,
-            "images_per_s": self.batch / step["median"], "load_before": self.load_before, "load_after": load_average(),
+            "images_per_s": self.batch / step["median"], "load_before": self.load_before, "load_after": system_load(),
         }
 
 
@@ -318,7 +318,7 @@ def run_speed(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     cores = os.cpu_count() or 1
     machine = {"cpu_model": cpu_model(), "cores": cores, "torch_threads": torch.get_num_threads(),
-               "load_before": load_average()}
+               "load_before": system_load()}
     if busy(machine["load_before"], cores):
         print(f"warning: the machine is busy (load average {machine['load_before']:.1f} on {cores} cores): step times "
               "measure the load as well; compare rows with --pairs, or rerun on a quiet machine", file=sys.stderr)
@@ -329,7 +329,7 @@ def run_speed(args: argparse.Namespace) -> int:
           flush=True)
     rows = (paired_rows(cfg, benchmark, specs, **kw) if args.pairs
             else [r for spec in specs for r in paired_rows(cfg, benchmark, [spec], **kw)])
-    machine["load_after"] = load_average()
+    machine["load_after"] = system_load()
     # while rows run, one of them steps at a time on torch_threads threads: that load is the measurement's own
     machine["busy"] = busy(machine["load_before"], cores) or any(
         busy(v, cores, own=machine["torch_threads"])

@@ -41,7 +41,7 @@ from intact.methods.shared.base import ContinualMethod
 from intact.protocols import optimizer_name
 from intact.provenance import provenance
 from intact.regularizers.hypercube import save_hypercubes
-from intact.restore import load_method, stored_by
+from intact.restore import build_method, written_by
 from intact.seeding import configure_torch, derive_seed, rng_state, seed_everything, set_rng_state
 from intact.settings import OptimConfig, RunConfig
 from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE, STATE, TrainRecord, train_record_path
@@ -175,7 +175,7 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
     if task > 0 and prev_dir is None and continues:
         raise ValueError(f"task {task} needs the previous task's folder")
     prev = Path(prev_dir) if (prev_dir is not None and continues) else None
-    bench, method, backbone_sha = load_method(
+    bench, method, backbone_sha = build_method(
         run, manifest, backbone_weights, device,
         state=prev / STATE if prev else None, hypercubes=prev / HYPERCUBE if prev else None, state_task=task - 1,
     )
@@ -321,8 +321,8 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(),
                 job.method.hypercubes)
     try:
-        record.state_sha256 = save_tensors(out_dir / STATE, job.method.trainable_state(), stored_by(run, job.task))
-        record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, job.method.hypercubes, stored_by(run, job.task))
+        record.state_sha256 = save_tensors(out_dir / STATE, job.method.trainable_state(), written_by(run, job.task))
+        record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, job.method.hypercubes, written_by(run, job.task))
         write_record(train_record_path(out_dir), record.to_json())
         if eval_out is not None:
             # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
