@@ -20,6 +20,7 @@ import pandas as pd
 
 from intact.io import ArtifactError, check_seal, check_tensors, damaged, read_json, redo_hint, write_json, write_text
 from intact.metrics import summarize
+from intact.run_record import StoredRun
 from intact.train_record import FILENAME as TRAIN_JSON, TENSOR_DIGESTS, tensor_metadata
 
 #: the files of a run folder (and of each task folder) that :func:`read_run` reads
@@ -160,28 +161,6 @@ def collect_run(eval_paths: Sequence[Path], train_paths: Sequence[Path], r_csv: 
 
 # --------------------------------------------------------------------------------------------------
 # The one reader of stored runs: every table, figure, choice and MLflow view reads a run through it
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """One finished run: its ``metrics.json`` and per-task ``train.json`` / ``eval.json`` records (task order)."""
-
-    benchmark: str
-    method: str
-    seed: int
-    metrics: Mapping[str, Any]
-    trains: tuple[Mapping[str, Any], ...]
-    evals: tuple[Mapping[str, Any], ...] = ()
-    path: Path | None = None
-
-    def diagonal_mean(self) -> float:
-        """Mean of R's diagonal: how well each task is learned when it is learned (plasticity)."""
-        return float(np.mean([e["accuracy"][e["task"]] for e in self.evals]))
-
-    @property
-    def rehearsal(self) -> bool:
-        """Whether the run is a rehearsal's (its train.json records the run's settings: intact.rehearsal)."""
-        return any(bool((t.get("config") or {}).get("rehearsal")) for t in self.trains)
 
 
 def read_run(path: str | Path, *, config_hash: str | None = None, tensors: bool = False) -> StoredRun:

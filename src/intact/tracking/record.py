@@ -38,57 +38,22 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from intact.run_record import StoredRun
 from intact.tracking.settings import TRACKER_VERSION
 from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE
 
 
 @dataclass(frozen=True)
-class RunFolder:
-    """The files of one finished run and their parsed content."""
+class RunFolder(StoredRun):
+    """A finished run as :func:`intact.results.read_run` reads it, with the files MLflow gets and the tune choice."""
 
-    path: Path
-    metrics: dict[str, Any]
-    trains: list[dict[str, Any]]
-    evals: list[dict[str, Any]]
-    files: dict[str, Path]  #: artifact path in MLflow -> local file
+    files: Mapping[str, Path] = field(default_factory=dict)  #: artifact path in MLflow -> local file
     tune: dict[str, Any] | None = None  #: the tune study's choice that asked for this run (intact.tune), if any
-
-    @property
-    def benchmark(self) -> str:
-        return self.metrics["benchmark"]
-
-    @property
-    def method(self) -> str:
-        return self.metrics["method"]
-
-    @property
-    def seed(self) -> int:
-        return int(self.metrics["seed"])
-
-    @property
-    def num_tasks(self) -> int:
-        return len(self.evals)
-
-    @property
-    def run_name(self) -> str:
-        return f"{self.benchmark}/{self.method}/seed{self.seed}"
-
-    @property
-    def config_hash(self) -> str:
-        return str(self.metrics.get("config_hash") or self.trains[-1].get("config_hash"))
-
-    @property
-    def run_key(self) -> str:
-        return f"{self.run_name}@{self.config_hash}"
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.trains[-1].get("config") or {}
 
     def content_hash(self) -> str:
         """sha256 over the tracker version and every input file's name and bytes."""
@@ -117,8 +82,7 @@ def read_run_folder(path: str | os.PathLike, config_hash: str | None = None) -> 
     tune = tune_choice(path, run.metrics)
     if tune is not None:
         files[f"tune/{tune['path'].parent.name}/choice.json"] = tune["path"]
-    return RunFolder(path=path, metrics=dict(run.metrics), trains=list(run.trains), evals=list(run.evals), files=files,
-                     tune=tune)
+    return RunFolder(**{f.name: getattr(run, f.name) for f in fields(StoredRun)}, files=files, tune=tune)
 
 
 def tune_choice(path: Path, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -259,10 +223,10 @@ def _tags(run: RunFolder) -> dict[str, str]:
     jobs = [f"{t}:{p['slurm_job_id']}" for t, p in enumerate(provs) if p.get("slurm_job_id")]
     if jobs:
         tags["intact.slurm_job_ids"] = ",".join(jobs)
-    for field in ("host", "device", "python"):
-        values = list(dict.fromkeys(str(p[field]) for p in provs if p.get(field)))
+    for key in ("host", "device", "python"):
+        values = list(dict.fromkeys(str(p[key]) for p in provs if p.get(key)))
         if values:
-            tags[f"intact.{field}"] = ",".join(values)
+            tags[f"intact.{key}"] = ",".join(values)
     for name, version in (provs[-1].get("packages") or {}).items():
         tags[f"intact.packages.{name}"] = str(version)
     backbone = list(dict.fromkeys(tr["backbone_sha256"] for tr in run.trains if tr.get("backbone_sha256")))
