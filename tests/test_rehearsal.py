@@ -84,7 +84,7 @@ def test_the_synthetic_tree_passes_the_real_split_checks(name, tmp_path):
 
 
 def test_every_table_and_figure_of_a_rehearsal_says_so(tmp_path, monkeypatch):
-    from intact.report import figures
+    from intact.report import figures, plots
     from intact.report.paper_tables import paper_tables
     from intact.report.render import write_table
     from intact.results import StoredResults, StoredRun
@@ -101,7 +101,7 @@ def test_every_table_and_figure_of_a_rehearsal_says_so(tmp_path, monkeypatch):
     assert "rehearsal" in pd.read_csv(tmp_path / "main_paired.csv").columns
     assert "\\caption{REHEARSAL: toy scale" in (tmp_path / "t.tex").read_text()
     marks = []
-    monkeypatch.setattr(figures, "mark", lambda fig, banner: marks.append(banner))
+    monkeypatch.setattr(plots, "mark", lambda fig, banner: marks.append(banner))
     figures.aa_evolution(stored, "imagenet_r", ["coda_p"], [tmp_path / "f.png"])
     figures.aa_evolution(StoredResults(), "imagenet_r", ["coda_p"], [tmp_path / "g.png"])
     assert marks == [BANNER, None]

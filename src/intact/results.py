@@ -20,7 +20,7 @@ import pandas as pd
 
 from intact.io import ArtifactError, check_seal, check_tensors, damaged, read_json, redo_hint, write_json, write_text
 from intact.metrics import summarize
-from intact.run_record import StoredRun
+from intact.stored_run import StoredRun
 from intact.train_record import FILENAME as TRAIN_JSON, TENSOR_DIGESTS, tensor_metadata
 
 #: the files of a run folder (and of each task folder) that :func:`read_run` reads

@@ -13,8 +13,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from intact.experiments.drift import HIDDEN, METHODS, drift_config, mean_drift_curves, run_drift, split_tasks
-from intact.io import write_json, write_text
-from intact.report.plots import plt, save_figure
+from intact.io import write_json
+from intact.report.plots import plt, write_figure
+from intact.report.render import Column, Table, write_table
 
 LABELS = {"finetune": "fine-tuning", "lwf": "LwF", "intact": "InTAct"}
 COLORS = {"finetune": "tab:red", "lwf": "tab:orange", "intact": "tab:blue"}
@@ -38,15 +39,31 @@ def plot_drift(curves: Mapping[str, Mapping[str, np.ndarray]], path: Path, title
     axes[0].legend(frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    save_figure(fig, path)
+    write_figure(fig, [path])
 
 
-def _r_markdown(R: np.ndarray, method: str) -> str:
+def _r_table(R: np.ndarray, method: str, aa: list[float]) -> Table:
+    """R of one method (the upper triangle: a task after it was trained), its AA beneath; R.md ends, as it always
+    did, with a blank line (the last note's)."""
     T = R.shape[0]
-    head = "| task \\ after | " + " | ".join(str(t + 1) for t in range(T)) + " |\n" + "|---" * (T + 1) + "|\n"
-    rows = "".join(f"| {i + 1} | " + " | ".join(f"{R[i, t]:.1f}" if t >= i else "" for t in range(T)) + " |\n"
-                   for i in range(T))
-    return f"### {LABELS[method]}\n\n{head}{rows}\n"
+    table = Table(method, LABELS[method], [Column("task", "task \\ after", align=""),
+                                           *(Column(str(t), str(t + 1), align="") for t in range(T))], level=3)
+    table.rows = [{"task": str(i + 1), **{str(t): f"{R[i, t]:.1f}" if t >= i else "" for t in range(T)}}
+                  for i in range(T)]
+    table.notes = [f"AA {np.mean(aa):.1f} ± {np.std(aa):.1f}\n"]
+    return table
+
+
+def _drift_table(table: pd.DataFrame, seeds: int) -> Table:
+    """The drift per layer, method and task (the mean over seeds) as a grid; every number in its CSV."""
+    wide = table.pivot_table(index=["layer", "method"], columns="after_task", values="drift_mean", sort=False)
+    cols = [Column("layer", "layer", align=""), Column("method", "method", align=""),
+            *(Column(str(t), f"after task {t}", align="") for t in wide.columns)]
+    out = Table("drift", "Normalised L1 drift of hidden activations on earlier tasks' samples (mean over "
+                f"{seeds} seeds)", cols, data=table, float_format="%.6g", level=1)
+    out.rows = [{"layer": f"hidden {layer[-1]} (input of {layer})", "method": LABELS[m],
+                 **{str(t): f"{v:.3f}" for t, v in zip(wide.columns, vals)}} for (layer, m), vals in wide.iterrows()]
+    return out
 
 
 def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md: Path, r_md: Path,
@@ -69,24 +86,17 @@ def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md:
             for t in range(1, c.shape[1]):
                 rows.append({"method": method, "layer": layer, "after_task": t + 1, "drift_mean": float(c[:, t].mean()),
                              "drift_std": float(c[:, t].std())})
-    table = pd.DataFrame(rows)
-    write_text(drift_csv, table.to_csv(index=False, float_format="%.6g"))
-    wide = table.pivot_table(index=["layer", "method"], columns="after_task", values="drift_mean", sort=False)
-    md = ("| layer | method | " + " | ".join(f"after task {t}" for t in wide.columns) + " |\n"
-          + "|---" * (len(wide.columns) + 2) + "|\n")
-    md += "".join(f"| hidden {layer[-1]} (input of {layer}) | {LABELS[m]} | "
-                  "" + " | ".join(f"{v:.3f}" for v in vals) + " |\n" for (layer, m), vals in wide.iterrows())
-    write_text(drift_md, "# Normalised L1 drift of hidden activations on earlier tasks' samples (mean over "
-               f"{len(dcfg.seeds)} seeds)\n\n{md}")
+    write_table(_drift_table(pd.DataFrame(rows), len(dcfg.seeds)), drift_csv, drift_md)
 
     summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": dataclasses.asdict(dcfg)}
-    r_text = f"# Accuracy matrices R (%; rows: task, columns: after task; mean over {len(dcfg.seeds)} seeds)\n\n"
+    matrices = Table("R", f"Accuracy matrices R (%; rows: task, columns: after task; mean over {len(dcfg.seeds)} "
+                          "seeds)", [], level=1)
     for method in METHODS:
         R = np.mean([r["R"] for r in runs[method]], axis=0)
         aa = [r["metrics"]["aa"] for r in runs[method]]
-        r_text += _r_markdown(R, method) + f"AA {np.mean(aa):.1f} ± {np.std(aa):.1f}\n\n"
+        matrices.blocks.append(_r_table(R, method, aa))
         summary[method] = {"aa_mean": float(np.mean(aa)), "aa_std": float(np.std(aa)), "R_mean": R.tolist(),
                            "final_drift": {layer: float(curves[method][layer][:, -1].mean()) for layer in HIDDEN}}
-    write_text(r_md, r_text)
+    write_table(matrices, md=r_md)
     write_json(summary_json, summary)
     return summary

@@ -20,11 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from intact.io import write_json, write_text
+from intact.io import write_json
 from intact.models.networks import mlp
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
-from intact.report.plots import plt, save_figure
+from intact.report.plots import plt, write_figure
+from intact.report.render import Column, Table, write_table
 from intact.settings import IntactConfig, build_dataclass
 
 METHODS = ("finetune", "intact")
@@ -148,7 +149,7 @@ def plot_toy(results: Mapping[str, Mapping[str, Any]], cfg: ToyConfig, path) -> 
     handles, labels = axes[-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False, fontsize=9)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    save_figure(fig, path)
+    write_figure(fig, [path])
 
 
 def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: Path,
@@ -160,15 +161,15 @@ def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: P
     results = {m: run_toy(tcfg, m) for m in METHODS}
     rows = drift_table(results)
     plot_toy(results, tcfg, figure)
-    table = pd.DataFrame(rows)
-    write_text(table_csv, table.to_csv(index=False, float_format="%.6g"))
-    head = "| method | after task | interval of task | x in | max abs change of f |\n|---|---|---|---|---|\n"
-    body = "".join(f"| {r['method']} | {r['after_task']} | {r['interval_of_task']} | [{r['lower']:.2f}, "
-                   f"{r['upper']:.2f}] | "
-                   f"{r['max_abs_change']:.4f} |\n" for r in rows)
     out = summary(rows)
-    note = "".join(f"\n{k}: {v:.4g}" for k, v in out.items())
-    write_text(table_md, "# Toy (Fig. 2): largest |f_t(x) - f_(t-1)(x)| inside each earlier task's "
-               "interval\n\n" + head + body + note + "\n")
+    cols = [Column(k, title, align="") for k, title in (("method", "method"), ("after_task", "after task"),
+            ("interval_of_task", "interval of task"), ("x", "x in"), ("change", "max abs change of f"))]
+    table = Table("toy", "Toy (Fig. 2): largest |f_t(x) - f_(t-1)(x)| inside each earlier task's interval", cols,
+                  data=pd.DataFrame(rows), float_format="%.6g", level=1,
+                  notes=["\n".join(f"{k}: {v:.4g}" for k, v in out.items())])
+    table.rows = [{"method": r["method"], "after_task": str(r["after_task"]),
+                   "interval_of_task": str(r["interval_of_task"]), "x": f"[{r['lower']:.2f}, {r['upper']:.2f}]",
+                   "change": f"{r['max_abs_change']:.4f}"} for r in rows]
+    write_table(table, table_csv, table_md)
     write_json(summary_json, {**out, "config": dataclasses.asdict(tcfg)})
     return out

@@ -27,10 +27,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from intact.io import atomic_path  # noqa: E402
 from intact.rehearsal import banner  # noqa: E402
 from intact.report.paper import benchmark_title  # noqa: E402
-from intact.report.plots import mark  # noqa: E402
+from intact.report.plots import write_figure  # noqa: E402
 from intact.results import StoredResults  # noqa: E402
 from intact.naming import format_value  # noqa: E402
 from intact.studies import sensitivity_grid  # noqa: E402
@@ -43,18 +42,6 @@ _MARKERS = "osD^vP<>Xph"
 # tab10 without its grey (kept for the reference-code InTAct), then three more: a main study of 12 methods
 # gets 12 distinguishable colours
 _PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + ["#000080", "#808000", "#00a0a0"]
-_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None, "Producer": None}}
-
-
-def save(fig: plt.Figure, paths: Sequence[str | Path], stored: StoredResults) -> None:
-    """Write ``fig`` to each path (format from the suffix), atomically, without timestamps; a figure of a
-    rehearsal's runs says so across its top (:func:`intact.report.plots.mark`)."""
-    mark(fig, banner(stored.is_rehearsal))
-    for path in map(Path, paths):
-        fmt = path.suffix.lstrip(".")
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", metadata=_METADATA.get(fmt))
-    plt.close(fig)
 
 
 def style(method: str, i: int) -> dict[str, Any]:
@@ -120,7 +107,7 @@ def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], 
     else:
         _empty(ax, f"no stored runs on {benchmark} yet")
     ax.set_title(title or f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
-    save(fig, paths, stored)
+    write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
 def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] | None, paths: Sequence[str | Path],
@@ -150,7 +137,7 @@ def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] |
         else:
             _empty(ax, "not in the sensitivity study" if key not in grid else "no stored runs yet")
     fig.tight_layout()
-    save(fig, paths, stored)
+    write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
 def _per_task(stored: StoredResults, benchmark: str, methods: Sequence[str], value: Callable[[Any, int], float | None]):
@@ -199,7 +186,7 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
         _legend(ax, len(cert) + 1)
     ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std "
                  "of log10 over seeds)")
-    save(fig, paths, stored)
+    write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
 def hypercube(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
@@ -212,7 +199,7 @@ def hypercube(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     axes[1].set_title("Cumulative hypercube: mean width")
     _legend(axes[1], len(width))
     fig.tight_layout()
-    save(fig, paths, stored)
+    write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
 def _gate(r: Any, t: int) -> float | None:
@@ -236,7 +223,7 @@ def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
                 "reference-code gate: share of (sample, neuron) elements of the student feature in the box",
                 xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -8), textcoords="offset points",
                 ha="center", va="top", fontsize=8, color="0.3")
-    save(fig, paths, stored)
+    write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
 def paper_figures(stored: StoredResults, benchmark: str, methods: Sequence[str],

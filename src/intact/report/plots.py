@@ -1,10 +1,11 @@
-"""A benchmark's picture of its tasks (drawn from its preview), and the figure writer of the experiments (the
-reports' figures: :mod:`intact.report.figures`)."""
+"""The one figure writer (:func:`write_figure`: the reports', the experiments' and MLflow's figures) and a
+benchmark's picture of its tasks (drawn from its preview)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -21,11 +22,18 @@ def mark(fig: plt.Figure, banner: str | None) -> None:
                  transform=fig.transFigure)
 
 
-def save_figure(fig: plt.Figure, path: str | Path, banner: str | None = None) -> None:
+#: no timestamps or versions in a figure's file: the same figure gives the same bytes
+_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None, "Producer": None}}
+
+
+def write_figure(fig: plt.Figure, paths: Sequence[str | Path], banner: str | None = None) -> None:
+    """Write ``fig`` to each path (format from the suffix, PNG without one), atomically, without timestamps, and
+    close it; ``banner`` (a rehearsal's line) across its top (:func:`mark`)."""
     mark(fig, banner)
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=150, bbox_inches="tight")
+    for path in map(Path, paths):
+        fmt = path.suffix.lstrip(".") or "png"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", metadata=_METADATA.get(fmt))
     plt.close(fig)
 
 
@@ -51,4 +59,4 @@ def draw_preview(bench: Any, path: str | Path, banner: str | None = None) -> Non
         axes[r, 0].set_ylabel(f"{name}\n{note}" if note else name, rotation=0, ha="right", va="center", fontsize=7)
     if preview.title:
         fig.suptitle(preview.title, fontsize=9)
-    save_figure(fig, path, banner)
+    write_figure(fig, [path], banner)

@@ -1,5 +1,6 @@
 """One table, three formats: CSV (the numbers), Markdown (to read), LaTeX (booktabs, to paste into a paper): the
-one renderer of every table (the default run's, the studies', the tune study's and the paper's).
+one renderer and writer of every table (the default run's, the studies', the tune study's, the paper's and the
+experiments').
 
 A :class:`Table` holds display cells (already formatted, ``—`` where not run), which cells are bold,
 column groups (a paper/measured/Δ triple under one benchmark), notes stated under the table, and the
@@ -23,7 +24,7 @@ class Column:
     key: str
     title: str
     group: str = ""
-    align: str = "c"
+    align: str = "c"  #: "l", "c", "r"; "": none (Markdown's plain ``---``; LaTeX centres it)
 
 
 @dataclass
@@ -39,6 +40,10 @@ class Table:
     notes: list[str] = field(default_factory=list)
     data: pd.DataFrame = field(default_factory=pd.DataFrame)
     blocks: list[Table] = field(default_factory=list)
+    #: the CSV's number format (None: full precision, the numbers round-trip)
+    float_format: str | None = None
+    #: the Markdown heading's level (None: 3, a block's one more than its table's)
+    level: int | None = None
 
     def cell(self, i: int, key: str) -> str:
         return self.rows[i].get(key, "—")
@@ -62,19 +67,27 @@ def _md_header(table: Table) -> list[str]:
     return [f"{c.group} {c.title}".strip() if c.group else c.title for c in table.columns]
 
 
+def _md_rule(c: Column) -> str:
+    return {"l": ":---", "": "---"}.get(c.align, "---:")
+
+
 def to_markdown(table: Table, level: int = 3, banner: str | None = None) -> str:
+    """The heading, the grid (where the table has columns), a blank line and the notes (where it has any), then
+    each block after a blank line."""
+    level = table.level or level
     lines = [f"{'#' * level} {'REHEARSAL - ' if banner else ''}{table.title}", ""]
-    lines += ["| " + " | ".join(_md_header(table)) + " |",
-              "|" + "|".join(":---" if c.align == "l" else "---:" for c in table.columns) + "|"]
+    if table.columns:
+        lines += ["| " + " | ".join(_md_header(table)) + " |", "|" + "|".join(map(_md_rule, table.columns)) + "|"]
     for i in range(len(table.rows)):
         cells = [table.cell(i, c.key) for c in table.columns]
         cells = [f"**{x}**" if (i, c.key) in table.bold and x != "—" else x for x, c in zip(cells, table.columns)]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines += [n + "  " for n in table.notes[:-1]] + table.notes[-1:]
+    if table.notes:
+        lines.append("")
+        lines += [n + "  " for n in table.notes[:-1]] + table.notes[-1:]
     text = "\n".join(lines) + "\n"
     for block in table.blocks:
-        text += "\n" + to_markdown(block, level + 1, banner)
+        text = text.rstrip("\n") + "\n\n" + to_markdown(block, level + 1, banner)
     return text
 
 
@@ -115,7 +128,7 @@ def _tex_header(table: Table) -> list[str]:
 
 
 def _tabular(table: Table) -> list[str]:
-    spec = "".join(c.align for c in table.columns)
+    spec = "".join(c.align or "c" for c in table.columns)
     lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", *_tex_header(table), r"\midrule"]
     for i in range(len(table.rows)):
         if i in table.rules and i > 0:
@@ -155,22 +168,26 @@ def to_latex(table: Table, banner: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _csv(data: pd.DataFrame, banner: str | None) -> str:
-    """The numbers at full precision (they round-trip); a rehearsal's rows marked in a first column."""
+def _csv(table: Table, banner: str | None) -> str:
+    """The numbers (in the table's ``float_format``); a rehearsal's rows marked in a first column."""
+    data = table.data
     if banner:
         data = data.copy()
         data.insert(0, "rehearsal", True)
-    return data.to_csv(index=False, lineterminator="\n")
+    return data.to_csv(index=False, lineterminator="\n", float_format=table.float_format)
 
 
-def write_table(table: Table, csv: str | Path, md: str | Path, latex: str | Path | None = None,
-                banner: str | None = None) -> None:
-    """CSV (+ one ``<block name>.csv`` per block beside it), Markdown and (where asked) LaTeX, atomically.
-    ``banner``: a line the table carries on itself in every format (a rehearsal's, :func:`intact.rehearsal.banner`):
-    before the Markdown and its title, in the LaTeX caption, and as a ``rehearsal`` column of the CSV."""
-    write_text(csv, _csv(table.data, banner))
-    for block in table.blocks:
-        write_text(Path(csv).with_name(f"{block.name}.csv"), _csv(block.data, banner))
-    write_text(md, (f"**{banner}**\n\n" if banner else "") + to_markdown(table, banner=banner))
+def write_table(table: Table, csv: str | Path | None = None, md: str | Path | None = None,
+                latex: str | Path | None = None, banner: str | None = None) -> None:
+    """CSV (+ one ``<block name>.csv`` per block beside it), Markdown and LaTeX, each where a path is given,
+    atomically: the one table writer. ``banner``: a line the table carries on itself in every format (a
+    rehearsal's, :func:`intact.rehearsal.banner`): before the Markdown and its title, in the LaTeX caption, and
+    as a ``rehearsal`` column of the CSV."""
+    if csv is not None:
+        write_text(csv, _csv(table, banner))
+        for block in table.blocks:
+            write_text(Path(csv).with_name(f"{block.name}.csv"), _csv(block, banner))
+    if md is not None:
+        write_text(md, (f"**{banner}**\n\n" if banner else "") + to_markdown(table, banner=banner))
     if latex is not None:
         write_text(latex, to_latex(table, banner=banner))

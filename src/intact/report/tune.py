@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from intact.io import write_text
 from intact.metrics import Paired, Stat
 from intact.rehearsal import banner
 from intact.report.render import Column, Table, write_table
@@ -125,7 +124,5 @@ def write_tune_report(choices: Sequence[Mapping[str, Any]], stored: StoredResult
     mark = banner(stored.is_rehearsal)
     write_table(table, outputs["csv"], outputs["md"], banner=mark)
     for key, frame in (("search", search), ("paired", paired)):
-        if mark:
-            frame.insert(0, "rehearsal", True)
-        write_text(outputs[key], frame.to_csv(index=False, float_format="%.4f"))
+        write_table(Table(f"study_tune_{key}", key, [], data=frame, float_format="%.4f"), outputs[key], banner=mark)
     return table.data

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from intact.run_record import StoredRun
+from intact.stored_run import StoredRun
 from intact.tracking.settings import TRACKER_VERSION
 from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE
 
@@ -237,15 +237,10 @@ def _tags(run: RunFolder) -> dict[str, str]:
     return tags
 
 
-def run_figure(run: RunFolder, path: Path) -> Path | None:
-    """The run's own figure: R as a heat map and its AA evolution (None if matplotlib is missing)."""
-    try:
-        import matplotlib
+def run_figure(run: RunFolder, path: Path) -> Path:
+    """The run's own figure: R as a heat map and its AA evolution."""
+    from intact.report.plots import plt, write_figure  # matplotlib: not at import (the Snakefile imports this)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - matplotlib is a core dependency
-        return None
     names = run.evals[0]["task_names"]
     R = [[run.evals[j]["accuracy"][i] for j in range(run.num_tasks)] for i in range(len(names))]
     T = run.num_tasks
@@ -271,6 +266,5 @@ def run_figure(run: RunFolder, path: Path) -> Path | None:
     ax2.grid(alpha=0.3)
     fig.suptitle(f"{run.run_name} ({run.config_hash})", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    write_figure(fig, [path])
     return path

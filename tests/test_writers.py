@@ -1,0 +1,74 @@
+"""One table writer and one figure writer (issue 44): every table and figure of the reports, the experiments, the
+tune study and MLflow's run view is written by :func:`intact.report.render.write_table` /
+:func:`intact.report.plots.write_figure`, atomically; a run folder is read into one record type."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from intact.report.render import Column, Table, to_markdown, write_table
+
+#: the one place each kind of file is written from (R.csv is a run's own results file, not a report table)
+WRITERS = {r"\.savefig\(": {"report/plots.py"}, r"\.to_csv\(": {"report/render.py", "results.py"}}
+
+
+@pytest.mark.parametrize("call", sorted(WRITERS))
+def test_tables_and_figures_are_written_in_one_place(call):
+    src = REPO / "src" / "intact"
+    found = {str(p.relative_to(src)) for p in src.rglob("*.py") if re.search(call, p.read_text())}
+    assert found == WRITERS[call]
+
+
+def test_a_figure_is_written_atomically_and_without_timestamps(tmp_path):
+    from intact.report.plots import plt, write_figure
+
+    def draw() -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [1, 0])
+        return fig
+
+    write_figure(draw(), [tmp_path / "a.pdf", tmp_path / "a.png"])
+    first = (tmp_path / "a.pdf").read_bytes()
+    write_figure(draw(), [tmp_path / "a.pdf"])
+    assert (tmp_path / "a.pdf").read_bytes() == first            # no CreationDate: the same figure, the same bytes
+    assert b"Software" not in (tmp_path / "a.png").read_bytes()
+    with pytest.raises(ValueError):
+        write_figure(draw(), [tmp_path / "b.nosuchformat"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pdf", "a.png"]   # nothing half-written left behind
+
+
+def test_the_mlflow_run_figure_is_a_run_folder_drawn_by_the_one_writer(tmp_path):
+    from intact.results import StoredRun
+    from intact.tracking import RunFolder, run_figure
+
+    evals = tuple({"task": t, "task_names": ["a", "b"], "accuracy": [90.0, 80.0 + t]} for t in range(2))
+    run = RunFolder("digits", "coda_p", 0, {"aa": 85.0, "aa_evolution": [90.0, 85.0], "config_hash": "h"},
+                    ({"config_hash": "h"},) * 2, evals, tmp_path)
+    assert isinstance(run, StoredRun) and (run.run_key, run.num_tasks) == ("digits/coda_p/seed0@h", 2)
+    run_figure(run, tmp_path / "run_summary.png")
+    first = (tmp_path / "run_summary.png").read_bytes()
+    assert first.startswith(b"\x89PNG") and b"Software" not in first
+    assert [p.name for p in tmp_path.iterdir()] == ["run_summary.png"]
+
+
+def test_the_table_writer_writes_the_experiments_plain_markdown_and_csv(tmp_path):
+    """Plain columns (``---``), a heading level of the table's own, notes only where there are some, blocks after
+    one blank line, and the CSV in the table's number format: what the toy and the drift experiment wrote."""
+    cols = [Column("m", "method", align=""), Column("v", "value", align="")]
+    block = Table("b", "block", cols, rows=[{"m": "x", "v": ""}], notes=["AA 1.0\n"], level=3)
+    top = Table("t", "Top", [], level=1, blocks=[block, block])
+    assert to_markdown(top) == ("# Top\n\n### block\n\n| method | value |\n|---|---|\n| x |  |\n\nAA 1.0\n\n"
+                                "### block\n\n| method | value |\n|---|---|\n| x |  |\n\nAA 1.0\n\n")
+    plain = Table("p", "Plain", cols, rows=[{"m": "x", "v": "1"}], data=pd.DataFrame({"v": [1 / 3]}),
+                  float_format="%.6g", level=1)
+    write_table(plain, tmp_path / "p.csv", tmp_path / "p.md")
+    assert (tmp_path / "p.md").read_text() == "# Plain\n\n| method | value |\n|---|---|\n| x | 1 |\n"
+    assert (tmp_path / "p.csv").read_text() == "v\n0.333333\n"
+    write_table(plain, tmp_path / "q.csv", banner="REHEARSAL")       # CSV only; a rehearsal's rows marked
+    assert (tmp_path / "q.csv").read_text() == "rehearsal,v\nTrue,0.333333\n"
+    assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["p.csv", "p.md", "q.csv"]
