@@ -329,7 +329,7 @@ def test_joint_training_over_tasks_stored_at_different_sizes(prepared):
 
     bench = open_benchmark(prepared["imagenet_mix"])
     parts = [bench.train_set(0), bench.train_set(1)]
-    assert [p.stored_size for p in parts] == [33, 32]
+    assert [p.prepared_size for p in parts] == [33, 32]
     data = ConcatDataset(parts)
     plan = EpochPlan.draw(0, 1, 0, len(data))
     batches = list(train_batches(data, seed=0, task=1, epoch=0, batch_size=5))
@@ -392,7 +392,7 @@ def _torchvision_box(u: np.ndarray, side: int) -> tuple[float, float, float, flo
 
 
 def test_random_resized_crop_boxes_are_torchvisions():
-    from intact.data.stored import resized_boxes
+    from intact.data.prepared import resized_boxes
 
     u = torch.rand((500, 10, 4), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     u[:3, :, 0] = 0.999   # large areas at extreme ratios do not fit: later attempts, or the fallback
@@ -411,7 +411,7 @@ def test_a_runs_view_reads_the_prepared_images_as_declared(prepared):
     import torch.nn.functional as F
 
     from intact.cache import cache_tasks, variants
-    from intact.data.stored import resized_boxes
+    from intact.data.prepared import resized_boxes
 
     bench = open_benchmark(prepared["imagenet_r"])         # stored at 32 = the input side, resize 32
     default = list(train_batches(bench.train_set(0), seed=1, task=0, epoch=0, batch_size=8))

@@ -3,7 +3,7 @@
 The backbone is frozen and the only random augmentation of the protocol is a horizontal flip, so
 
 - the **query** (the unprompted [CLS]) is a function of (image, flip) alone: the same for every method,
-  seed and task of a benchmark. The ``query_cache`` rule stores it once per (benchmark, backbone) as
+  seed and task of a benchmark. The ``query_cache`` rule writes it once per (benchmark, backbone) as
   memory-mappable ``.npy`` files (:func:`write_query_cache`), one per (split, task), shaped
   ``(N, V, D)`` with V = 2 flip variants for a flipped training split and 1 otherwise;
 - the **teacher** feature (the previous task's prompts on the same image) is fixed for a whole task:
@@ -34,7 +34,7 @@ from intact.io import atomic_path, read_json, write_json
 #: what a feature function sees: the (augmented) images of a batch -> one feature row per image
 FeatureFn = Callable[[torch.Tensor], torch.Tensor]
 META = "query.json"
-#: what a stored query depends on besides the weights' and the data's sha256; a cache written under any
+#: what a cached query depends on besides the weights' and the data's sha256; a cache written under any
 #: other value is refused by name (by every reader: the Snakemake jobs, ``intact speed``, the Python API)
 SETTINGS = ("timm_model", "input_mean", "input_std", "image_size", "precision")
 #: the largest cache of a method's own feature (``feature_fns`` beyond the query and the teacher: whole token
@@ -54,15 +54,15 @@ def query_settings(backbone_cfg, bench: Benchmark, device: torch.device, amp: bo
 
 
 def variants(data: Dataset) -> int | None:
-    """How many augmentation variants a cache of ``data`` holds: 2 for a flipped training split stored at
+    """How many augmentation variants a cache of ``data`` holds: 2 for a flipped training split prepared at
     the input size (unflipped, flipped), 1 without augmentation (test splits, the digits benchmark), None
-    when the augmentation has no finite set of variants (a random crop: stored side > input size)."""
+    when the augmentation has no finite set of variants (a random crop: prepared side > input size)."""
     parts = _parts(data)
     if parts is not None and not all(p.as_prepared for p in parts):
         return None   # optim.train_crop / test_resize: not the view a cache of the prepared images holds
     if parts is None or not all(p.augment for p in parts):
         return 1
-    if any(p.stored_size != p.size for p in parts):
+    if any(p.prepared_size != p.size for p in parts):
         return None
     return 2
 
@@ -141,7 +141,7 @@ def write_query_cache(bench: Benchmark, query: FeatureFn, out_dir: str | Path, *
 
 
 class QueryCache:
-    """A stored query cache: per (split, task) memory maps, checked against the backbone, the data and the
+    """A query cache on disk: per (split, task) memory maps, checked against the backbone, the data and the
     settings the queries depend on (:data:`SETTINGS`)."""
 
     def __init__(self, root: str | Path, bench: Benchmark, backbone_sha256: str, settings: dict):
@@ -152,12 +152,12 @@ class QueryCache:
         again = f"(delete it and rerun: snakemake {self.root / META})"
         if self.meta["backbone_sha256"] != backbone_sha256 or self.meta["data_sha256"] != bench.manifest["files"]:
             raise ValueError(f"query cache {self.root}: written for another backbone or data {again}")
-        stored = self.meta.get("settings", {})
+        written = self.meta.get("settings", {})
         for key in SETTINGS:
-            if key not in stored:
+            if key not in written:
                 raise ValueError(f"query cache {self.root}: records no {key} (written by an older version) {again}")
-            if stored[key] != settings[key]:
-                raise ValueError(f"query cache {self.root}: written with {key} = {stored[key]!r}, this run uses "
+            if written[key] != settings[key]:
+                raise ValueError(f"query cache {self.root}: written with {key} = {written[key]!r}, this run uses "
                                  f"{settings[key]!r} {again}")
 
     def get(self, split: str, task: int) -> np.ndarray | None:
@@ -175,15 +175,15 @@ class QueryCache:
 
 
 def cache_tasks(data: Dataset, bench: Benchmark, split: str, eval_split: str) -> list[int] | None:
-    """The tasks whose stored ``split`` makes up ``data`` in order (one task's split or the joint
+    """The tasks whose cached ``split`` makes up ``data`` in order (one task's split or the joint
     baseline's concatenation), or None when ``data`` is not such a split (e.g. a validation view)."""
-    if eval_split != "test":  # the stored cache covers the full train / test splits only
+    if eval_split != "test":  # the cache covers the full train / test splits only
         return None
     parts = data.datasets if isinstance(data, ConcatDataset) else [data]
     tasks = []
     for p in parts:
         t = getattr(p, "task", None)  # set on a task's full train / test split
-        if t is None or not getattr(p, "as_prepared", True):   # (another view than the stored cache's)
+        if t is None or not getattr(p, "as_prepared", True):   # (another view than the cache's)
             return None
         tasks.append(int(t))
     return tasks
@@ -193,7 +193,7 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
                 device: torch.device, amp: AbstractContextManager | None, query_cache: QueryCache | None,
                 enabled: bool, progress: bool = False) -> tuple[dict[str, torch.Tensor], dict]:
     """The caches a task trains with (``{"query": (N, V, D), "teacher": ...}`` over ``train_set``) and what
-    ``train.json`` records about them. The query comes from the stored cache where it covers the data,
+    ``train.json`` records about them. The query comes from the cache where it covers the data,
     else it is computed here (one pass per image and variant, shared by all epochs); the teacher is
     always computed here (it changes with every task)."""
     fns = method.feature_fns()
@@ -209,12 +209,12 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
     caches: dict[str, torch.Tensor] = {}
     record: dict = {"used": True, "variants": v}
     tasks = cache_tasks(train_set, bench, "train",
-                        eval_split) if (query_cache is not None and "query" in fns and method.stored_query) else None
-    stored = query_cache.for_tasks("train", tasks, device) if tasks is not None else None
+                        eval_split) if (query_cache is not None and "query" in fns and method.cached_query) else None
+    cached = query_cache.for_tasks("train", tasks, device) if tasks is not None else None
     if "query" not in fns:  # a method without a query (InfLoRA): only its teacher is cached
         pass
-    elif stored is not None and stored.shape[:2] == (len(train_set), v):
-        caches["query"], record["query"] = stored, f"stored ({query_cache.root})"
+    elif cached is not None and cached.shape[:2] == (len(train_set), v):
+        caches["query"], record["query"] = cached, f"read from {query_cache.root}"
     else:
         caches["query"] = compute_features(fns["query"], train_set, v, batch_size, device, amp, "query cache", progress)
         record["query"] = "computed at the start of the task"
@@ -236,7 +236,7 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
 def build_query_cache(backbone_cfg, manifest: str | Path, backbone_weights: str | Path, out_dir: str | Path, *,
                       batch_size: int = 512, amp: bool = True, threads: int | None = None,
                       progress: bool = True, benchmark: Any = None) -> dict:
-    """The body of the ``query_cache`` job: the query of every stored image of a benchmark for the
+    """The body of the ``query_cache`` job: the query of every prepared image of a benchmark for the
     backbone ``backbone_cfg``, in the precision training uses (bf16 autocast on CUDA with ``amp``).
     The values do not depend on ``batch_size`` (each image's query is computed as the live path does).
     ``benchmark``: its resolved settings, which the manifest must match (intact.data.manifest)."""

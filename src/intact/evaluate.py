@@ -35,7 +35,7 @@ def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | Non
 def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights: Path, state: Path,
                   out_path: Path, threads: int | None = None, query_cache: Path | None = None) -> dict[str, Any]:
     """Evaluate the state after ``task`` on all tasks' evaluation sets; write ``eval.json``. With
-    ``query_cache`` (and ``optim.feature_cache``) the queries are read from the benchmark's stored cache."""
+    ``query_cache`` (and ``optim.feature_cache``) the queries are read from the benchmark's query cache."""
     device = configure_torch(threads)
     bench, method, digest = build_method(run, manifest, backbone_weights, device, state=state, state_task=task)
     method.task = task
@@ -48,15 +48,15 @@ def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, d
                     state_sha256: str | None = None) -> dict[str, Any]:
     """Column ``task`` of R for a loaded ``method`` (also called by the training job right after training);
     ``state_sha256``: the sha256 of the ``state.safetensors`` it holds (the record says what it evaluated)."""
-    stored = (QueryCache(query_cache, bench, backbone_sha256,
+    cached = (QueryCache(query_cache, bench, backbone_sha256,
                          query_settings(run.backbone, bench, device, run.optim.amp))
-              if (query_cache and run.optim.feature_cache and method.feature_fns() and method.stored_query) else None)
+              if (query_cache and run.optim.feature_cache and method.feature_fns() and method.cached_query) else None)
     t0 = time.perf_counter()
     accs, sizes = [], []
     for i in range(bench.num_tasks):
         data = bench.eval_set(i, run.eval_split)
-        tasks = cache_tasks(data, bench, "test", run.eval_split) if stored is not None else None
-        queries = stored.for_tasks("test", tasks, device) if tasks is not None else None
+        tasks = cache_tasks(data, bench, "test", run.eval_split) if cached is not None else None
+        queries = cached.for_tasks("test", tasks, device) if tasks is not None else None
         acc, n = accuracy(method, data, None if queries is None else queries[:, 0])
         accs.append(acc)
         sizes.append(n)

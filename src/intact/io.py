@@ -177,7 +177,7 @@ def load_tensors(path: str | os.PathLike, expect: dict[str, str] | None = None) 
 
 
 def check_tensors(path: str | os.PathLike, expect: dict[str, str], sha256: Any, record: str | os.PathLike) -> None:
-    """A stored tensor file is the one its record describes: readable, written for ``expect`` (method, task,
+    """A saved tensor file is the one its record describes: readable, written for ``expect`` (method, task,
     config hash: its metadata), and its bytes' sha256 the ``sha256`` that ``record`` holds. A truncated, edited,
     swapped or foreign file raises :class:`ArtifactError` naming it and the command that redoes it."""
     _open_tensors(path, expect, keys=False)  # readable: the header covers the file (safetensors checks it)

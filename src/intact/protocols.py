@@ -113,7 +113,7 @@ def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
 
 def reads_prepared_images(optim: Mapping[str, Any]) -> bool:
     """Whether a run with these plain ``optim`` settings reads the images as prepared, the view a benchmark's
-    stored query cache holds (another view trains and evaluates on the live path: :func:`intact.cache.variants`)."""
+    query cache holds (another view trains and evaluates on the live path: :func:`intact.cache.variants`)."""
     return all(optim.get(k, getattr(OptimConfig, k)) == getattr(OptimConfig, k) for k in VIEW_KEYS)
 
 

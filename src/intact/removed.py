@@ -39,9 +39,10 @@ REMOVED = {
        for n, m in (("StoredRun", "intact.results"), ("Stat", "intact.metrics"), ("Paired", "intact.metrics"),
                     ("files_digest", "intact.hashing"))},
     "intact.models.arch.DIGITS_VIT": "intact.models.arch.DIGITS_VIT is intact.models.DIGITS_VIT",
+    "stored_query": "ContinualMethod.stored_query is ContinualMethod.cached_query",
 }
 #: what a plugin's implementation module may not use (read from its source: unambiguous names only)
-SCANNED = ("with_queries", "load_target", "BENCHMARK_TYPES")
+SCANNED = ("with_queries", "load_target", "BENCHMARK_TYPES", "stored_query")
 #: what the messages of an import that uses a removed name say, and where the name is in them
 _ERRORS = (re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>[\w.]+)'"),
            re.compile(r"module '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'"),
@@ -72,13 +73,17 @@ def removal_hint(error: BaseException) -> str:
 
 
 def removed_uses(tree: ast.Module, filename: str) -> list[str]:
-    """Where the module ``tree`` (parsed from ``filename``) uses a removed name (:data:`SCANNED`, or a class that
-    defines ``draw_preview``): ``"<filename>:<line>: removed in version 0.2.0: ..."`` each."""
+    """Where the module ``tree`` (parsed from ``filename``) uses a removed name (:data:`SCANNED`, also as a class
+    attribute, or a class that defines ``draw_preview``): ``"<filename>:<line>: removed in version 0.2.0: ..."``
+    each."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             out += [(f.lineno, "draw_preview") for f in node.body
                     if isinstance(f, ast.FunctionDef) and f.name == "draw_preview"]
+            out += [(f.lineno, t.id) for f in node.body if isinstance(f, (ast.Assign, ast.AnnAssign))
+                    for t in getattr(f, "targets", [getattr(f, "target", None)])
+                    if isinstance(t, ast.Name) and t.id in SCANNED]
         elif isinstance(node, ast.Attribute) and node.attr in SCANNED:
             out.append((node.lineno, node.attr))
         elif isinstance(node, ast.ImportFrom):

@@ -2,7 +2,7 @@
 without the feature caches, on a timm backbone with random weights (nothing is downloaded).
 
 The method settings come from a config (by default ``configs/paper/imagenet_r.yaml`` over ``config.yaml``:
-the paper's CODA-P pool on ViT-B/16); the images are synthetic, stored as the prepared benchmarks store
+the paper's CODA-P pool on ViT-B/16); the images are synthetic, kept as the prepared benchmarks keep
 them (uint8, at the input size, flipped at random on the device), so a step runs the real loader, loss,
 backward and optimizer. Task 0 is skipped (no training: its hypercube comes from one pass over the images)
 and every row is measured at task 1, where the InTAct teacher and anchors are active.
@@ -45,7 +45,7 @@ import torch
 from intact.cache import lookup, task_caches
 from intact.config import load_config, resolve_run
 from intact.data.loader import eval_batches, train_batches
-from intact.data.stored import StoredImages
+from intact.data.prepared import PreparedImages
 from intact.efficiency import parameter_counts
 from intact.io import write_json
 from intact.methods import create_method
@@ -133,7 +133,7 @@ class Row:
         n = batch * (repeats + 1)
         rng = np.random.default_rng(seed)
         images = rng.integers(0, 256, size=(n, size, size, chans), dtype=np.uint8)
-        data = StoredImages(images, rng.integers(0, classes, size=n), size, augment=True, task=1)
+        data = PreparedImages(images, rng.integers(0, classes, size=n), size, augment=True, task=1)
         bf16 = device.type == "cuda" and amp
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else nullcontext()
         # task 0 left untrained: its hypercube (needed by the InTAct terms at task 1) from one pass over the images

@@ -185,11 +185,11 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
     steps_per_epoch = count_steps(len(train_set), o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch, first_task=task == 0)
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if (device.type == "cuda" and o.amp) else nullcontext()
-    stored_queries = (QueryCache(query_cache, bench, backbone_sha, query_settings(run.backbone, bench, device, o.amp))
+    cached_queries = (QueryCache(query_cache, bench, backbone_sha, query_settings(run.backbone, bench, device, o.amp))
                       if (query_cache and o.feature_cache) else None)
     caches, cache_record = task_caches(method, bench, train_set, eval_split=run.eval_split,
                                        batch_size=o.eval_batch_size,
-                                       device=device, amp=amp, query_cache=stored_queries, enabled=o.feature_cache,
+                                       device=device, amp=amp, query_cache=cached_queries, enabled=o.feature_cache,
                                        progress=progress)
     return TaskRun(run, task, Path(out_dir), device, bench, method, train_set, backbone_sha, opt, sched, amp,
                    caches, cache_record, steps_per_epoch)
@@ -296,7 +296,7 @@ def end_of_task(job: TaskRun) -> TrainRecord:
     queries = job.caches["query"][:, 0] if ("query" in job.caches and hyper_data is job.train_set) else None
     with method.using(**({"eval_query": queries} if queries is not None else {})):
         end = method.end_task(job.task, hyper_data)
-    # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing stored
+    # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing saved
     efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device,
                                    steps=o.epochs * job.steps_per_epoch)
     peak = (torch.cuda.max_memory_allocated() if job.device.type == "cuda"
@@ -359,7 +359,7 @@ def train_task(
     ``max_steps`` stops (after checkpointing) once that many optimizer steps ran in this call: a test
     hook that simulates a job killed mid-task. ``check_every``: optimizer steps between two host reads of
     the divergence guard and the running losses (see :mod:`intact.guard`). ``query_cache``: the folder of
-    the benchmark's stored query cache (see :mod:`intact.cache`; used when ``optim.feature_cache``).
+    the benchmark's query cache (see :mod:`intact.cache`; used when ``optim.feature_cache``).
     ``eval_out``: also evaluate the trained state on every task's test set there (``eval.json``, column
     ``task`` of R, as :func:`intact.evaluate.evaluate_task` would from the saved state) - one job, not two.
     """

@@ -13,7 +13,7 @@ from intact.data.base import Benchmark, Preview
 from intact.data.image_config import ImageBenchmarkConfig
 
 if TYPE_CHECKING:
-    from intact.data.stored import StoredImages
+    from intact.data.prepared import PreparedImages
 
 
 class ImageBenchmark(Benchmark):
@@ -37,14 +37,14 @@ class ImageBenchmark(Benchmark):
             self._arrays[rel] = np.load(self.root / rel, mmap_mode="r", allow_pickle=False)
         return self._arrays[rel]
 
-    def _split(self, task: int, split: str, augment: bool) -> StoredImages:
+    def _split(self, task: int, split: str, augment: bool) -> PreparedImages:
         import numpy as np
 
-        from intact.data.stored import StoredImages
+        from intact.data.prepared import PreparedImages
 
         files = self.manifest["tasks"][task]["arrays"][split]
         y = np.asarray(self._array(files["y"]))
-        return StoredImages(self._array(files["x"]), y, self.image_size, augment, task, **self._view(task))
+        return PreparedImages(self._array(files["x"]), y, self.image_size, augment, task, **self._view(task))
 
     def _view(self, task: int) -> dict[str, Any]:
         """How the run reads task ``task``'s images (:meth:`use_view`) and the side they were resized to."""
@@ -59,15 +59,15 @@ class ImageBenchmark(Benchmark):
 
     def use_view(self, train_crop: str, test_resize: int | None) -> None:
         """Take the run's view of the prepared images (``optim.train_crop``, ``optim.test_resize``; see
-        :class:`~intact.data.stored.StoredImages`): applied when data is read."""
+        :class:`~intact.data.prepared.PreparedImages`): applied when data is read."""
         self.random_resized, self.test_resize = train_crop == "random_resized", test_resize
 
-    def _val_split(self, task: int, part: str) -> StoredImages:
+    def _val_split(self, task: int, part: str) -> PreparedImages:
         """``train`` (the train list minus the validation part) or ``val`` (that part, unaugmented): rows
-        outside the part get label -1, which StoredImages skips like an unreadable image."""
+        outside the part get label -1, which PreparedImages skips like an unreadable image."""
         import numpy as np
 
-        from intact.data.stored import StoredImages, task_val_seed, val_rows
+        from intact.data.prepared import PreparedImages, task_val_seed, val_rows
 
         files = self.manifest["tasks"][task]["arrays"]["train"]
         y = np.array(self._array(files["y"]))
@@ -75,14 +75,14 @@ class ImageBenchmark(Benchmark):
         keep = np.zeros(len(y), dtype=bool)
         keep[rows] = True
         y[keep if part == "train" else ~keep] = -1
-        return StoredImages(self._array(files["x"]), y, self.image_size, part == "train", task, **self._view(task))
+        return PreparedImages(self._array(files["x"]), y, self.image_size, part == "train", task, **self._view(task))
 
-    def train_set(self, task: int, eval_split: str = "test") -> StoredImages:
+    def train_set(self, task: int, eval_split: str = "test") -> PreparedImages:
         if eval_split == "val":
             return self._val_split(task, "train")
         return self._split(task, "train", augment=True)
 
-    def eval_set(self, task: int, eval_split: str = "test") -> StoredImages:
+    def eval_set(self, task: int, eval_split: str = "test") -> PreparedImages:
         if eval_split == "val":
             return self._val_split(task, "val")
         return self._split(task, "test", augment=False)

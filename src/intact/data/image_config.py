@@ -31,7 +31,7 @@ IMAGENET_MIX = tuple(name for pair in zip((f"c_{c}" for c in IMAGENET_C),
 #: as ImageNet-C alone: Resize(230) + a random 224 crop (test: centre crop), which has no finite set of variants
 C_TRANSFORMS = ("authors", "imagenet_c")
 #: the validation part of an image benchmark (eval_split val, studies.tune): a fraction of each class of each
-#: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.stored.val_rows
+#: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.prepared.val_rows
 VAL_FRACTION = 0.2
 
 #: the keys that hold an image root

@@ -2,7 +2,7 @@
 
 Layout: ``<root>/<corruption>/5/<wnid>/ILSVRC2012_val_<n>.JPEG``. ``split: ka`` (default) is the
 KA-Prompt / C-Prompt lists (a 70/30 split per corruption); a folder path holds a user's
-``train.txt`` / ``test.txt``. The protocol resizes to 230: training images are stored at 230 for
+``train.txt`` / ``test.txt``. The protocol resizes to 230: training images are prepared at 230 for
 the random 224 crop on the device, test images as Resize(230) + CenterCrop(224). Note: in the
 shipped lists every corruption's test images are training images of other corruptions.
 """
@@ -42,7 +42,7 @@ def c_resize(image_size: int) -> int:
 
 
 def c_task(name: str, parts: dict[str, SplitList], image_size: int) -> Any:
-    """Train stored at the resize side (random crop later), test centre-cropped to ``image_size``: a TaskPlan."""
+    """Train prepared at the resize side (random crop later), test centre-cropped to ``image_size``: a TaskPlan."""
     from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
 
     side = c_resize(image_size)

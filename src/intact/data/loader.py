@@ -1,6 +1,6 @@
-"""The fast loader: batches gathered from stored uint8 arrays, augmented on the device.
+"""The fast loader: batches gathered from prepared uint8 arrays, augmented on the device.
 
-For prepared image benchmarks (:class:`~intact.data.stored.StoredImages`, or a concatenation of
+For prepared image benchmarks (:class:`~intact.data.prepared.PreparedImages`, or a concatenation of
 them as the joint baseline trains on) a batch is one fancy-index read of the memory map, a copy to
 the device and one gather that does the random crop and the horizontal flip together; the float
 conversion (``/255``, as ``ToTensor``) also runs on the device. Every random choice of an epoch is
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, TensorDataset
 
-from intact.data.stored import RRC_ATTEMPTS, StoredImages, center_offset, resample, resized_boxes
+from intact.data.prepared import RRC_ATTEMPTS, PreparedImages, center_offset, resample, resized_boxes
 from intact.seeding import task_generator
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -45,9 +45,9 @@ def epoch_order(seed: int, task: int, epoch: int, n: int) -> torch.Tensor:
 @dataclass(frozen=True)
 class EpochPlan:
     """Order and augmentation of one epoch: ``order[k]`` is the k-th sample, ``flip[k]`` its flip, and
-    ``top[k]``/``left[k]`` in [0, 1) place its crop (offset = floor(u * (S - size + 1)) for stored side S);
+    ``top[k]``/``left[k]`` in [0, 1) place its crop (offset = floor(u * (S - size + 1)) for prepared side S);
     ``resized[k]`` (``optim.train_crop: random_resized``) its RandomResizedCrop draws
-    (:func:`~intact.data.stored.resized_boxes`)."""
+    (:func:`~intact.data.prepared.resized_boxes`)."""
 
     order: torch.Tensor
     flip: torch.Tensor
@@ -66,19 +66,19 @@ class EpochPlan:
         return cls(epoch_order(seed, task, epoch, n), flip, top, left, resized)
 
 
-def _parts(data: Dataset) -> list[StoredImages] | None:
-    """The stored splits behind ``data`` (itself, or the parts of a ConcatDataset), else None."""
-    if isinstance(data, StoredImages):
+def _parts(data: Dataset) -> list[PreparedImages] | None:
+    """The prepared splits behind ``data`` (itself, or the parts of a ConcatDataset), else None."""
+    if isinstance(data, PreparedImages):
         return [data]
-    if isinstance(data, ConcatDataset) and all(isinstance(d, StoredImages) for d in data.datasets):
+    if isinstance(data, ConcatDataset) and all(isinstance(d, PreparedImages) for d in data.datasets):
         return list(data.datasets)
     return None
 
 
-Group = tuple[np.ndarray, StoredImages, torch.Tensor, torch.Tensor]
+Group = tuple[np.ndarray, PreparedImages, torch.Tensor, torch.Tensor]
 
 
-def _gather(parts: list[StoredImages], index: np.ndarray) -> list[Group]:
+def _gather(parts: list[PreparedImages], index: np.ndarray) -> list[Group]:
     """Global indices over concatenated ``parts`` -> per part: (positions in the batch, part, pixels, labels)."""
     if len(parts) == 1:
         return [(np.arange(len(index)), parts[0], *parts[0].gather(index))]
@@ -98,7 +98,7 @@ def crop_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip:
     The pixel work stays in uint8 until the last step; ``/255`` in float32 is what ``ToTensor`` does.
     """
     dev = pixels.device
-    if pixels.shape[1] == size:  # nothing to crop (every image stored at the input size): flip only
+    if pixels.shape[1] == size:  # nothing to crop (every image prepared at the input size): flip only
         out = pixels.permute(0, 3, 1, 2).contiguous()
         if bool(flip.any()):
             out = torch.where(flip.to(dev).view(-1, 1, 1, 1), out.flip(3), out)
@@ -125,22 +125,23 @@ def _assemble(groups: list[Group], plan: EpochPlan | None, sl: slice | None, dev
     return x, y
 
 
-def _view(part: StoredImages, pixels: torch.Tensor, rows: torch.Tensor | None, plan: EpochPlan | None) -> torch.Tensor:
+def _view(part: PreparedImages, pixels: torch.Tensor, rows: torch.Tensor | None,
+          plan: EpochPlan | None) -> torch.Tensor:
     """One group's images as the run reads them: the epoch plan's ``rows`` (the batch's positions in the epoch),
     or the deterministic view where ``plan`` is None."""
-    size, stored, k = part.size, part.stored_size, len(pixels)
+    size, prepared, k = part.size, part.prepared_size, len(pixels)
     if plan is None:
         window = part.center_window()
         if window is not None:   # test_resize: the centre window resized to the input side
             side = torch.full((k,), window, dtype=torch.float64)
-            at = (stored - side) / 2
+            at = (prepared - side) / 2
             return resample(pixels, at, at, side, side, torch.zeros(k, dtype=torch.bool), size, crop=False)
-        at = torch.full((k,), center_offset(stored, size))
+        at = torch.full((k,), center_offset(prepared, size))
         return crop_flip(pixels, at, at, torch.zeros(k, dtype=torch.bool), size)
     flip = plan.flip[rows]
     if part.random_resized:
-        return resample(pixels, *resized_boxes(plan.resized[rows], stored), flip, size)
-    span = stored - size + 1
+        return resample(pixels, *resized_boxes(plan.resized[rows], prepared), flip, size)
+    span = prepared - size + 1
     return crop_flip(pixels, (plan.top[rows] * span).long(), (plan.left[rows] * span).long(), flip, size)
 
 
@@ -159,7 +160,7 @@ def _prefetched(loads: Iterator, fn) -> Iterator:
 
 def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size: int, first: int = 0,
                   device: torch.device | str = "cpu", drop_last: bool = False, keys: bool = False) -> Iterator[tuple]:
-    """Batches ``first, first+1, ...`` of the epoch, on ``device``; stored images are flipped / cropped there.
+    """Batches ``first, first+1, ...`` of the epoch, on ``device``; prepared images are flipped / cropped there.
 
     ``keys=True`` also yields each image's dataset index and flip (CPU tensors): what a feature cache of
     (task, index, flip) needs to look a batch up. Yields ``(x, y)`` or ``(x, y, index, flip)``.
@@ -167,7 +168,7 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
     n = len(data)
     stop = steps_per_epoch(n, batch_size, drop_last) * batch_size if drop_last else n
     parts = _parts(data)
-    if parts is None:  # not stored images (digits): DataLoader's batches, bit for bit
+    if parts is None:  # not prepared images (digits): DataLoader's batches, bit for bit
         order = epoch_order(seed, task, epoch, n)[first * batch_size:stop]
         for index, (x, y) in zip(order.split(batch_size), _rows(data, order, batch_size)):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -183,7 +184,7 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
 
 
 def _rows(data: Dataset, order: torch.Tensor, batch_size: int) -> Iterator[Batch]:
-    """The rows ``order`` of a dataset that holds no stored images, ``batch_size`` at a time. A TensorDataset of
+    """The rows ``order`` of a dataset that holds no prepared images, ``batch_size`` at a time. A TensorDataset of
     (images, labels) is gathered with one index per tensor: what DataLoader's collation of its items gives,
     bit for bit (a fresh tensor each), without a Python call per image (those calls were ~4 % of the
     in-process method tests' time under cProfile). Any other dataset goes through DataLoader as before."""

@@ -8,7 +8,7 @@ extractor - L_Feat on its output (``fc1``'s input) against the previous task's n
 L_Var, L_Align act on the later layers (``fc1``, ``fc2``, each against its own input's box).
 
 Drift: after task ``i`` the hidden activations of task ``i``'s reference samples (its test images) are
-stored; after every later task ``t`` the normalised L1 drift ``sum |A_t - A_i| / sum |A_i|`` is measured per
+kept; after every later task ``t`` the normalised L1 drift ``sum |A_t - A_i| / sum |A_i|`` is measured per
 hidden layer; the curve shows its mean over the earlier tasks ``i < t``.
 """
 

@@ -14,7 +14,7 @@ from intact.io import load_tensors
 
 
 def _task_split(data: TensorDataset, task: int) -> TensorDataset:
-    """Mark a task's full train / test split (what a stored query cache covers; see intact.cache)."""
+    """Mark a task's full train / test split (what a query cache covers; see intact.cache)."""
     data.task = task
     return data
 

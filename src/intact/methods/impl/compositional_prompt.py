@@ -197,7 +197,7 @@ class CompositionalPrompt(PromptMethod):
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         s = self.cfg
         expert = tuple(range(s.expert_first, s.expert_last + 1))  # inside the backbone: check() says so
-        self.stored_query = s.query == "cls"
+        self.cached_query = s.query == "cls"
         return CompositionalPool(embed_dim, num_tasks, s.per_task, s.length, s.top_n, s.general_length,
                                  s.general_layers, expert, s.key_weight, s.test_pool)
 

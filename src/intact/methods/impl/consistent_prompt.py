@@ -69,7 +69,7 @@ class ConsistencyTerms(Penalty):
 class ConsistentPrompt(ContinualMethod):
     """Per-domain prompt pairs and classifiers on a frozen ViT; the domain by the nearest (domain, class) key."""
 
-    stored_query = False      # the query is [CLS] before the final LayerNorm: computed per task (exact)
+    cached_query = False      # the query is [CLS] before the final LayerNorm: computed per task (exact)
 
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
         super().__init__(run, settings, backbone, num_classes, num_tasks)

@@ -30,7 +30,7 @@ class EnergyAlign(Penalty):
 class ESN(ContinualMethod):
     """Stage-isolated class-attention classifiers on a frozen, prompted ViT; the stage chosen by an energy vote."""
 
-    stored_query = False      # no query: the stage is chosen by energies
+    cached_query = False      # no query: the stage is chosen by energies
 
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
         super().__init__(run, settings, backbone, num_classes, num_tasks)

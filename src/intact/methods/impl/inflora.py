@@ -128,7 +128,7 @@ class DualGPM(nn.Module):
 
     def __init__(self, depth: int, dim: int):
         super().__init__()
-        self.register_buffer("basis", torch.zeros(depth, dim, dim))   # float32 stored, float64 computed
+        self.register_buffer("basis", torch.zeros(depth, dim, dim))   # float32 saved, float64 computed
         self.register_buffer("dims", torch.zeros(depth, dtype=torch.long))
         self.register_buffer("retain", torch.zeros(depth, dtype=torch.bool))
 

@@ -93,9 +93,9 @@ class ContinualMethod(nn.Module, ABC):
     reg: IntactRegularizer | None = None
     #: the reference code counts CE twice whenever InTAct is on (a family that honours ``intact.double_ce``)
     double_ce: bool = False
-    #: the benchmark's stored query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
+    #: the benchmark's query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
     #: False for a method whose query is another token: its query is then computed per task (still exact)
-    stored_query: bool = True
+    cached_query: bool = True
 
     def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__()

@@ -55,7 +55,7 @@ class IntactPenalty(Penalty):
 
 
 class TensorStore(nn.Module):
-    """Named buffers (saved with the trainable state); parameter names ``a.b.c`` are stored as ``a__b__c``."""
+    """Named buffers (saved with the trainable state); parameter names ``a.b.c`` are saved as ``a__b__c``."""
 
     def __init__(self, like: dict[str, torch.Tensor]):
         super().__init__()

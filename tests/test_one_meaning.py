@@ -1,6 +1,7 @@
-"""One table writer and one figure writer (issue 44): every table and figure of the reports, the experiments, the
-tune study and MLflow's run view is written by :func:`intact.report.render.write_table` /
-:func:`intact.report.plots.write_figure`, atomically; a run folder is read into one record type."""
+"""One word, one meaning (issue 44): one table writer and one figure writer (every table and figure of the reports,
+the experiments, the tune study and MLflow's run view is written by :func:`intact.report.render.write_table` /
+:func:`intact.report.plots.write_figure`, atomically), one record type per run, and a plugin that still says
+``stored_query`` refused."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
+from intact.removed import removed_uses
 from intact.report.render import Column, Table, to_markdown, write_table
 
 #: the one place each kind of file is written from (R.csv is a run's own results file, not a report table)
@@ -72,3 +74,14 @@ def test_the_table_writer_writes_the_experiments_plain_markdown_and_csv(tmp_path
     write_table(plain, tmp_path / "q.csv", banner="REHEARSAL")       # CSV only; a rehearsal's rows marked
     assert (tmp_path / "q.csv").read_text() == "rehearsal,v\nTrue,0.333333\n"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["p.csv", "p.md", "q.csv"]
+
+
+def test_a_plugin_method_that_still_says_stored_query_is_refused_naming_cached_query():
+    import ast
+
+    source = ("class M:\n    stored_query = False\n    cached_query = True\n\n"
+              "class N:\n    def __init__(self):\n        self.stored_query = True\n")
+    found = removed_uses(ast.parse(source), "m.py")
+    assert found == ["m.py:2: removed in version 0.2.0: ContinualMethod.stored_query is ContinualMethod.cached_query "
+                     "(CHANGELOG.md)", "m.py:7: removed in version 0.2.0: ContinualMethod.stored_query is "
+                     "ContinualMethod.cached_query (CHANGELOG.md)"]

@@ -1,10 +1,10 @@
 """Prepared image benchmarks: per-task uint8 arrays opened as memory maps (the benchmark class that opens
 them: :mod:`intact.data.image_benchmark`).
 
-``prepare_data`` (see :mod:`intact.data.prepare_images`) stores every image once after the
+``prepare_data`` (see :mod:`intact.data.prepare_images`) writes every image once after the
 deterministic part of the protocol's transform (Resize + CenterCrop) as ``(N, S, S, 3)`` uint8 in a
 ``.npy`` file. Training images of ImageNet-C keep S = 230 so the random 224 crop can follow on the
-device; everything else is stored at the network's input size. Nothing is unpickled: ``np.load``
+device; everything else is prepared at the network's input size. Nothing is unpickled: ``np.load``
 runs with ``allow_pickle=False``.
 """
 
@@ -20,9 +20,9 @@ from torch.utils.data import Dataset
 
 
 
-def center_offset(stored: int, size: int) -> int:
+def center_offset(side: int, size: int) -> int:
     """Top/left offset of a centre crop, as torchvision's CenterCrop computes it."""
-    return int(round((stored - size) / 2.0))
+    return int(round((side - size) / 2.0))
 
 
 def val_rows(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -43,7 +43,7 @@ def task_val_seed(val_seed: int, task: str) -> int:
     return zlib.crc32(f"{val_seed}:val:{task}".encode())
 
 
-class StoredImages(Dataset):
+class PreparedImages(Dataset):
     """One split of one task: ``x`` (N, S, S, 3) uint8 (a memory map) and labels, cropped to ``size``.
 
     ``augment`` marks a training set: the fast loader (:mod:`intact.data.loader`) then draws a random
@@ -53,7 +53,7 @@ class StoredImages(Dataset):
 
     A run may read the images otherwise (``optim.train_crop``, ``optim.test_resize``; docs/protocols.md
     section 8): ``random_resized`` replaces the training crop by RandomResizedCrop, ``test_resize`` = R makes
-    the deterministic view Resize(R) + CenterCrop(size) of the original image, taken from the stored one,
+    the deterministic view Resize(R) + CenterCrop(size) of the original image, taken from the prepared one,
     which is Resize(``resize``) + CenterCrop(S) of it (the prepared task's ``resize`` side).
     """
 
@@ -61,36 +61,37 @@ class StoredImages(Dataset):
                  resize: int | None = None, random_resized: bool = False, test_resize: int | None = None):
         keep = np.flatnonzero(y >= 0)  # label -1 marks an image skipped as unreadable
         self.x, self.y, self.size, self.augment, self.task = x, y, size, augment, task
-        self.resize = resize or self.stored_size
+        self.resize = resize or self.prepared_size
         self.random_resized, self.test_resize = random_resized, test_resize
         self.rows = keep if len(keep) < len(y) else None
         self.labels = torch.from_numpy(np.array(y[keep] if self.rows is not None else y, dtype=np.int64))
 
     @property
-    def stored_size(self) -> int:
+    def prepared_size(self) -> int:
         return int(self.x.shape[1])
 
     @property
     def as_prepared(self) -> bool:
-        """Whether the run reads the images as prepared (what a stored feature cache holds)."""
+        """Whether the run reads the images as prepared (what a feature cache holds)."""
         return not self.random_resized and self.test_resize is None
 
     def center_window(self) -> float | None:
-        """The side, in stored pixels, of the centre window that ``test_resize`` keeps (None: no window)."""
+        """The side, in prepared pixels, of the centre window that ``test_resize`` keeps (None: no window)."""
         if self.test_resize is None:
             return None
-        side, least = self.size * self.resize / self.test_resize, self.size * self.resize / self.stored_size
-        if side > self.stored_size:
+        side, least = self.size * self.resize / self.test_resize, self.size * self.resize / self.prepared_size
+        if side > self.prepared_size:
             raise ValueError(f"optim.test_resize = {self.test_resize}: Resize({self.test_resize}) + "
-                             f"CenterCrop({self.size}) needs a window of {side:.1f} px of images stored at "
-                             f"Resize({self.resize}) + CenterCrop({self.stored_size}); use test_resize >= {least:.0f}")
+                             f"CenterCrop({self.size}) needs a window of {side:.1f} px of images prepared at "
+                             f"Resize({self.resize}) + CenterCrop({self.prepared_size}); "
+                             f"use test_resize >= {least:.0f}")
         return side
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def row(self, index: np.ndarray) -> np.ndarray:
-        """Rows of the stored array for dataset indices ``index``."""
+        """Rows of the prepared array for dataset indices ``index``."""
         return index if self.rows is None else self.rows[index]
 
     def gather(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,11 +109,11 @@ class StoredImages(Dataset):
         window = self.center_window()
         if window is not None:
             side = torch.full((1,), window, dtype=torch.float64)
-            at = (self.stored_size - side) / 2
+            at = (self.prepared_size - side) / 2
             img = resample(torch.from_numpy(np.array(self.x[r:r + 1])), at, at, side, side,
                            torch.zeros(1, dtype=torch.bool), self.size, crop=False)
             return img[0], self.labels[i]
-        o = center_offset(self.stored_size, self.size)
+        o = center_offset(self.prepared_size, self.size)
         img = torch.from_numpy(np.array(self.x[r, o:o + self.size, o:o + self.size]))
         return img.permute(2, 0, 1).float().div(255), self.labels[i]
 
@@ -144,7 +145,7 @@ def resized_boxes(u: torch.Tensor, side: int) -> tuple[torch.Tensor, ...]:
 def resample(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, height: torch.Tensor, width: torch.Tensor,
              flip: torch.Tensor, size: int, crop: bool = True) -> torch.Tensor:
     """(B, S, S, 3) uint8 -> (B, 3, size, size) float in [0, 1]: each image's box (top, left, height, width in
-    stored pixels, fractional allowed) resized to ``size`` bilinearly (pixel centres, as a Resize without
+    prepared pixels, fractional allowed) resized to ``size`` bilinearly (pixel centres, as a Resize without
     antialiasing), then flipped where ``flip``; one batched ``grid_sample`` on the pixels' device. ``crop``:
     the box is cut out first (crop, then resize, as RandomResizedCrop: its edge pixels repeat); else the
     samples near its edge also read the pixels beyond it (a window of an image resized as a whole)."""
