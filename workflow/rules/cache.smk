@@ -1,5 +1,5 @@
 rule query_cache:
-    """q(x) of every stored image and flip variant of a benchmark for its backbone, as .npy memory maps:
+    """q(x) of every prepared image and flip variant of a benchmark for its backbone, as .npy memory maps:
     shared by every method, seed and task (training, the hypercube pass and evaluation read it)."""
     input:
         manifest=manifest,

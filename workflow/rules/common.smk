@@ -227,7 +227,7 @@ def stored_reports(wildcards=None):
 
 
 def query_cache_input(wildcards):
-    """The benchmark's stored query cache, for runs that read it (a backbone, optim.feature_cache and the
+    """The benchmark's query cache, for runs that read it (a backbone, optim.feature_cache and the
     images as prepared)."""
     run = run_config(wildcards)
     if not METHODS[run["base"]].uses_backbone or not run["optim"].get("feature_cache", True):

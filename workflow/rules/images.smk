@@ -1,7 +1,7 @@
 # The image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix, and any type declared with
 # parallel_prepare, the default): one prepare job per benchmark
 # checks the split against the data root, decodes every image once over the job's cores and stores
-# uint8 arrays + manifest.json (resumable: a rerun continues from the chunks already stored).
+# uint8 arrays + manifest.json (resumable: a rerun continues from the chunks already written).
 
 
 rule prepare_images:
