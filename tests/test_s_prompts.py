@@ -114,7 +114,7 @@ def test_s_prompts_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_s_prompts_with_the_stored_query_cache_equals_the_live_run_bit_for_bit(tiny_bench, tmp_path):
+def test_s_prompts_with_the_query_cache_equals_the_live_run_bit_for_bit(tiny_bench, tmp_path):
     from intact.cache import build_query_cache
     from test_cache import _run as run_with_cache, _train_eval
 
