@@ -95,7 +95,7 @@ def test_the_array_benchmark_runs_through_snakemake_on_the_digits_backbone(insta
     assert seen and not seen & set(data["train_index"].tolist() + data["test_index"].tolist())
     for folder in runs.values():
         record = json.loads((tmp_path / folder / "task1/train.json").read_text())
-        assert record["feature_cache"]["query"].startswith("stored"), record["feature_cache"]  # the data.task marker
+        assert record["feature_cache"]["query"].startswith("read from"), record["feature_cache"]  # the data.task marker
         metrics = json.loads((tmp_path / folder / "metrics.json").read_text())
         assert metrics["task_names"] == ["rot0", "rot90"], metrics
     record = json.loads((tmp_path / runs["coda_p+intact"] / "task1/train.json").read_text())

@@ -61,7 +61,7 @@ def test_digits_cached_run_equals_live_run_bit_for_bit(tiny_bench, tmp_path):
     cached = _train_eval(cached_run, manifest, w, tmp_path / "cached", 2, qdir)
     _assert_identical(live, cached)
     rec = read_json(tmp_path / "cached" / "task1" / "train.json")["feature_cache"]
-    assert rec["query"].startswith("stored") and rec["variants"] == 1 and "teacher" in rec
+    assert rec["query"].startswith("read from") and rec["variants"] == 1 and "teacher" in rec
 
 
 @pytest.mark.slow

@@ -127,7 +127,7 @@ def test_s_prompts_with_the_query_cache_equals_the_live_run_bit_for_bit(tiny_ben
     assert R0 == R1                                                     # the domain choice at test included
     assert s0.keys() == s1.keys() and all(torch.equal(s0[k], s1[k]) for k in s0)   # the k-means centres included
     rec = read_json(tmp_path / "cached/task1/train.json")["feature_cache"]
-    assert rec["used"] and rec["query"].startswith("stored")
+    assert rec["used"] and rec["query"].startswith("read from")
 
 
 def test_bench_counts_one_prompted_pass_per_step():

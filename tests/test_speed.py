@@ -90,7 +90,7 @@ def test_paper_scale_check_runs_at_toy_size(tmp_path):
     assert [t["task"] for t in summary["tasks"]] == [0, 1]
     for t in summary["tasks"]:
         assert t["images_per_s"] > 0 and t["state_mb"] > 0 and len(t["accuracy"]) == 2
-        assert t["feature_cache"]["query"].startswith("stored")  # the query cache the tool wrote is read
+        assert t["feature_cache"]["query"].startswith("read from")  # the query cache the tool wrote is read
 
 
 class Hog:
