@@ -25,7 +25,7 @@ from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
-from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
+from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
