@@ -166,9 +166,9 @@ def _top_level_names(path: str) -> set[str]:
 
 def class_members(target: str, stop: str) -> set[str] | None:
     """The names that the class ``"package.module:Class"`` and its bases define in their bodies, read from their
-    sources (not imported: no torch), the bases followed up to ``stop`` (a target, left out) through the names
-    their modules define or import. None where a base cannot be read so (a compiled module, a base that is not a
-    plain name): then only importing the class can tell."""
+    sources (not imported: no torch), the bases followed up to ``stop`` (a target, left out) through the classes
+    their modules define or import by name. None where a base cannot be read so (a compiled module, a base that
+    is not a plain name): then only importing the class can tell."""
     if target == stop:
         return set()
     module, _, name = target.partition(":")
@@ -176,38 +176,23 @@ def class_members(target: str, stop: str) -> set[str] | None:
         origin = getattr(importlib.util.find_spec(module), "origin", None)
     except (ImportError, ValueError):
         return None
-    if not origin or not origin.endswith(".py"):
-        return None
-    tree = _module_ast(origin)
-    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    tree = _module_ast(origin) if origin and origin.endswith(".py") else None
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name] if tree else []
     if not found:
         return None
-    members = {n.name for n in found[-1].body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    members |= {t.id for n in found[-1].body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    body = found[-1].body
+    members = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    members |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     for base in found[-1].bases:
-        inherited = _base_target(tree, module, base)
-        names = class_members(inherited, stop) if inherited else None
-        if names is None:
+        where = {n.name: f"{module}:{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)} | {
+            a.asname or a.name: importlib.util.resolve_name("." * n.level + (n.module or ""), module.rpartition(".")[0])
+            + f":{a.name}" for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        named = where.get(base.id) if isinstance(base, ast.Name) else None
+        inherited = class_members(named, stop) if named else None
+        if inherited is None:
             return None
-        members |= names
+        members |= inherited
     return members
-
-
-def _base_target(tree: ast.Module, module: str, base: ast.expr) -> str | None:
-    """``"package.module:Class"`` of a base class written as a plain name in ``module`` (``tree``): a class defined
-    there or a name imported from another module; None otherwise."""
-    if not isinstance(base, ast.Name):
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == base.id:
-            return f"{module}:{base.id}"
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if (alias.asname or alias.name) == base.id:
-                    source = importlib.util.resolve_name("." * node.level + (node.module or ""),
-                                                         module.rpartition(".")[0]) if node.level else node.module
-                    return f"{source}:{alias.name}"
-    return None
 
 
 def binds(path: Path, attr: str) -> bool:
