@@ -13,14 +13,14 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from conftest import tiny_config, write_config
+from conftest import snakemake, tiny_config, write_config
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.methods.shared.base import ContinualMethod
 from intact.methods.shared.penalties import IntactPenalty
 from intact.regularizers.certificate import drift_certificate, width
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
-from test_plugins import add_plugin, run_cli
+from test_plugins import add_plugin, env, run_cli
 
 #: no line naming a slow import (a loaded machine): the refusal is the only line
 PATIENT = {"INTACT_SLOW_IMPORT_S": "1000"}
@@ -142,3 +142,63 @@ def test_the_certificate_and_hypercubes_are_those_of_the_head_a_method_predicts_
     method.loss(data.tensors[0][:4], data.tensors[1][:4])
     assert method.reg.inputs["0"].shape == (4, 4) and method.reg.model is method.head
 
+
+# ---- a plugin's deprecations reach its user: intact validate prints them, a job's log holds them --------------------
+OLDWAY = {
+    "oldway_mod": '''
+import warnings
+from intact.methods.declare import Method
+from intact.methods.finetune import FinetuneSettings
+
+warnings.warn("oldway: imported the old way", DeprecationWarning)
+
+
+def check(settings, bench, backbone):
+    warnings.warn("oldway: checked the old way", DeprecationWarning)
+    return []
+
+
+METHOD = Method("oldway", FinetuneSettings, "oldway_impl:OldWay", "finetune, with deprecations", check=check)
+''',
+    "oldway_impl": '''
+import warnings
+from intact.methods.impl.finetune import Finetune
+
+
+class OldWay(Finetune):
+    def start_task(self, task, train_set):
+        warnings.warn("oldway: started a task the old way", DeprecationWarning)
+        super().start_task(task, train_set)
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def oldway(tmp_path_factory):
+    site = tmp_path_factory.mktemp("oldway_site")
+    add_plugin(site, "oldway_dist", {"oldway": "oldway_mod:METHOD"}, OLDWAY)
+    return site
+
+
+@pytest.mark.slow
+def test_intact_validate_prints_a_plugins_deprecations(oldway, tmp_path):
+    cfg = tiny_config(methods=["coda_p", "oldway"])
+    write_config(tmp_path, cfg)
+    proc = run_cli(oldway, "validate", str(tmp_path / "config.yaml"), env_extra=PATIENT)
+    assert proc.returncode == 0 and "valid" in proc.stdout, proc.stderr
+    for said in ("imported the old way", "checked the old way"):
+        assert f"DeprecationWarning: oldway: {said}" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_a_plugins_deprecation_in_a_hook_is_in_the_jobs_log(oldway, prepared_digits, tmp_path):
+    cfg = tiny_config(methods=["oldway"])
+    cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]      # the session's two prepared domains
+    cfg["tracking"]["enabled"] = False
+    cfg["studies"] = {}
+    prepared_digits(cfg, tmp_path)
+    snakemake(tmp_path, env=env(oldway))
+    logs = sorted((tmp_path / "results/logs/train_task").glob("digits/oldway/seed0/task*.log"))
+    assert [p.name for p in logs] == ["task0.log", "task1.log"], logs
+    for log in logs:
+        assert "DeprecationWarning: oldway: started a task the old way" in log.read_text(), log.read_text()[-2000:]
