@@ -9,8 +9,11 @@ from snakemake.utils import min_version
 min_version("8.0")
 
 # The `intact` package is imported from this checkout's src/, here and in every job (runtime.smk gives
-# the jobs the same path), so the code that runs is the code you see.
+# the jobs the same path), so the code that runs is the code you see. The copy a wheel ships inside the package
+# (intact/workflow: setup.py) imports the installed package, two folders up.
 _SRC = os.path.join(workflow.basedir, "src")
+if not os.path.isdir(_SRC):
+    _SRC = os.path.dirname(os.path.dirname(workflow.basedir))
 sys.path.insert(0, _SRC)
 
 from intact.layering import LayerError, check_files

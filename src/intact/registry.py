@@ -164,6 +164,37 @@ def _top_level_names(path: str) -> set[str]:
     return names
 
 
+def class_members(target: str, stop: str) -> set[str] | None:
+    """The names that the class ``"package.module:Class"`` and its bases define in their bodies, read from their
+    sources (not imported: no torch), the bases followed up to ``stop`` (a target, left out) through the classes
+    their modules define or import by name. None where a base cannot be read so (a compiled module, a base that
+    is not a plain name): then only importing the class can tell."""
+    if target == stop:
+        return set()
+    module, _, name = target.partition(":")
+    try:
+        origin = getattr(importlib.util.find_spec(module), "origin", None)
+    except (ImportError, ValueError):
+        return None
+    tree = _module_ast(origin) if origin and origin.endswith(".py") else None
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name] if tree else []
+    if not found:
+        return None
+    body = found[-1].body
+    members = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    members |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    for base in found[-1].bases:
+        where = {n.name: f"{module}:{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)} | {
+            a.asname or a.name: importlib.util.resolve_name("." * n.level + (n.module or ""), module.rpartition(".")[0])
+            + f":{a.name}" for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        named = where.get(base.id) if isinstance(base, ast.Name) else None
+        inherited = class_members(named, stop) if named else None
+        if inherited is None:
+            return None
+        members |= inherited
+    return members
+
+
 def binds(path: Path, attr: str) -> bool:
     """Does the module source at ``path`` bind ``attr`` at top level? True where there is no source to read
     (a compiled module: import it to find out)."""

@@ -16,8 +16,8 @@ A benchmark's test names its entry of the config (any registered type, a plugin'
     bench = tiny_bench(tmp_path / "bench", cfg, benchmark="rotdigits")
 
 Imports neither pytest nor snakemake (:func:`snakemake` runs it as a subprocess) nor, until a helper trains,
-torch. The tiny config is the checkout's ``config.yaml`` shrunk to seconds: the kit needs the checkout that
-holds the Snakefile (``pip install -e``), as running the workflow does.
+torch. The tiny config is the workflow's ``config.yaml`` shrunk to seconds, and :func:`snakemake` runs its
+Snakefile: the checkout's (an editable install), else the copy a wheel ships in the package (setup.py).
 """
 
 from __future__ import annotations
@@ -40,8 +40,16 @@ from intact.paths import user_cache
 from intact.runtime.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
 from intact.settings import SECTIONS
 
-#: the checkout this package was installed from (src layout: <checkout>/src/intact)
-REPO = Path(__file__).resolve().parents[2]
+
+def _workflow_root() -> Path:
+    """The folder holding the Snakefile and ``config.yaml``: the checkout this package runs from (src layout:
+    ``<checkout>/src/intact``), or ``intact/workflow`` where it was installed from a wheel (setup.py)."""
+    here = Path(__file__).resolve().parent
+    return here.parents[1] if (here.parents[1] / "Snakefile").is_file() else here / "workflow"
+
+
+#: the checkout, or the workflow a wheel installed (:func:`_workflow_root`)
+REPO = _workflow_root()
 
 
 def tiny_config(**run: object) -> dict:
@@ -49,8 +57,8 @@ def tiny_config(**run: object) -> dict:
     the ``run`` section (``methods=[...]``)."""
     path = REPO / "config.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"intact.testing needs the intact checkout (its config.yaml and Snakefile): {path} is "
-                                "not there; install intact with `pip install -e <checkout>`")
+        raise FileNotFoundError(f"intact.testing needs the workflow (its config.yaml and Snakefile): {path} is not "
+                                "there; install intact from its checkout (`pip install <checkout>`, or `-e`)")
     cfg = load_file(path)
     cfg["run"].update({"seeds": [0], "methods": ["coda_p", "coda_p+intact"], **run})
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
