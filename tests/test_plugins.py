@@ -172,11 +172,14 @@ def test_a_broken_plugin_is_recorded_and_refused_only_by_name(registry, name):
     assert f"of distribution '{name}_dist 0.1'" in msg and BROKEN[name][1] in msg, msg
 
 
-def test_an_entry_point_named_otherwise_than_its_method_is_refused_under_both_names(registry):
-    for name in ("alias", "real_name"):
-        msg = str(pytest.raises(RegistryError, registry.__getitem__, name).value)
-        assert "declares method 'real_name'" in msg and "write 'real_name = renamed_mod:METHOD'" in msg, msg
-        assert "renamed_dist 0.1" in msg
+def test_an_entry_point_named_otherwise_than_its_method_is_refused(registry):
+    """Refused under the entry point's name, when a config names it; the name it declares is found only by importing
+    it, so it is no name of the registry (plugins are found by their entry points' names, unimported)."""
+    msg = str(pytest.raises(RegistryError, registry.__getitem__, "alias").value)
+    assert "declares method 'real_name'" in msg and "write 'real_name = renamed_mod:METHOD'" in msg, msg
+    assert "renamed_dist 0.1" in msg
+    assert str(pytest.raises(RegistryError, registry.__getitem__, "real_name").value).startswith(
+        "unknown method 'real_name'; known: ")
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN_BENCH))
@@ -192,21 +195,45 @@ def test_a_broken_benchmark_plugin_is_recorded_and_refused_only_by_name(bench_re
     assert {"base", "loader", "declare"} <= set(bench_registry.skipped)
 
 
-def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused_under_both_names(bench_registry):
-    for name in ("bench_alias", "bench_real"):
-        msg = str(pytest.raises(RegistryError, bench_registry.__getitem__, name).value)
-        assert "declares benchmark type 'bench_real'" in msg
-        assert "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
-        assert "bench_renamed_dist 0.1" in msg, msg
+def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused(bench_registry):
+    msg = str(pytest.raises(RegistryError, bench_registry.__getitem__, "bench_alias").value)
+    assert "declares benchmark type 'bench_real'" in msg
+    assert "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
+    assert "bench_renamed_dist 0.1" in msg, msg
+    assert "bench_real" not in bench_registry
 
 
-def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
-    add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"}, {"twin_mod": GOOD.format(name="coda_p")})
+def test_a_plugin_that_declares_a_builtins_name_is_refused_and_the_builtin_stays(monkeypatch, tmp_path, capsys):
+    """Found by the entry point's name, unimported: the plugin is refused in one line naming it, the built-in (its
+    runs, its folder) is the one the name means."""
+    add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"},
+               {"twin_mod": "raise AssertionError('imported')\n"})
+    add_plugin(tmp_path, "bench_twin", {"digits": "bench_twin_mod:BENCHMARK"},
+               {"bench_twin_mod": "raise AssertionError('imported')\n"}, "intact.benchmarks")
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
-    msg = str(pytest.raises(RegistryError, lambda: reg["coda_p"]).value)
-    assert "declared twice" in msg and "module intact.methods.coda_p" in msg and "twin 0.1" in msg, msg
-    assert "finetune" in reg
+    bench = Registry("benchmark type", BenchmarkType, "intact.data", "BENCHMARK", "intact.benchmarks")
+    assert reg["coda_p"].name == "coda_p" and reg.origin("coda_p") == "module intact.methods.coda_p"
+    assert reg.plugin("coda_p") is None and "coda_p" in reg.refused
+    assert bench["digits"].num_classes == 10 and "digits" not in bench.failures
+    assert "twin_mod" not in sys.modules and "bench_twin_mod" not in sys.modules
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "intact: refused entry point 'coda_p = twin_mod:METHOD' (group 'intact.methods') of distribution 'twin 0.1': "
+        "method 'coda_p' is built in (module intact.methods.coda_p); a plugin must declare another name",
+        "intact: refused entry point 'digits = bench_twin_mod:BENCHMARK' (group 'intact.benchmarks') of distribution "
+        "'bench_twin 0.1': benchmark type 'digits' is built in (module intact.data.digits); a plugin must declare "
+        "another name"], lines
+
+
+def test_a_name_two_plugins_declare_is_refused(monkeypatch, tmp_path):
+    for dist in ("twin_a", "twin_b"):
+        add_plugin(tmp_path, dist, {"twin": f"{dist}_mod:METHOD"}, {f"{dist}_mod": GOOD.format(name="twin")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
+    msg = str(pytest.raises(RegistryError, lambda: reg["twin"]).value)
+    assert "declared twice" in msg and "twin_a 0.1" in msg and "twin_b 0.1" in msg, msg
+    assert "finetune" in reg and "twin" not in set(reg)
 
 
 def test_a_former_method_name_is_refused_to_a_plugin_too(tmp_path, monkeypatch):

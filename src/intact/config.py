@@ -25,7 +25,7 @@ from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
-from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
+from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
@@ -183,7 +183,7 @@ def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
     benchmarks = cfg.get("benchmarks")
     for name, bench in (benchmarks.items() if isinstance(benchmarks, Mapping) else ()):
         kind = bench.get("type") if isinstance(bench, Mapping) else None
-        if isinstance(kind, str) and kind in BENCHMARKS.failures:
+        if isinstance(kind, str) and kind not in BENCHMARKS and kind in BENCHMARKS.failures:  # (`in` loads it)
             raise ConfigError(f"config: key 'benchmarks.{name}.type': "
                               f"{BENCHMARKS.failures[kind].message(BENCHMARKS.what)}")
 
@@ -196,7 +196,7 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under "
                               "'benchmarks'")
         if not BENCHMARKS[cfg["benchmarks"][src]["type"]].pretrains:
-            able = ", ".join(n for n, t in BENCHMARKS.items() if t.pretrains)
+            able = ", ".join(n for n, t in BENCHMARKS.loaded().items() if t.pretrains)
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded "
                               "benchmark "
                               f"pretrains a backbone here (types: {able}); give the image benchmarks' backbone a local "
@@ -214,7 +214,7 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     except KeyError as err:
         raise ConfigError(f"config: method {method!r}: {err}") from None
     if name.intact and not spec.accepts_intact:
-        accepting = ", ".join(n for n, e in METHODS.items() if e.accepts_intact)
+        accepting = ", ".join(n for n, e in METHODS.loaded().items() if e.accepts_intact)
         reason = f": {spec.intact_refusal}" if spec.intact_refusal else ""
         raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that "
                           f"do: {accepting})")
@@ -275,6 +275,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
                     or cfg["run"].get("eval_split", "test")),
         protocol=name.protocol,
         rehearsal=bool(cfg.get("rehearsal")),
+        plugins=tuple(str(p) for p in (METHODS.plugin(name.base), BENCHMARKS.plugin(bench.type)) if p),
     )
 
 
