@@ -203,7 +203,7 @@ def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused(bench_
     assert "bench_real" not in bench_registry
 
 
-def test_a_plugin_that_declares_a_builtins_name_is_refused_and_the_builtin_stays(monkeypatch, tmp_path, capsys):
+def test_a_plugin_cannot_take_a_builtins_name(monkeypatch, tmp_path, capsys):
     """Found by the entry point's name, unimported: the plugin is refused in one line naming it, the built-in (its
     runs, its folder) is the one the name means."""
     add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"},
@@ -226,7 +226,7 @@ def test_a_plugin_that_declares_a_builtins_name_is_refused_and_the_builtin_stays
         "another name"], lines
 
 
-def test_a_name_two_plugins_declare_is_refused(monkeypatch, tmp_path):
+def test_two_plugins_of_one_name(monkeypatch, tmp_path):
     for dist in ("twin_a", "twin_b"):
         add_plugin(tmp_path, dist, {"twin": f"{dist}_mod:METHOD"}, {f"{dist}_mod": GOOD.format(name="twin")})
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -63,22 +63,24 @@ def load_config(*paths: str | Path, check_files: bool = True) -> dict[str, Any]:
 
 def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs: bool = True) -> None:
     """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem.
-    ``check_runs=False`` skips resolving every declared run against its benchmark and backbone (a cluster
-    job's process, whose workflow checked the same config before submitting it)."""
+    ``check_runs=False`` skips resolving every declared run against its benchmark and backbone, and loading the
+    plugins the config names (a cluster job's process, whose workflow checked the same config before submitting
+    it)."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
     try:
         check_size(cfg)  # before anything walks it: YAML aliases may expand a small file beyond any memory
     except LayerError as err:
         raise ConfigError(str(err)) from None
-    _check_benchmark_types(cfg)
+    if check_runs:
+        _check_benchmark_types(cfg)
     _check_renamed(cfg)
-    check_schema(cfg)
+    check_schema(cfg, load=check_runs)
     if cfg.get("rehearsal") is not None:   # a rehearsal's layer (intact.rehearsal), in place: every reader sees it
         rehearsed = rehearse(cfg)
         cfg.clear()
         cfg.update(rehearsed)
-        check_schema(cfg)
+        check_schema(cfg, load=check_runs)
     check_run_count(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
@@ -169,7 +171,7 @@ def _check_same_as_default(cfg: Mapping[str, Any]) -> None:
     """A protocol's ``same_as_default`` names known methods, none of which it also sets settings for."""
     for protocol in declared(cfg):
         for base in same_as_default(cfg, protocol):
-            if base not in METHODS:
+            if not METHODS.declares(base):
                 raise ConfigError(f"config: key 'protocols.{protocol}.same_as_default.{base}': unknown method {base!r} "
                                   f"(methods: {', '.join(METHODS)})")
     problems = contradictions(cfg)

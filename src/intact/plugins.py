@@ -5,7 +5,6 @@ never depends on what else is installed (docs/adding-a-method.md, "Plugins")."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 from dataclasses import asdict, dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -52,9 +51,8 @@ def entry_point_origin(ep: EntryPoint) -> str:
     return f"entry point '{ep.name} = {ep.value}' (group {ep.group!r}){where}"
 
 
-@functools.cache
 def identity(what: str, ep: EntryPoint) -> Plugin:
-    """The identity of plugin ``ep`` (computed once per process, without importing it)."""
+    """The identity of plugin ``ep``, found without importing it."""
     dist = getattr(ep, "dist", None)
     root, files = plugin_files(ep.value.partition(":")[0])
     return Plugin(what, ep.name, dist.name if dist is not None else "?", dist.version if dist is not None else "?",

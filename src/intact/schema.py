@@ -32,28 +32,39 @@ SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 MAX_ITEMS = 1000
 
 
+#: the names each registry knows (methods, benchmark types), and whether each is loaded: what the schema is built of
+Loaded = tuple[tuple[tuple[str, bool], ...], ...]
+#: the schema of a plugin's settings before it is loaded (a config that names it loads it: :func:`check_schema`)
+UNLOADED = {"description": "a plugin's settings (checked once it is loaded)", "type": ["object", "null"]}
+
+
 def schema() -> dict[str, Any]:
     """The schema of the declarations loaded so far (the built-ins, and the plugins looked up)."""
     return _schema(_loaded())
 
 
-def _loaded() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return tuple(METHODS.loaded()), tuple(BENCHMARKS.loaded())
+def _loaded() -> Loaded:
+    out = []
+    for registry in (METHODS, BENCHMARKS):
+        done = registry.loaded()
+        out.append(tuple((name, name in done) for name in registry))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4)
-def _schema(loaded: tuple[tuple[str, ...], tuple[str, ...]]) -> dict[str, Any]:
+def _schema(loaded: Loaded) -> dict[str, Any]:
     # parsed once per process and set of plugins: the Snakefile resolves every run of a paper grid (thousands)
     out = load_file(SCHEMA_PATH, "schema file")
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
-    methods["properties"] = {name: settings_schema(METHODS[name]) for name in loaded[0]}
+    methods["properties"] = {name: settings_schema(METHODS[name]) if ready else dict(UNLOADED)
+                             for name, ready in loaded[0]}
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
     out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
     out["properties"]["backbones"]["additionalProperties"] = section_schema(
         BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
-    _add_benchmarks(out)
+    _add_benchmarks(out, loaded[1])
     _bound_lists(out)
     return out
 
@@ -71,18 +82,19 @@ def _bound_lists(node: Any) -> None:
             _bound_lists(value)
 
 
-def _add_benchmarks(out: dict[str, Any]) -> None:
-    """``benchmarks.<name>``: ``type`` one of the declared types, and the keys of that type (``$defs/bench_<type>``)."""
+def _add_benchmarks(out: dict[str, Any], known: tuple[tuple[str, bool], ...]) -> None:
+    """``benchmarks.<name>``: ``type`` one of the declared types, and the keys of that type (``$defs/bench_<type>``;
+    a plugin's once it is loaded)."""
     entry = out["properties"]["benchmarks"]["additionalProperties"]
-    types = BENCHMARKS.loaded()
-    entry["properties"]["type"]["enum"] = list(types)
+    types = {name: BENCHMARKS[name] for name, ready in known if ready}
+    entry["properties"]["type"]["enum"] = [name for name, _ in known]
     entry["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": {"$ref": f"#/$defs/bench_{name}"}}
                       for name in types]
     out["$defs"].update({f"bench_{name}": benchmark_schema(t) for name, t in types.items()})
 
 
 @functools.lru_cache(maxsize=4)
-def _validator(loaded: tuple[tuple[str, ...], tuple[str, ...]]) -> jsonschema.Draft202012Validator:
+def _validator(loaded: Loaded) -> jsonschema.Draft202012Validator:
     return validator(_schema(loaded))
 
 
@@ -126,13 +138,14 @@ def _first_repeat(items: list[Any]) -> list[Any]:
     return []
 
 
-def check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
+def check_schema(cfg: Mapping[str, Any], where: str = "config", load: bool = True) -> None:
     """Validate a whole config; ConfigError naming the first bad key. The plugins it names (a ``methods`` section,
-    a benchmark's ``type``) are loaded first, so that the schema covers them."""
+    a benchmark's ``type``) are loaded first, so that the schema covers them (``load=False``: not, in a job's
+    process, whose workflow checked the same config: a job loads the plugins of its run only)."""
     for registry, names in ((METHODS, _keys(cfg.get("methods"))),
                             (BENCHMARKS, [b.get("type") for b in _keys(cfg.get("benchmarks")).values()
                                           if isinstance(b, Mapping)])):
-        for name in names:
+        for name in names if load else ():
             if isinstance(name, str):
                 registry.get(name)  # looking a plugin up loads it (a failure is refused where the name is used)
     _raise_first(_validator(_loaded()).iter_errors(cfg), where)
@@ -156,7 +169,7 @@ _SECTIONS_OK: set[str] = set()  # the JSON of sections already found valid (per 
 
 
 @functools.lru_cache(maxsize=8)
-def _sections_validator(names: tuple[str, ...], loaded: tuple[tuple[str, ...], tuple[str, ...]]
+def _sections_validator(names: tuple[str, ...], loaded: Loaded
                         ) -> jsonschema.Draft202012Validator:
     # the root schema cut to these properties: its $defs (and $ref paths into it) stay as they are
     root = _schema(loaded)
