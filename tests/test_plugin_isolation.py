@@ -78,6 +78,19 @@ def test_a_cluster_jobs_check_of_the_config_imports_no_method_plugin(tmp_path, m
         intact.schema.check_schema(cfg)
 
 
+def test_a_job_refuses_a_run_resolved_with_other_plugins():
+    """A plugin changed between the workflow's resolving a run and its job: the job refuses it (its record would carry
+    a hash of other code)."""
+    from intact.config import ConfigError, resolve_run, run_from_dict
+
+    cfg = tiny_config()
+    data = resolve_run(cfg, "digits", "coda_p", 0).to_dict()
+    assert "plugins" not in data and run_from_dict(data).plugins == ()
+    with pytest.raises(ConfigError, match=r"run 'coda_p' was resolved with plugins \['method coda_p: x 1 files "
+                                          r"1:ab'\]; installed now: \[\]: run snakemake again"):
+        run_from_dict({**data, "plugins": ["method coda_p: x 1 files 1:ab"]})
+
+
 def test_a_run_records_its_plugins_in_mlflow_tags(tmp_path):
     from intact.tracking.record import build_payload, read_run_folder
 

@@ -325,16 +325,17 @@ def test_a_slow_plugin_is_named_and_a_real_ctrl_c_still_stops(tmp_path):
     user's Ctrl-C, and stops the command as it would without plugins."""
     add_plugin(tmp_path, "slow_dist", {"slow": "slow_mod:METHOD"},
                {"slow_mod": "import time\ntime.sleep(0.3)\n" + GOOD.format(name="slow")})
-    proc = run_cli(tmp_path, "validate", "config.yaml", env_extra={"INTACT_SLOW_IMPORT_S": "0.1"})
+    config = str(write_config(tmp_path / "slow", tiny_config(methods=["coda_p", "slow"])))   # a plugin loads when named
+    proc = run_cli(tmp_path, "validate", config, env_extra={"INTACT_SLOW_IMPORT_S": "0.1"})
     assert proc.returncode == 0, proc.stderr
     # (a built-in module may pass 0.1 s too on a loaded machine, and is named alike: only the plugin's line counts)
     lines = [line for line in proc.stderr.splitlines() if "to import" in line and "intact: module intact." not in line]
     assert len(lines) == 1 and re.fullmatch(r"intact: entry point 'slow = slow_mod:METHOD' \(group 'intact.methods'\) "
                                             r"of distribution 'slow_dist 0.1' took 0\.\d s to import", lines[0]), lines
-    assert "to import" not in run_cli(tmp_path, "validate", "config.yaml").stderr   # the default threshold: 3 s
+    assert "to import" not in run_cli(tmp_path, "validate", config).stderr   # the default threshold: 3 s
     add_plugin(tmp_path, "ctrl_c_dist", {"ctrl_c": "ctrl_c_mod:METHOD"},
                {"ctrl_c_mod": "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n"})
-    proc = run_cli(tmp_path, "validate", "config.yaml")
+    proc = run_cli(tmp_path, "validate", str(write_config(tmp_path / "ctrl_c", tiny_config(methods=["ctrl_c"]))))
     assert proc.returncode in (130, -signal.SIGINT) and "KeyboardInterrupt" in proc.stderr, proc
 
 

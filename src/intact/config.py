@@ -277,8 +277,14 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
                     or cfg["run"].get("eval_split", "test")),
         protocol=name.protocol,
         rehearsal=bool(cfg.get("rehearsal")),
-        plugins=tuple(str(p) for p in (METHODS.plugin(name.base), BENCHMARKS.plugin(bench.type)) if p),
+        plugins=run_plugins(name.base, bench.type),
     )
+
+
+def run_plugins(base: str, kind: str) -> tuple[str, ...]:
+    """The plugins a run of method ``base`` on a benchmark of type ``kind`` uses, as installed now
+    (:class:`intact.plugins.Plugin`, as text; none for built-ins): part of the run's settings, so of its hash."""
+    return tuple(str(p) for p in (METHODS.plugin(base), BENCHMARKS.plugin(kind)) if p)
 
 
 def benchmark_optim(cfg: Mapping[str, Any], benchmark: str) -> OptimConfig:
@@ -318,10 +324,15 @@ def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:
 
 def run_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """The typed run from its plain form (:meth:`RunConfig.to_dict`, a job's ``params.run``): the inverse of
-    ``to_dict``, so ``run_from_dict(run.to_dict()) == run``."""
+    ``to_dict``, so ``run_from_dict(run.to_dict()) == run``; refused if its plugins changed since it was resolved."""
     typed = {"benchmark": benchmark_settings(data["benchmark"]),
              "settings": method_settings(data["base"], data["settings"])}
-    return build_dataclass(RunConfig, {**data, **typed}, "run")
+    run = build_dataclass(RunConfig, {**data, **typed}, "run")
+    installed = run_plugins(run.base, run.benchmark.type)
+    if run.plugins != installed:   # a plugin changed after the workflow resolved the run: its results would lie
+        raise ConfigError(f"run {run.method!r} was resolved with plugins {list(run.plugins)}; installed now: "
+                          f"{list(installed)}: run snakemake again (the run's hash changes with its plugins)")
+    return run
 
 
 def method_settings(base: str, configured: Mapping[str, Any] | None) -> Any:
