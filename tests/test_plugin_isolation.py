@@ -50,10 +50,18 @@ def test_a_plugins_identity_is_its_version_and_its_files(tmp_path, monkeypatch):
     (tmp_path / "ident_mod.py").write_text((tmp_path / "ident_mod.py").read_text() + "\n# changed\n")
     changed = registry(tmp_path, monkeypatch).plugin("ident")
     assert changed.digest != first.digest and changed.version == first.version
-    metadata = next(tmp_path.glob("ident-0.1.dist-info")) / "METADATA"
+    assert str(changed) == f"method ident: ident 0.1 files {changed.digest}"
+    # an installed wheel's RECORD lists its other modules (the implementation's): they count too
+    (tmp_path / "ident_impl.py").write_text("class Impl:\n    pass\n")
+    record = "ident_mod.py,,\nident_impl.py,,\nident-0.1.dist-info/RECORD,,\n"
+    (tmp_path / "ident-0.1.dist-info/RECORD").write_text(record)
+    recorded = registry(tmp_path, monkeypatch).plugin("ident")
+    assert recorded.digest.startswith("2:") and recorded.digest != changed.digest
+    (tmp_path / "ident_impl.py").write_text("class Impl:\n    x = 1\n")
+    assert registry(tmp_path, monkeypatch).plugin("ident").digest not in (recorded.digest, changed.digest)
+    metadata = tmp_path / "ident-0.1.dist-info/METADATA"
     metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
     assert registry(tmp_path, monkeypatch).plugin("ident").version == "0.2"
-    assert str(changed) == f"method ident: ident 0.1 files {changed.digest}"
 
 
 def test_a_cluster_jobs_check_of_the_config_imports_no_method_plugin(tmp_path, monkeypatch):

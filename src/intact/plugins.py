@@ -6,6 +6,7 @@ never depends on what else is installed (docs/adding-a-method.md, "Plugins")."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import asdict, dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -54,12 +55,28 @@ def entry_point_origin(ep: EntryPoint) -> str:
 def identity(what: str, ep: EntryPoint) -> Plugin:
     """The identity of plugin ``ep``, found without importing it."""
     dist = getattr(ep, "dist", None)
-    root, files = plugin_files(ep.value.partition(":")[0])
+    root, files = plugin_files(ep)
     return Plugin(what, ep.name, dist.name if dist is not None else "?", dist.version if dist is not None else "?",
                   files_digest(files, root))
 
 
-def plugin_files(module: str) -> tuple[Path | None, list[Path]]:
+def plugin_files(ep: EntryPoint) -> tuple[Path | None, list[Path]]:
+    """The files a plugin's code is: those its distribution's ``RECORD`` lists (an installed wheel: every module,
+    the implementation's too; not its ``.dist-info`` folder, scripts outside the site folder or ``__pycache__``),
+    and those of its entry point's top-level package (:func:`module_files`: an editable install's code), relative
+    to its site folder."""
+    root, files = module_files(ep.value.partition(":")[0])
+    dist = getattr(ep, "dist", None)
+    for f in (getattr(dist, "files", None) or []):
+        parts = f.parts
+        if ".." not in parts and "__pycache__" not in parts and not parts[0].endswith(".dist-info"):
+            root = Path(dist.locate_file(""))
+            files.append(Path(f.locate()))
+    unique = {os.path.realpath(f): f for f in files if f.is_file()}
+    return root, sorted(unique.values())
+
+
+def module_files(module: str) -> tuple[Path | None, list[Path]]:
     """The folder a module's top-level package lies in, and the package's files (``__pycache__`` left out); for
     a top-level module, its one file. Found without importing it."""
     try:
