@@ -69,7 +69,7 @@ def tiny_config(**run: object) -> dict:
     cfg["backbones"]["vit_digits"]["pretrain"] = {"epochs": 25}
     cfg["optim"]["epochs"] = 1
     # every method's section present (empty: its declared defaults), so a test can set one key
-    cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS}
+    cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS.builtins()}
     cfg["methods"]["coda_p"]["pool_size"] = 6
     return cfg
 
