@@ -185,16 +185,16 @@ def test_each_paper_config_is_a_short_overlay_of_the_shared_base(name):
 
 
 def test_layers_merge_mappings_and_replace_everything_else(tmp_path):
-    from intact.layering import LayerError, apply_extends, read_layers
+    from intact.layering import LayerError, read_layers, workflow_config
 
     (tmp_path / "base.yaml").write_text("a: {x: 1, y: [1, 2]}\nb: 2\nc: {z: 3}\n")
     (tmp_path / "over.yaml").write_text("extends: base.yaml\na: {y: [3]}\nc: null\n")
     assert read_layers(tmp_path / "over.yaml") == {"a": {"x": 1, "y": [3]}, "b": 2, "c": None}
-    # what Snakemake hands the Snakefile: defaults <- overlay <- --config, without the base
-    config = {"a": {"x": 0, "y": [0], "w": 9}, "b": 0, "c": {"z": 0}, "extends": "base.yaml", "d": 1}
-    config = {**config, "a": {**config["a"], "y": [3]}, "c": None, "d": 5}
-    apply_extends(config, [tmp_path / "over.yaml"], {"d": 5})
-    assert config == {"a": {"x": 1, "y": [3], "w": 9}, "b": 2, "c": None, "d": 5}
+    # the Snakefile's: config.yaml (where there is one) <- base <- overlay <- --config, each file read once
+    (tmp_path / "config.yaml").write_text("a: {x: 0, y: [0], w: 9}\nb: 0\nc: {z: 0}\nd: 1\n")
+    files = [tmp_path / "config.yaml", tmp_path / "over.yaml"]
+    assert workflow_config(files, {"d": 5}) == {"a": {"x": 1, "y": [3], "w": 9}, "b": 2, "c": None, "d": 5}
+    assert workflow_config([tmp_path / "absent.yaml", tmp_path / "over.yaml"]) == read_layers(tmp_path / "over.yaml")
     (tmp_path / "loop.yaml").write_text("extends: loop.yaml\n")
     with pytest.raises(LayerError, match="extends itself"):
         read_layers(tmp_path / "loop.yaml")
