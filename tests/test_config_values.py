@@ -51,7 +51,8 @@ SEED = 2**64
     (lambda c: c["backbones"]["vit_digits"]["pretrain"].update(lr=NAN), ["'backbones.vit_digits.pretrain.lr'", FINITE]),
     (lambda c: c["benchmarks"]["digits"]["overrides"].update(intact={"lambda_var": NAN}),
      ["on benchmark 'digits': key 'intact.lambda_var' = nan", FINITE]),
-    (lambda c: c.update(per_method={"coda_p": {"optim": {"lr_prompt": INF}}}), ["key 'optim.lr_prompt' = inf", FINITE]),
+    (lambda c: c.update(protocols={"intact": {"per_method": {"coda_p": {"optim": {"lr_prompt": INF}}}}}),
+     ["key 'optim.lr_prompt' = inf", FINITE]),
     # in run names (YAML's spellings, and a float that overflows)
     (run_named("coda_p+intact@lambda_feat=.inf"), ["method 'coda_p+intact@lambda_feat=.inf' on benchmark 'digits': "
                                                    "key 'intact.lambda_feat' = inf", FINITE]),

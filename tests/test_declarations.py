@@ -130,7 +130,8 @@ def test_a_methods_runs_are_stored_under_its_name():
 FORMER = [
     (lambda c: c["run"].update(methods=["coda_p", "c_prompt+intact"]), "run.methods[1]", "c_prompt"),
     (lambda c: c["methods"].update(cprompt={"length": 3}), "methods.cprompt", "cprompt"),
-    (lambda c: c.update(per_method={"c_prompt": {"optim": {"epochs": 2}}}), "per_method.c_prompt", "c_prompt"),
+    (lambda c: c.update(protocols={"intact": {"per_method": {"c_prompt": {"optim": {"epochs": 2}}}}}),
+     "protocols.intact.per_method.c_prompt", "c_prompt"),
     (lambda c: c["run"].update(methods=["compositional_prompt@methods.c_prompt.h=2"]), "run.methods[0]", "c_prompt"),
     (lambda c: c["studies"]["tune"]["searches"][0].update(grid={"methods.cprompt.length": [1, 2]}),
      "studies.tune.searches[0].grid.methods.cprompt.length", "cprompt"),

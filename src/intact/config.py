@@ -25,7 +25,7 @@ from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
-from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
+from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
@@ -98,7 +98,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     _check_same_as_default(cfg)
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
-            raise ConfigError(f"config: a per-method or protocol layer names backbone {name!r}, which is not defined "
+            raise ConfigError(f"config: a per-method layer names backbone {name!r}, which is not defined "
                               f"under 'backbones' (defined: {', '.join(cfg['backbones'])})")
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
     for name in sorted(used_backbones):
@@ -135,7 +135,7 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
 
 def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
-    benchmarks', and those a per-method or protocol layer names) whose file is not there. Which targets need
+    benchmarks', and those a per-method layer names) whose file is not there. Which targets need
     which backbone: :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
     out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
     used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
@@ -280,7 +280,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
 
 def benchmark_optim(cfg: Mapping[str, Any], benchmark: str) -> OptimConfig:
     """``optim`` as every run on ``benchmark`` starts from (the declared defaults, the config's section, the
-    benchmark's overrides; before any per-method or protocol layer): what the benchmark's query cache uses."""
+    benchmark's overrides; before any per-method layer): what the benchmark's query cache uses."""
     overrides = (cfg["benchmarks"][benchmark].get("overrides") or {}).get("optim") or {}
     return build_dataclass(OptimConfig, merge(cfg.get("optim") or {}, overrides), "optim")
 
