@@ -178,10 +178,11 @@ def test_unreadable_yaml_is_refused(tmp_path, capsys, text, expected):
 
 
 def test_every_yaml_file_the_package_reads_goes_through_the_one_loader():
-    """``intact.layering.load_file`` (and, for a run name's value, ``load_text``): no other YAML reader."""
+    """``intact.layering.load_file`` (and, for a run name's value, ``load_text``): no other YAML reader, in the
+    package, the workflow or the tools."""
     readers = re.compile(r"yaml\.(safe_load|load|full_load|unsafe_load|compose|load_all|safe_load_all)\(")
     sources = [*(REPO / "src/intact").rglob("*.py"), *(REPO / "workflow").rglob("*.py"),
-               *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile"]
+               *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile", *(REPO / "tools").glob("*.py")]
     found = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in sources if p.name != "layering.py"
              for m in readers.finditer(p.read_text())]
     assert found == []
