@@ -8,10 +8,10 @@ import math
 
 import pytest
 import torch
-import yaml
 
 from conftest import REPO, tiny_config
 from test_paper_workflow import layered
+from intact.layering import load_file
 
 PAPER = REPO / "configs" / "paper"
 BENCHMARKS = ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")
@@ -29,7 +29,7 @@ def _hashes(cfg: dict) -> dict[tuple[str, str, int], str]:
 def test_empty_layers_and_protocols_keep_every_recorded_hash():
     from intact.config import resolve_run
 
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     before = _hashes(cfg)
     cfg.update({"protocols": {"intact": {"description": "x", "per_method": {"compositional_prompt": {}}},
                               "official": {}}})
