@@ -211,9 +211,10 @@ def _check_keys(root: yaml.Node, loader: Any, where: str) -> None:
 
 
 def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The config of ``path`` with every ``extends`` resolved (base first), without the ``extends`` key."""
-    path = Path(path).resolve()
-    if path in _seen:
+    """The config of ``path`` with every ``extends`` resolved (base first), without the ``extends`` key; a message
+    names a file as given (a base: joined to the folder of the file that extends it)."""
+    path = Path(path)
+    if path.resolve() in _seen:
         raise LayerError(f"config file {str(path)!r} extends itself (through {' -> '.join(map(str, _seen))})")
     if not path.is_file():
         raise LayerError(f"config file {str(path)!r} does not "
@@ -225,7 +226,7 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     parent = data.pop(EXTENDS, None)
     if parent is None:
         return data
-    return merge(read_layers(path.parent / str(parent), (*_seen, path)), data)
+    return merge(read_layers(path.parent / str(parent), (*_seen, path.resolve())), data)
 
 
 def read_files(paths: Iterable[str | Path]) -> dict[str, Any]:
