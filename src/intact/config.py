@@ -100,7 +100,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     _check_same_as_default(cfg)
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
-            raise ConfigError(f"config: a per-method or protocol layer names backbone {name!r}, which is not defined "
+            raise ConfigError(f"config: a per-method layer names backbone {name!r}, which is not defined "
                               f"under 'backbones' (defined: {', '.join(cfg['backbones'])})")
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
     for name in sorted(used_backbones):
@@ -137,7 +137,7 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
 
 def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
-    benchmarks', and those a per-method or protocol layer names) whose file is not there. Which targets need
+    benchmarks', and those a per-method layer names) whose file is not there. Which targets need
     which backbone: :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
     out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
     used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
@@ -289,7 +289,7 @@ def run_plugins(base: str, kind: str) -> tuple[str, ...]:
 
 def benchmark_optim(cfg: Mapping[str, Any], benchmark: str) -> OptimConfig:
     """``optim`` as every run on ``benchmark`` starts from (the declared defaults, the config's section, the
-    benchmark's overrides; before any per-method or protocol layer): what the benchmark's query cache uses."""
+    benchmark's overrides; before any per-method layer): what the benchmark's query cache uses."""
     overrides = (cfg["benchmarks"][benchmark].get("overrides") or {}).get("optim") or {}
     return build_dataclass(OptimConfig, merge(cfg.get("optim") or {}, overrides), "optim")
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from intact.layering import load_file, merge
+from intact.layering import merge, read_files
 from intact.methods import METHODS
 from intact.paths import user_cache
 from intact.runtime.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
@@ -59,7 +59,7 @@ def tiny_config(**run: object) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"intact.testing needs the workflow (its config.yaml and Snakefile): {path} is not "
                                 "there; install intact from its checkout (`pip install <checkout>`, or `-e`)")
-    cfg = load_file(path)
+    cfg = read_files([path])
     cfg["run"].update({"seeds": [0], "methods": ["coda_p", "coda_p+intact"], **run})
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
     # every shared section present (empty: its declared defaults), so a test can set one key
