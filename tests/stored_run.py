@@ -17,7 +17,7 @@ from intact.train_record import TENSOR_DIGESTS, tensor_metadata
 
 def write_run(folder: Path, R: Sequence[Sequence[float]], *, benchmark: str = "digits", method: str = "coda_p",
               seed: int = 0, split: str = "test", config_hash: str = "h", num_classes: int = 10,
-              certificate: float | None = None) -> Path:
+              certificate: float | None = None, provenance: dict[str, Any] | None = None) -> Path:
     """A finished run in ``folder`` whose accuracy matrix is ``R`` (R[i][j]: task i after training task j)."""
     T = len(R)
     names = [f"d{i}" for i in range(T)]
@@ -32,7 +32,7 @@ def write_run(folder: Path, R: Sequence[Sequence[float]], *, benchmark: str = "d
                                           "state_sha256": digests["state_sha256"]})
         write_record(task / "train.json", {**same, "task": t, "epochs": [{"ce": 1.0, "feat_gate": 0.5}],
                                            "seconds": 2.0, "trainable_parameters": 10, "certificate": certificate,
-                                           "provenance": {"host": "test"}, **digests})
+                                           "provenance": provenance or {"host": "test"}, **digests})
     tasks = [folder / f"task{t}" for t in range(T)]
     collect_run([t / "eval.json" for t in tasks], [t / "train.json" for t in tasks], folder / "R.csv",
                 folder / "metrics.json", num_classes)

@@ -59,6 +59,10 @@ def test_the_installed_method_runs_through_snakemake_with_and_without_intact(ins
         record = json.loads((folder / "task1/train.json").read_text())
         assert record["epochs"][0][term] > 0, record["epochs"]
         assert (folder / "metrics.json").exists()
+        # the job records the plugin it loaded, and the run's settings name it (its hash changes with it)
+        [plugin] = record["provenance"]["plugins"]
+        assert (plugin["name"], plugin["distribution"], plugin["version"]) == ("l2_anchor", "intact-l2-anchor", "0.1.0")
+        assert record["config"]["plugins"] == [f"method l2_anchor: intact-l2-anchor 0.1.0 files {plugin['digest']}"]
     assert "l2" in json.loads((tmp_path / run_dir("digits", "l2_anchor+intact",
                                                   0) / "task1/train.json").read_text())["epochs"][0]
 

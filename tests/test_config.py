@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
-from intact.layering import LayerError, check_file, read_layers
+from intact.layering import LayerError, load_file, read_layers
 from intact.config import ConfigError, resolve_run, run_from_dict, validate_config
 from intact.naming import NAME_PATTERN, MethodNameError, parse_method_name
 
@@ -271,7 +271,7 @@ def test_an_alias_inside_its_anchor_and_deep_nesting_are_refused(tmp_path):
     (tmp_path / "deep.yaml").write_text("run: {methods: " + "[" * 40 + "]" * 40 + "}\n")
     assert "nest 42 deep; at most 32" in str(pytest.raises(LayerError, read_layers, tmp_path / "deep.yaml").value)
     # config.yaml's own anchor (the tune grids) is fine
-    check_file(REPO / "config.yaml")
+    load_file(REPO / "config.yaml")
 
 
 @pytest.mark.parametrize("mutate, expected", [

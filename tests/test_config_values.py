@@ -51,7 +51,8 @@ SEED = 2**64
     (lambda c: c["backbones"]["vit_digits"]["pretrain"].update(lr=NAN), ["'backbones.vit_digits.pretrain.lr'", FINITE]),
     (lambda c: c["benchmarks"]["digits"]["overrides"].update(intact={"lambda_var": NAN}),
      ["on benchmark 'digits': key 'intact.lambda_var' = nan", FINITE]),
-    (lambda c: c.update(per_method={"coda_p": {"optim": {"lr_prompt": INF}}}), ["key 'optim.lr_prompt' = inf", FINITE]),
+    (lambda c: c.update(protocols={"intact": {"per_method": {"coda_p": {"optim": {"lr_prompt": INF}}}}}),
+     ["key 'optim.lr_prompt' = inf", FINITE]),
     # in run names (YAML's spellings, and a float that overflows)
     (run_named("coda_p+intact@lambda_feat=.inf"), ["method 'coda_p+intact@lambda_feat=.inf' on benchmark 'digits': "
                                                    "key 'intact.lambda_feat' = inf", FINITE]),
@@ -177,10 +178,11 @@ def test_unreadable_yaml_is_refused(tmp_path, capsys, text, expected):
 
 
 def test_every_yaml_file_the_package_reads_goes_through_the_one_loader():
-    """``intact.layering.load_file`` (and, for a run name's value, ``load_text``): no other YAML reader."""
+    """``intact.layering.load_file`` (and, for a run name's value, ``load_text``): no other YAML reader, in the
+    package, the workflow or the tools."""
     readers = re.compile(r"yaml\.(safe_load|load|full_load|unsafe_load|compose|load_all|safe_load_all)\(")
     sources = [*(REPO / "src/intact").rglob("*.py"), *(REPO / "workflow").rglob("*.py"),
-               *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile"]
+               *(REPO / "workflow").rglob("*.smk"), REPO / "Snakefile", *(REPO / "tools").glob("*.py")]
     found = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in sources if p.name != "layering.py"
              for m in readers.finditer(p.read_text())]
     assert found == []

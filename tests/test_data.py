@@ -13,6 +13,7 @@ from intact.data.base import Benchmark, Preview
 from intact.data.digits import prepare
 from intact.data.domains import DOMAINS, apply_domain
 from intact.hashing import sha256_file
+from intact.layering import load_file
 
 
 def test_prepare_is_deterministic_and_splits_are_disjoint(tmp_path, tiny_bench):
@@ -47,9 +48,8 @@ def test_every_domain_is_deterministic_and_in_range():
 
 def test_default_sequence_has_at_least_ten_domains():
     from conftest import REPO
-    import yaml
 
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     assert len(cfg["benchmarks"]["digits"]["domains"]) >= 10
 
 

@@ -10,7 +10,6 @@ import sys
 from typing import Any
 
 import pytest
-import yaml
 
 from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
 from intact.config import method_settings, resolve_run
@@ -19,6 +18,7 @@ from intact.registry import RegistryError
 from intact.methods.declare import Method, settings_schema
 from intact.settings import OptimConfig, recorded, setting
 from intact.schema import _bound_lists, schema
+from intact.layering import load_file
 
 #: a real implementation target (a declaration checks that its target resolves)
 IMPL = "intact.methods.shared.network:NetworkMethod"
@@ -53,7 +53,7 @@ def test_declared_types_and_bounds_are_enforced_at_validation(mutate, expected):
 
 
 def test_a_run_gets_every_declared_default_and_keeps_its_hash():
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     run = resolve_run(cfg, "digits", "coda_p", 0)
     assert run.settings == METHODS["coda_p"].settings()
     # the default run's hashes from before the declarations (config.yaml then copied every default)
@@ -119,7 +119,7 @@ def test_tiny_config_fills_every_section():
 def test_a_methods_runs_are_stored_under_its_name():
     """C-Prompt and CPrompt are compositional_prompt and consistent_prompt: their runs' names, folders and hashes
     (tests/data/run_hashes.tsv) use those names, as every method's do."""
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     run = resolve_run(cfg, "digits", "compositional_prompt+intact@methods.compositional_prompt.per_task=4", 0)
     assert run.method == "compositional_prompt+intact@methods.compositional_prompt.per_task=4"
     assert run.base == "compositional_prompt" and run.settings.per_task == 4
@@ -130,7 +130,8 @@ def test_a_methods_runs_are_stored_under_its_name():
 FORMER = [
     (lambda c: c["run"].update(methods=["coda_p", "c_prompt+intact"]), "run.methods[1]", "c_prompt"),
     (lambda c: c["methods"].update(cprompt={"length": 3}), "methods.cprompt", "cprompt"),
-    (lambda c: c.update(per_method={"c_prompt": {"optim": {"epochs": 2}}}), "per_method.c_prompt", "c_prompt"),
+    (lambda c: c.update(protocols={"intact": {"per_method": {"c_prompt": {"optim": {"epochs": 2}}}}}),
+     "protocols.intact.per_method.c_prompt", "c_prompt"),
     (lambda c: c["run"].update(methods=["compositional_prompt@methods.c_prompt.h=2"]), "run.methods[0]", "c_prompt"),
     (lambda c: c["studies"]["tune"]["searches"][0].update(grid={"methods.cprompt.length": [1, 2]}),
      "studies.tune.searches[0].grid.methods.cprompt.length", "cprompt"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import yaml
 
 from conftest import REPO
 from intact.config import benchmark_config, load_config, resolve_run
@@ -16,8 +15,9 @@ from intact.methods import METHODS
 from intact.paths import run_dir
 from intact.schema import schema
 from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults
+from intact.layering import load_file
 
-CFG = yaml.safe_load((REPO / "config.yaml").read_text())
+CFG = load_file(REPO / "config.yaml")
 
 
 def _restated(values: dict, declared: dict, keep: tuple[str, ...] = ()) -> dict:

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from conftest import REPO, snakemake, write_config
 from intact.config import validate_config
@@ -17,10 +16,11 @@ from intact.experiments.drift import DriftConfig, drift_config, read_idx, run_dr
 from intact.experiments.drift_report import study_drift
 from intact.models.networks import build_network
 from intact.experiments.toy import study_toy
+from intact.layering import load_file
 
 
 def _config() -> dict:
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     validate_config(cfg, check_files=False)
     return copy.deepcopy(cfg)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 from PIL import Image
 
 import image_trees as trees
@@ -22,6 +21,7 @@ from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, Image
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
 from intact.data.split_lists import SPLITS_DIR, SplitError, check_split
 from intact.io import read_json
+from intact.layering import load_file
 
 R2, C2 = ["art", "cartoon"], ["defocus_blur", "glass_blur"]
 
@@ -244,7 +244,7 @@ def test_bad_inputs_name_the_problem(tree, tmp_path):
 
 
 def paper_like_config(tree: Path, weights: Path, **bench) -> dict:
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     cfg["backbones"]["vit_rgb"] = {"model": "vit_rgb_p8", "weights": str(weights), "sha256": None,
                                    "input_mean": [0.0, 0.0, 0.0], "input_std": [1.0, 1.0, 1.0]}
     cfg["benchmarks"].update({n: {**c, "backbone": "vit_rgb", "image_size": 32} for n, c in configs(tree).items()})

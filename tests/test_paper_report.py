@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from conftest import REPO, snakemake
 from intact.metrics import Paired
@@ -24,9 +23,10 @@ from intact.settings import IntactConfig
 from intact.report.paper_tables import paper_tables
 from intact.report.render import to_latex, write_table
 from intact.results import StoredResults, StoredRun
+from intact.layering import load_file
 
 PAPER_TEX = REPO.parent / "shared/paper/intact-paper.tex"
-CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
+CONFIG = load_file(REPO / "config.yaml")
 
 
 def _res(cell: str) -> tuple[float, float]:
@@ -257,7 +257,7 @@ def test_stored_results_skip_runs_of_an_older_config(tmp_path):
     from intact.config import resolve_run
     from stored_run import write_run
 
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     for seed, h in ((0, resolve_run(cfg, "digits", "coda_p", 0).hash()), (1, "stale")):
         write_run(tmp_path / f"runs/digits/coda_p/seed{seed}", [[50.0, 40.0], [10.0, 60.0]], seed=seed, config_hash=h)
     stored = stored_results(cfg, tmp_path)
@@ -302,7 +302,7 @@ def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbe
     """With studies.main.protocols [intact, official], each row gets its run under the official protocol and
     official − paper (issue 21); a row the protocol declares the same as the default one shows its default run
     and the note says so with the source, a row with neither has no official cell (issue 32)."""
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"optim": {"epochs": 1}}},
                                      "same_as_default": {"coda_p": "its authors' script, file.sh:3"}}}
     cfg["studies"]["main"] = {"methods": ["coda_p", "compositional_prompt", "ewc"], "protocols": ["intact", "official"]}
@@ -339,7 +339,7 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
     from intact.naming import parse_method_name
     from intact.protocols import same_as_default
 
-    cfg = merge(yaml.safe_load((REPO / "config.yaml").read_text()),
+    cfg = merge(load_file(REPO / "config.yaml"),
                 read_layers(REPO / "configs/paper" / f"{name}.yaml"))
     same = same_as_default(cfg, "official")
     assert set(same) == {"l2p", "dualprompt", "coda_p"} and all(same.values())

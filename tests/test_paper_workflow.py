@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-import yaml
 
 import image_trees as trees
 from conftest import REPO, snakemake, tiny_config, write_config
 from test_workflow import imported, job_counts
+from intact.layering import load_file
 
 PAPER = REPO / "configs" / "paper"
 NO_ENV = {k: "" for k in ("INTACT_VIT_B16", "INTACT_VIT_B16_AUGREG2", "INTACT_VIT_B16_AUGREG_IN1K", "IMAGENET_R_ROOT",
@@ -21,7 +21,7 @@ def layered(name: str) -> dict:
     """config.yaml with the paper config (its base resolved) over it, as the Snakefile layers them."""
     from intact.layering import merge, read_layers
 
-    return merge(yaml.safe_load((REPO / "config.yaml").read_text()), read_layers(PAPER / f"{name}.yaml"))
+    return merge(load_file(REPO / "config.yaml"), read_layers(PAPER / f"{name}.yaml"))
 
 
 @pytest.mark.parametrize("name, tasks, lambdas, epochs, studies", [
@@ -175,26 +175,26 @@ def test_integration_entries_give_their_settings_to_the_intact_run_only():
 def test_each_paper_config_is_a_short_overlay_of_the_shared_base(name):
     from intact.layering import EXTENDS
 
-    raw = yaml.safe_load((PAPER / f"{name}.yaml").read_text())
+    raw = load_file(PAPER / f"{name}.yaml")
     assert raw[EXTENDS] == "base.yaml"
     assert set(raw) <= {EXTENDS, "run", "benchmarks", "intact", "optim", "studies"}      # nothing shared is repeated
-    base = yaml.safe_load((PAPER / "base.yaml").read_text())
+    base = load_file(PAPER / "base.yaml")
     assert "protocols" in base     # declared once; a benchmark refines them under its overrides
     for section in ("methods", "head", "backbones", "tracking"):
         assert section not in raw and section in base
 
 
 def test_layers_merge_mappings_and_replace_everything_else(tmp_path):
-    from intact.layering import LayerError, apply_extends, read_layers
+    from intact.layering import LayerError, read_layers, workflow_config
 
     (tmp_path / "base.yaml").write_text("a: {x: 1, y: [1, 2]}\nb: 2\nc: {z: 3}\n")
     (tmp_path / "over.yaml").write_text("extends: base.yaml\na: {y: [3]}\nc: null\n")
     assert read_layers(tmp_path / "over.yaml") == {"a": {"x": 1, "y": [3]}, "b": 2, "c": None}
-    # what Snakemake hands the Snakefile: defaults <- overlay <- --config, without the base
-    config = {"a": {"x": 0, "y": [0], "w": 9}, "b": 0, "c": {"z": 0}, "extends": "base.yaml", "d": 1}
-    config = {**config, "a": {**config["a"], "y": [3]}, "c": None, "d": 5}
-    apply_extends(config, [tmp_path / "over.yaml"], {"d": 5})
-    assert config == {"a": {"x": 1, "y": [3], "w": 9}, "b": 2, "c": None, "d": 5}
+    # the Snakefile's: config.yaml (where there is one) <- base <- overlay <- --config, each file read once
+    (tmp_path / "config.yaml").write_text("a: {x: 0, y: [0], w: 9}\nb: 0\nc: {z: 0}\nd: 1\n")
+    files = [tmp_path / "config.yaml", tmp_path / "over.yaml"]
+    assert workflow_config(files, {"d": 5}) == {"a": {"x": 1, "y": [3], "w": 9}, "b": 2, "c": None, "d": 5}
+    assert workflow_config([tmp_path / "absent.yaml", tmp_path / "over.yaml"]) == read_layers(tmp_path / "over.yaml")
     (tmp_path / "loop.yaml").write_text("extends: loop.yaml\n")
     with pytest.raises(LayerError, match="extends itself"):
         read_layers(tmp_path / "loop.yaml")
@@ -247,7 +247,7 @@ def test_intact_validate_checks_the_files_its_target_reads(tmp_path, capsys, mon
 def test_the_named_backbones_are_declared_once_and_the_paper_uses_the_authors():
     from intact.models.named_backbones import AUTHORS, NAMED_BACKBONES
 
-    base = yaml.safe_load((PAPER / "base.yaml").read_text())["backbones"]
+    base = load_file(PAPER / "base.yaml")["backbones"]
     for b in NAMED_BACKBONES.values():
         assert base[b.name]["model"] == b.model and base[b.name]["weights"] == f"${b.env}"
     assert {m for m in (v["model"] for v in base.values())} == {b.model for b in NAMED_BACKBONES.values()}

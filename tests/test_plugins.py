@@ -172,11 +172,14 @@ def test_a_broken_plugin_is_recorded_and_refused_only_by_name(registry, name):
     assert f"of distribution '{name}_dist 0.1'" in msg and BROKEN[name][1] in msg, msg
 
 
-def test_an_entry_point_named_otherwise_than_its_method_is_refused_under_both_names(registry):
-    for name in ("alias", "real_name"):
-        msg = str(pytest.raises(RegistryError, registry.__getitem__, name).value)
-        assert "declares method 'real_name'" in msg and "write 'real_name = renamed_mod:METHOD'" in msg, msg
-        assert "renamed_dist 0.1" in msg
+def test_an_entry_point_named_otherwise_than_its_method_is_refused(registry):
+    """Refused under the entry point's name, when a config names it; the name it declares is found only by importing
+    it, so it is no name of the registry (plugins are found by their entry points' names, unimported)."""
+    msg = str(pytest.raises(RegistryError, registry.__getitem__, "alias").value)
+    assert "declares method 'real_name'" in msg and "write 'real_name = renamed_mod:METHOD'" in msg, msg
+    assert "renamed_dist 0.1" in msg
+    assert str(pytest.raises(RegistryError, registry.__getitem__, "real_name").value).startswith(
+        "unknown method 'real_name'; known: ")
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN_BENCH))
@@ -192,21 +195,45 @@ def test_a_broken_benchmark_plugin_is_recorded_and_refused_only_by_name(bench_re
     assert {"base", "loader", "declare"} <= set(bench_registry.skipped)
 
 
-def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused_under_both_names(bench_registry):
-    for name in ("bench_alias", "bench_real"):
-        msg = str(pytest.raises(RegistryError, bench_registry.__getitem__, name).value)
-        assert "declares benchmark type 'bench_real'" in msg
-        assert "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
-        assert "bench_renamed_dist 0.1" in msg, msg
+def test_a_benchmark_entry_point_named_otherwise_than_its_type_is_refused(bench_registry):
+    msg = str(pytest.raises(RegistryError, bench_registry.__getitem__, "bench_alias").value)
+    assert "declares benchmark type 'bench_real'" in msg
+    assert "write 'bench_real = bench_renamed_mod:BENCHMARK'" in msg
+    assert "bench_renamed_dist 0.1" in msg, msg
+    assert "bench_real" not in bench_registry
 
 
-def test_a_name_declared_twice_is_refused(site, monkeypatch, tmp_path):
-    add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"}, {"twin_mod": GOOD.format(name="coda_p")})
+def test_a_plugin_cannot_take_a_builtins_name(monkeypatch, tmp_path, capsys):
+    """Found by the entry point's name, unimported: the plugin is refused in one line naming it, the built-in (its
+    runs, its folder) is the one the name means."""
+    add_plugin(tmp_path, "twin", {"coda_p": "twin_mod:METHOD"},
+               {"twin_mod": "raise AssertionError('imported')\n"})
+    add_plugin(tmp_path, "bench_twin", {"digits": "bench_twin_mod:BENCHMARK"},
+               {"bench_twin_mod": "raise AssertionError('imported')\n"}, "intact.benchmarks")
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
-    msg = str(pytest.raises(RegistryError, lambda: reg["coda_p"]).value)
-    assert "declared twice" in msg and "module intact.methods.coda_p" in msg and "twin 0.1" in msg, msg
-    assert "finetune" in reg
+    bench = Registry("benchmark type", BenchmarkType, "intact.data", "BENCHMARK", "intact.benchmarks")
+    assert reg["coda_p"].name == "coda_p" and reg.origin("coda_p") == "module intact.methods.coda_p"
+    assert reg.plugin("coda_p") is None and "coda_p" in reg.refused
+    assert bench["digits"].num_classes == 10 and "digits" not in bench.failures
+    assert "twin_mod" not in sys.modules and "bench_twin_mod" not in sys.modules
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "intact: refused entry point 'coda_p = twin_mod:METHOD' (group 'intact.methods') of distribution 'twin 0.1': "
+        "method 'coda_p' is built in (module intact.methods.coda_p); a plugin must declare another name",
+        "intact: refused entry point 'digits = bench_twin_mod:BENCHMARK' (group 'intact.benchmarks') of distribution "
+        "'bench_twin 0.1': benchmark type 'digits' is built in (module intact.data.digits); a plugin must declare "
+        "another name"], lines
+
+
+def test_two_plugins_of_one_name(monkeypatch, tmp_path):
+    for dist in ("twin_a", "twin_b"):
+        add_plugin(tmp_path, dist, {"twin": f"{dist}_mod:METHOD"}, {f"{dist}_mod": GOOD.format(name="twin")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("method", Method, "intact.methods", "METHOD", "intact.methods")
+    msg = str(pytest.raises(RegistryError, lambda: reg["twin"]).value)
+    assert "declared twice" in msg and "twin_a 0.1" in msg and "twin_b 0.1" in msg, msg
+    assert "finetune" in reg and "twin" not in set(reg)
 
 
 def test_a_former_method_name_is_refused_to_a_plugin_too(tmp_path, monkeypatch):
@@ -298,16 +325,17 @@ def test_a_slow_plugin_is_named_and_a_real_ctrl_c_still_stops(tmp_path):
     user's Ctrl-C, and stops the command as it would without plugins."""
     add_plugin(tmp_path, "slow_dist", {"slow": "slow_mod:METHOD"},
                {"slow_mod": "import time\ntime.sleep(0.3)\n" + GOOD.format(name="slow")})
-    proc = run_cli(tmp_path, "validate", "config.yaml", env_extra={"INTACT_SLOW_IMPORT_S": "0.1"})
+    config = str(write_config(tmp_path / "slow", tiny_config(methods=["coda_p", "slow"])))   # a plugin loads when named
+    proc = run_cli(tmp_path, "validate", config, env_extra={"INTACT_SLOW_IMPORT_S": "0.1"})
     assert proc.returncode == 0, proc.stderr
     # (a built-in module may pass 0.1 s too on a loaded machine, and is named alike: only the plugin's line counts)
     lines = [line for line in proc.stderr.splitlines() if "to import" in line and "intact: module intact." not in line]
     assert len(lines) == 1 and re.fullmatch(r"intact: entry point 'slow = slow_mod:METHOD' \(group 'intact.methods'\) "
                                             r"of distribution 'slow_dist 0.1' took 0\.\d s to import", lines[0]), lines
-    assert "to import" not in run_cli(tmp_path, "validate", "config.yaml").stderr   # the default threshold: 3 s
+    assert "to import" not in run_cli(tmp_path, "validate", config).stderr   # the default threshold: 3 s
     add_plugin(tmp_path, "ctrl_c_dist", {"ctrl_c": "ctrl_c_mod:METHOD"},
                {"ctrl_c_mod": "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n"})
-    proc = run_cli(tmp_path, "validate", "config.yaml")
+    proc = run_cli(tmp_path, "validate", str(write_config(tmp_path / "ctrl_c", tiny_config(methods=["ctrl_c"]))))
     assert proc.returncode in (130, -signal.SIGINT) and "KeyboardInterrupt" in proc.stderr, proc
 
 

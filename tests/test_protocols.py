@@ -8,10 +8,10 @@ import math
 
 import pytest
 import torch
-import yaml
 
 from conftest import REPO, tiny_config
 from test_paper_workflow import layered
+from intact.layering import load_file
 
 PAPER = REPO / "configs" / "paper"
 BENCHMARKS = ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")
@@ -29,11 +29,11 @@ def _hashes(cfg: dict) -> dict[tuple[str, str, int], str]:
 def test_empty_layers_and_protocols_keep_every_recorded_hash():
     from intact.config import resolve_run
 
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     before = _hashes(cfg)
-    cfg.update({"per_method": {"compositional_prompt": {}},
-                "protocols": {"intact": {"description": "x"}, "official": {}}})
-    cfg["benchmarks"]["digits"]["overrides"] = {"per_method": {}, "protocols": {"official": {}}}
+    cfg.update({"protocols": {"intact": {"description": "x", "per_method": {"compositional_prompt": {}}},
+                              "official": {}}})
+    cfg["benchmarks"]["digits"]["overrides"] = {"protocols": {"official": {"per_method": {}}}}
     assert _hashes(cfg) == before
     # the default run's hashes recorded before the declarations (tests/test_declarations.py)
     assert resolve_run(cfg, "digits", "coda_p", 0).hash() == "11c229a9373d"
@@ -45,7 +45,8 @@ def test_a_per_method_setting_changes_only_that_methods_runs():
 
     cfg = tiny_config(methods=["coda_p", "compositional_prompt", "ka_prompt"])
     before = {m: resolve_run(cfg, "digits", m, 0) for m in cfg["run"]["methods"]}
-    cfg["per_method"] = {"compositional_prompt": {"optim": {"epochs": 3, "batch_size": 8, "optimizer": "sgd"}}}
+    cfg["protocols"] = {"intact": {"per_method": {
+        "compositional_prompt": {"optim": {"epochs": 3, "batch_size": 8, "optimizer": "sgd"}}}}}
     after = {m: resolve_run(cfg, "digits", m, 0) for m in cfg["run"]["methods"]}
     assert after["compositional_prompt"].hash() != before["compositional_prompt"].hash()
     assert (after["compositional_prompt"].optim.epochs, after["compositional_prompt"].optim.batch_size,
@@ -59,12 +60,13 @@ def test_layers_merge_from_the_least_to_the_most_specific():
 
     cfg = tiny_config()
     cfg["optim"]["epochs"] = 50
-    cfg["per_method"] = {"compositional_prompt": {"optim": {"epochs": 5}}}
     cfg["benchmarks"]["digits"]["overrides"] = {"optim": {"epochs": 7},
-                                                "per_method": {"ka_prompt": {"optim": {"epochs": 9}}},
-                                                "protocols": {"official": {"per_method": {
-                                                    "compositional_prompt": {"optim": {"epochs": 13}}}}}}
-    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"optim": {"epochs": 11,
+                                                "protocols": {"intact": {"per_method": {
+                                                                  "ka_prompt": {"optim": {"epochs": 9}}}},
+                                                              "official": {"per_method": {
+                                                                  "compositional_prompt": {"optim": {"epochs": 13}}}}}}
+    cfg["protocols"] = {"intact": {"per_method": {"compositional_prompt": {"optim": {"epochs": 5}}}},
+                        "official": {"per_method": {"compositional_prompt": {"optim": {"epochs": 11,
                                                                                      "batch_size": 4}}}}}
 
     def epochs(method: str) -> int:
@@ -83,11 +85,13 @@ def test_a_protocol_that_sets_nothing_for_a_method_leaves_its_run_alone():
     from intact.studies import expand_studies
 
     cfg = tiny_config()
-    cfg["protocols"] = {"official": {"methods": {"compositional_prompt": {"h": 5.0}}}}
+    cfg["protocols"] = {"official": {"per_method": {"compositional_prompt": {"methods": {
+        "compositional_prompt": {"h": 5.0}}}}}}
     cfg["studies"]["main"] = {"methods": ["coda_p", "compositional_prompt"], "protocols": ["intact", "official"]}
     assert expand_studies(cfg)["main"].methods == ("coda_p", "compositional_prompt",
                                                    "compositional_prompt@protocol=official")
-    cfg["protocols"]["official"]["optim"] = {"epochs": 2}          # a shared section: every method's run
+    cfg["benchmarks"]["digits"]["overrides"] = {"protocols": {"official": {"per_method": {
+        "coda_p": {"optim": {"epochs": 2}}}}}}                      # a benchmark's refinement counts too
     assert "coda_p@protocol=official" in expand_studies(cfg)["main"].methods
 
 
@@ -117,13 +121,32 @@ def test_protocol_names_are_checked(name, message):
         resolve_run(cfg, "digits", name, 0)
 
 
+@pytest.mark.parametrize("mutate, key", [
+    (lambda c: c.update(per_method={"coda_p": {"optim": {"epochs": 2}}}), "per_method"),
+    (lambda c: c["benchmarks"]["digits"]["overrides"].update(per_method={"coda_p": {}}),
+     "benchmarks.digits.overrides.per_method"),
+    (lambda c: c.update(protocols={"official": {"optim": {"epochs": 2}}}), "protocols.official.optim"),
+    (lambda c: c["benchmarks"]["digits"]["overrides"].update(protocols={"official": {"backbone": "vit_digits"}}),
+     "benchmarks.digits.overrides.protocols.official.backbone"),
+])
+def test_only_the_four_layers_the_shipped_configs_use_are_declared(mutate, key):
+    """Issue 44 item 3: a config's sections, a benchmark's overrides and, under a protocol, a method's own
+    layer and a benchmark's refinement of it; the four other layers 0.1 declared (no shipped config used one) are
+    refused, naming the key."""
+    from intact.config import ConfigError, validate_config
+
+    cfg = tiny_config()
+    cfg["benchmarks"]["digits"]["overrides"] = dict(cfg["benchmarks"]["digits"].get("overrides") or {})
+    mutate(cfg)
+    msg = str(pytest.raises(ConfigError, validate_config, cfg, check_files=False).value)
+    assert msg.startswith(f"config: unknown key {key!r} (expected one of: "), msg
+
+
 @pytest.mark.parametrize("official, message", [
     ({"same_as_default": {"nope": "x"}}, "same_as_default.nope': unknown method 'nope'"),
     ({"same_as_default": {"compositional_prompt": "x"},
       "per_method": {"compositional_prompt": {"optim": {"epochs": 2}}}},
      "protocol 'official' sets settings of 'compositional_prompt' too"),
-    ({"same_as_default": {"compositional_prompt": "x"}, "optim": {"epochs": 2}},
-     "sets settings of 'compositional_prompt' too"),
 ])
 def test_a_method_declared_the_same_as_the_default_protocol_is_checked(official, message):
     """``same_as_default`` (issue 32) names a known method that the protocol sets nothing for."""
@@ -160,7 +183,7 @@ def test_the_job_builds_the_declared_or_configured_optimizer(tiny_bench):
     from intact.train import build_optimizer
 
     cfg = tiny_config()
-    cfg["per_method"] = {"coda_p": {"optim": {"optimizer": "sgd", "momentum": 0.5}}}
+    cfg["protocols"] = {"intact": {"per_method": {"coda_p": {"optim": {"optimizer": "sgd", "momentum": 0.5}}}}}
     for method, cls, extra in (("compositional_prompt", torch.optim.AdamW, {}),
                                ("coda_p", torch.optim.SGD, {"momentum": 0.5}), ("ka_prompt", torch.optim.AdamW, {})):
         run = resolve_run(cfg, "digits", method, 0)

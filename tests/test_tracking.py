@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import snakemake, tiny_config, write_config
+from conftest import REPO, snakemake, tiny_config, write_config
 from stored_run import rewrite_task
 from intact.hashing import stable_hash
 from intact.tracking import (
@@ -397,6 +397,25 @@ def test_unreachable_server_leaves_pending_and_sync_uploads_later(results, mlflo
     assert {k: [(s, v) for s, v, _ in hist] for k, hist in histories(c, r).items()} == expected_histories(run_dir)
     # nothing left to do
     assert sync(root, TrackingConfig(experiment="late/{benchmark}"), uri=mlflow_server) == []
+
+
+def test_sync_reads_the_tracking_section_of_the_base_a_config_extends(results, tmp_path):
+    """``sync --config configs/paper/imagenet_r.yaml`` uses the ``tracking:`` section of the base.yaml it extends
+    (issue 44): here the base names a server where nothing listens, so the run stays pending there (the
+    overlay alone would have left it to the default local store, done)."""
+    from intact.tracking.cli import main
+
+    paper = tmp_path / "paper"
+    paper.mkdir()
+    dead = f"http://127.0.0.1:{free_port()}"
+    base = (REPO / "configs/paper/base.yaml").read_text()
+    assert base.count("\n  uri: null ") == 1
+    (paper / "base.yaml").write_text(base.replace("\n  uri: null ", f"\n  uri: {dead} "))
+    shutil.copy(REPO / "configs/paper/imagenet_r.yaml", paper / "imagenet_r.yaml")
+    run_dir = variant(results, tmp_path / "results", "coda_p", 4)
+    assert main(["sync", str(tmp_path / "results"), "--config", str(paper / "imagenet_r.yaml")]) == 1
+    record = read_marker(run_dir)
+    assert (record["status"], record["tracking_uri"]) == ("pending", dead)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,9 +5,9 @@ import re
 import shutil
 
 import pytest
-import yaml
 
 from conftest import RAN_A_JOB, REPO, snakemake, tiny_config, write_config
+from intact.layering import load_file
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -29,7 +29,7 @@ def test_default_dag_dry_run(tmp_path):
     # snakemake call, dry runs and each SLURM job's own Snakefile parse included, would pay > 1 s for it
     modules = imported(proc.stderr)
     assert "snakemake.workflow" in modules and not {"torch", "timm"} & modules
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = load_file(REPO / "config.yaml")
     runs = len(cfg["run"]["methods"]) * len(cfg["run"]["seeds"])
     tasks = len(cfg["benchmarks"]["digits"]["domains"])
     counts = job_counts(out)

@@ -13,16 +13,16 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
 from safetensors.torch import load_file
 
 from intact.config import backbone_config, benchmark_config, resolve_run
 from intact.data import benchmark_class
+from intact.layering import read_files
 from intact.pretrain import pretrain_backbone
 from intact.train import train_task
 
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
-cfg = yaml.safe_load(Path(os.environ.get("INTACT_CONFIG", "config.yaml")).read_text())
+cfg = read_files([os.environ.get("INTACT_CONFIG", "config.yaml")])
 cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
 cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 3
 cfg["optim"]["epochs"] = 1

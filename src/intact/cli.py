@@ -21,11 +21,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from intact.config import ConfigError, load_config, resolve_run
-from intact.plan import check_target_files
-from intact.protocols import training_summary
-from intact.studies import expand_studies
-from intact.tune import expand_tune
+from intact.runtime.joblog import show_deprecations
+
+show_deprecations()  # before the imports that load the plugins: a plugin's deprecations are printed
+
+from intact.config import ConfigError, load_config, resolve_run  # noqa: E402
+from intact.plan import check_target_files  # noqa: E402
+from intact.protocols import training_summary  # noqa: E402
+from intact.studies import expand_studies  # noqa: E402
+from intact.tune import expand_tune  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
-from intact.protocols import (SECTIONS, all_layers, contradictions, declared, named_backbones, run_backbone,
+from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
@@ -63,22 +63,24 @@ def load_config(*paths: str | Path, check_files: bool = True) -> dict[str, Any]:
 
 def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs: bool = True) -> None:
     """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem.
-    ``check_runs=False`` skips resolving every declared run against its benchmark and backbone (a cluster
-    job's process, whose workflow checked the same config before submitting it)."""
+    ``check_runs=False`` skips resolving every declared run against its benchmark and backbone, and loading the
+    plugins the config names (a cluster job's process, whose workflow checked the same config before submitting
+    it)."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
     try:
         check_size(cfg)  # before anything walks it: YAML aliases may expand a small file beyond any memory
     except LayerError as err:
         raise ConfigError(str(err)) from None
-    _check_benchmark_types(cfg)
+    if check_runs:
+        _check_benchmark_types(cfg)
     _check_renamed(cfg)
-    check_schema(cfg)
+    check_schema(cfg, load=check_runs)
     if cfg.get("rehearsal") is not None:   # a rehearsal's layer (intact.rehearsal), in place: every reader sees it
         rehearsed = rehearse(cfg)
         cfg.clear()
         cfg.update(rehearsed)
-        check_schema(cfg)
+        check_schema(cfg, load=check_runs)
     check_run_count(cfg)
     benchmarks = cfg["benchmarks"]
     for b in cfg["run"]["benchmarks"]:
@@ -98,7 +100,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
     _check_same_as_default(cfg)
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
-            raise ConfigError(f"config: a per-method or protocol layer names backbone {name!r}, which is not defined "
+            raise ConfigError(f"config: a per-method layer names backbone {name!r}, which is not defined "
                               f"under 'backbones' (defined: {', '.join(cfg['backbones'])})")
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
     for name in sorted(used_backbones):
@@ -135,7 +137,7 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
 
 def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
-    benchmarks', and those a per-method or protocol layer names) whose file is not there. Which targets need
+    benchmarks', and those a per-method layer names) whose file is not there. Which targets need
     which backbone: :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
     out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
     used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
@@ -169,7 +171,7 @@ def _check_same_as_default(cfg: Mapping[str, Any]) -> None:
     """A protocol's ``same_as_default`` names known methods, none of which it also sets settings for."""
     for protocol in declared(cfg):
         for base in same_as_default(cfg, protocol):
-            if base not in METHODS:
+            if not METHODS.declares(base):
                 raise ConfigError(f"config: key 'protocols.{protocol}.same_as_default.{base}': unknown method {base!r} "
                                   f"(methods: {', '.join(METHODS)})")
     problems = contradictions(cfg)
@@ -183,7 +185,7 @@ def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
     benchmarks = cfg.get("benchmarks")
     for name, bench in (benchmarks.items() if isinstance(benchmarks, Mapping) else ()):
         kind = bench.get("type") if isinstance(bench, Mapping) else None
-        if isinstance(kind, str) and kind in BENCHMARKS.failures:
+        if isinstance(kind, str) and kind not in BENCHMARKS and kind in BENCHMARKS.failures:  # (`in` loads it)
             raise ConfigError(f"config: key 'benchmarks.{name}.type': "
                               f"{BENCHMARKS.failures[kind].message(BENCHMARKS.what)}")
 
@@ -196,7 +198,7 @@ def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under "
                               "'benchmarks'")
         if not BENCHMARKS[cfg["benchmarks"][src]["type"]].pretrains:
-            able = ", ".join(n for n, t in BENCHMARKS.items() if t.pretrains)
+            able = ", ".join(n for n, t in BENCHMARKS.loaded().items() if t.pretrains)
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded "
                               "benchmark "
                               f"pretrains a backbone here (types: {able}); give the image benchmarks' backbone a local "
@@ -214,7 +216,7 @@ def _method_sections(cfg: Mapping[str, Any], benchmark: str, method: str) -> tup
     except KeyError as err:
         raise ConfigError(f"config: method {method!r}: {err}") from None
     if name.intact and not spec.accepts_intact:
-        accepting = ", ".join(n for n, e in METHODS.items() if e.accepts_intact)
+        accepting = ", ".join(n for n, e in METHODS.loaded().items() if e.accepts_intact)
         reason = f": {spec.intact_refusal}" if spec.intact_refusal else ""
         raise ConfigError(f"config: method {method!r}: {name.base!r} does not accept '+intact'{reason} (methods that "
                           f"do: {accepting})")
@@ -275,12 +277,19 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
                     or cfg["run"].get("eval_split", "test")),
         protocol=name.protocol,
         rehearsal=bool(cfg.get("rehearsal")),
+        plugins=run_plugins(name.base, bench.type),
     )
+
+
+def run_plugins(base: str, kind: str) -> tuple[str, ...]:
+    """The plugins a run of method ``base`` on a benchmark of type ``kind`` uses, as installed now
+    (:class:`intact.plugins.Plugin`, as text; none for built-ins): part of the run's settings, so of its hash."""
+    return tuple(str(p) for p in (METHODS.plugin(base), BENCHMARKS.plugin(kind)) if p)
 
 
 def benchmark_optim(cfg: Mapping[str, Any], benchmark: str) -> OptimConfig:
     """``optim`` as every run on ``benchmark`` starts from (the declared defaults, the config's section, the
-    benchmark's overrides; before any per-method or protocol layer): what the benchmark's query cache uses."""
+    benchmark's overrides; before any per-method layer): what the benchmark's query cache uses."""
     overrides = (cfg["benchmarks"][benchmark].get("overrides") or {}).get("optim") or {}
     return build_dataclass(OptimConfig, merge(cfg.get("optim") or {}, overrides), "optim")
 
@@ -315,10 +324,15 @@ def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:
 
 def run_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """The typed run from its plain form (:meth:`RunConfig.to_dict`, a job's ``params.run``): the inverse of
-    ``to_dict``, so ``run_from_dict(run.to_dict()) == run``."""
+    ``to_dict``, so ``run_from_dict(run.to_dict()) == run``; refused if its plugins changed since it was resolved."""
     typed = {"benchmark": benchmark_settings(data["benchmark"]),
              "settings": method_settings(data["base"], data["settings"])}
-    return build_dataclass(RunConfig, {**data, **typed}, "run")
+    run = build_dataclass(RunConfig, {**data, **typed}, "run")
+    installed = run_plugins(run.base, run.benchmark.type)
+    if run.plugins != installed:   # a plugin changed after the workflow resolved the run: its results would lie
+        raise ConfigError(f"run {run.method!r} was resolved with plugins {list(run.plugins)}; installed now: "
+                          f"{list(installed)}: run snakemake again (the run's hash changes with its plugins)")
+    return run
 
 
 def method_settings(base: str, configured: Mapping[str, Any] | None) -> Any:

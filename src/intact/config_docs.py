@@ -118,8 +118,8 @@ def render() -> str:
     lines = ["# Configuration reference", "",
              "Generated from the declarations by `python tools/config_reference.py` (a test checks it is current);",
              "`config.yaml` sets only what a run changes. Any key may also be set per benchmark or in a run's name",
-             "(`coda_p@methods.coda_p.pool_size=20`), `methods`, `head`, `intact`, `optim` and a `backbone` per method",
-             "or protocol: [protocols.md](protocols.md) section 8.",
+             "(`coda_p@methods.coda_p.pool_size=20`); `methods`, `head`, `intact`, `optim` and a `backbone` per method",
+             "under a protocol: [protocols.md](protocols.md) section 8.",
              "A method's optimizer is Adam unless stated; keys ending in `layers` are checked against the depth.", "",
              *files_section(),
              "## Methods", ""]

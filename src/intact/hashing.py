@@ -38,13 +38,15 @@ def json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def files_digest(files: Iterable[str | os.PathLike]) -> str:
+def files_digest(files: Iterable[str | os.PathLike], root: str | os.PathLike | None = None) -> str:
     """One sha256 over the paths and contents of ``files`` (with their count): a Snakemake param, so that a
     rule reruns when one of them changes without listing them as inputs (the paper tables: an input would let
-    Snakemake schedule training to refresh a stored run)."""
+    Snakemake schedule training to refresh a stored run). With ``root``, paths enter relative to it (a plugin's
+    files: the same digest wherever it is installed)."""
     h = hashlib.sha256()
     count = 0
     for f in files:
-        h.update(str(f).encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
+        name = os.path.relpath(f, root) if root is not None else str(f)
+        h.update(name.encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
         count += 1
     return f"{count}:{h.hexdigest()}"

@@ -3,9 +3,9 @@
 The four paper configs share one base (``configs/paper/base.yaml``) and each adds a short overlay. A
 layered file reads as the deep merge of its base and itself (mappings merge key by key; any other value,
 lists and ``null`` included, replaces), the same rule ``snakemake --configfile`` applies between files.
-Every reader resolves ``extends`` through this module: the Snakefile (:func:`apply_extends`), ``intact
-validate`` / ``intact runs`` (:func:`read_files`: several files, layered as ``snakemake --configfile`` layers
-them) and ``intact speed``.
+Every reader resolves ``extends`` through this module, once, with :func:`read_files` (several files, layered as
+``snakemake --configfile`` layers them): the Snakefile (:func:`workflow_config`), ``intact validate`` / ``intact
+runs``, ``intact speed``, ``python -m intact.tracking`` and the test kit.
 
 Every YAML file the package reads goes through one loader, :func:`load_file`, which bounds it before it is
 constructed or expanded, refuses a key given twice in one mapping and names the file and line of every problem
@@ -210,15 +210,11 @@ def _check_keys(root: yaml.Node, loader: Any, where: str) -> None:
             stack.append((value, label))
 
 
-def check_file(path: str | Path) -> None:
-    """:func:`load_file`, for its checks only (the Snakefile's, before Snakemake reads config.yaml)."""
-    load_file(path)
-
-
 def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The config of ``path`` with every ``extends`` resolved (base first), without the ``extends`` key."""
-    path = Path(path).resolve()
-    if path in _seen:
+    """The config of ``path`` with every ``extends`` resolved (base first), without the ``extends`` key; a message
+    names a file as given (a base: joined to the folder of the file that extends it)."""
+    path = Path(path)
+    if path.resolve() in _seen:
         raise LayerError(f"config file {str(path)!r} extends itself (through {' -> '.join(map(str, _seen))})")
     if not path.is_file():
         raise LayerError(f"config file {str(path)!r} does not "
@@ -230,38 +226,23 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any
     parent = data.pop(EXTENDS, None)
     if parent is None:
         return data
-    return merge(read_layers(path.parent / str(parent), (*_seen, path)), data)
+    return merge(read_layers(path.parent / str(parent), (*_seen, path.resolve())), data)
 
 
-def read_files(paths: Iterable[str | Path], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Several config files layered in order over ``base``, each with its ``extends`` resolved: what Snakemake
+def read_files(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """Several config files layered in order, each with its ``extends`` resolved: what Snakemake
     makes of ``configfile: first`` and ``--configfile second third`` (a later file wins, mappings merged key by
     key; one file at a time, as Snakemake merges them)."""
-    out: dict[str, Any] = dict(base or {})
+    out: dict[str, Any] = {}
     for layer in map(read_layers, paths):
         out = merge(out, layer)
     return out
 
 
-def apply_extends(config: dict[str, Any], files: Iterable[str | Path],
-                  overrides: Mapping[str, Any] | None = None) -> None:
-    """Snakemake has merged ``config.yaml``, the ``--configfile`` files and ``--config`` overrides without
-    knowing ``extends``; re-apply each file with its bases resolved, then the command-line overrides, in place.
-    The result equals ``config.yaml`` <- base <- overlay <- ``--config``; a no-op when no file extends another."""
-    files = list(files)
-    config.pop(EXTENDS, None)
-    if not any(EXTENDS in data for data in map(load_file, files) if isinstance(data, Mapping)):
-        return
-    # every file again, in order: a later file still wins over an overlay
-    merged = merge(read_files(files, config), overrides or {})
-    config.clear()
-    config.update(merged)
-
-
-def check_files(paths: Iterable[str | Path]) -> None:
-    """:func:`check_file` on each of ``paths`` that exists: the Snakefile's, before Snakemake reads config.yaml, and
-    again on each ``--configfile``, which Snakemake has read already with a loader that keeps the last of two equal
-    keys silently."""
-    for path in map(Path, paths):
-        if path.is_file():
-            check_file(path)
+def workflow_config(files: Iterable[str | Path], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The Snakefile's config, layered once: each of ``files`` that exists (``config.yaml``, then each
+    ``--configfile``) with its ``extends`` resolved, then the ``--config`` overrides. Snakemake merges the same
+    files without knowing ``extends`` (and its loader keeps the last of two equal keys): the workflow replaces
+    that merge by this one, and each file is read by :func:`load_file` once, before Snakemake reads
+    ``config.yaml``."""
+    return merge(read_files(p for p in map(Path, files) if p.is_file()), overrides or {})

@@ -1,13 +1,12 @@
 """Protocols and per-method settings: the layers a run's settings are merged from, declared once (no torch).
 
-A *layer* is a mapping with any of the sections ``methods``, ``head``, ``intact``, ``optim`` and, where it
-belongs to one method or one protocol, a ``backbone`` (a name under ``backbones``). A run of method ``B``
+A *layer* is a mapping with any of the sections ``methods``, ``head``, ``intact`` and ``optim`` and, where it
+belongs to one method under one protocol, a ``backbone`` (a name under ``backbones``). A run of method ``B``
 under protocol ``P`` on benchmark ``b`` merges, least specific first::
 
     config sections -> benchmarks.b.overrides                       (every method, as before)
-    -> per_method.B -> benchmarks.b.overrides.per_method.B          (B's own optimiser, epochs, ...)
-    -> protocols.P -> protocols.P.per_method.B                      (the protocol's, for every / for B)
-    -> benchmarks.b.overrides.protocols.P -> ....per_method.B       (the protocol's on this benchmark)
+    -> protocols.P.per_method.B                                     (B's own budget and backbone under P)
+    -> benchmarks.b.overrides.protocols.P.per_method.B              (the same, on this benchmark)
     -> the overrides in the run's name                              (intact.naming)
 
 ``P`` is the name's ``@protocol=<name>``, else ``intact`` (the default). The paper configs declare two
@@ -48,10 +47,8 @@ def run_layers(cfg: Mapping[str, Any], benchmark: str, base: str, protocol: str)
     """The layers of one run's settings, least specific first (the order in the module docstring)."""
     top = {s: cfg.get(s) or {} for s in SECTIONS}
     bench = cfg["benchmarks"][benchmark].get("overrides") or {}
-    proto = declared(cfg)[protocol]
     bench_proto = (bench.get("protocols") or {}).get(protocol) or {}
-    return [top, bench, _per_method(cfg, base), _per_method(bench, base), proto, _per_method(proto, base),
-            bench_proto, _per_method(bench_proto, base)]
+    return [top, bench, _per_method(declared(cfg)[protocol], base), _per_method(bench_proto, base)]
 
 
 def _protocol_layers(cfg: Mapping[str, Any], protocol: str) -> list[Mapping[str, Any]]:
@@ -71,11 +68,7 @@ def changes(cfg: Mapping[str, Any], protocol: str, base: str) -> bool:
     protocol's runs: the same settings, so one run and one name). The default protocol: always True."""
     if protocol == DEFAULT_PROTOCOL or protocol not in declared(cfg):   # (an undeclared one fails at resolution)
         return True
-    def sets(layer: Mapping[str, Any]) -> bool:   # (a ``methods`` section counts for the methods it names)
-        shared = any(layer.get(s) for s in ("head", "intact", "optim", "backbone"))
-        return shared or base in (layer.get("methods") or {}) or bool(_per_method(layer, base))
-
-    return any(sets(layer) for layer in _protocol_layers(cfg, protocol))
+    return any(_per_method(layer, base) for layer in _protocol_layers(cfg, protocol))
 
 
 def same_as_default(cfg: Mapping[str, Any], protocol: str) -> dict[str, str]:
@@ -95,20 +88,10 @@ def contradictions(cfg: Mapping[str, Any]) -> list[str]:
             for base in same_as_default(cfg, p) if changes(cfg, p, base)]
 
 
-def all_layers(cfg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every layer a config declares besides the per-method ones (which are inside these, under ``per_method``):
-    its top level, each benchmark's overrides, each protocol and each benchmark's refinement of one."""
-    layers = [cfg, *((b.get("overrides") or {}) for b in cfg["benchmarks"].values())]
-    return layers + [layer for p in declared(cfg) for layer in _protocol_layers(cfg, p)]
-
-
 def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
-    """Every backbone a per-method or protocol layer names (the benchmarks' own are checked apart)."""
-    layers = all_layers(cfg)
-    out = {layer["backbone"] for layer in layers if layer.get("backbone")}
-    for layer in layers:
-        out |= {m["backbone"] for m in (layer.get("per_method") or {}).values() if (m or {}).get("backbone")}
-    return out
+    """Every backbone a per-method layer names (the benchmarks' own are checked apart)."""
+    return {m["backbone"] for p in declared(cfg) for layer in _protocol_layers(cfg, p)
+            for m in (layer.get("per_method") or {}).values() if (m or {}).get("backbone")}
 
 
 def reads_prepared_images(optim: Mapping[str, Any]) -> bool:

@@ -1,4 +1,4 @@
-"""Where a result came from: code version, package versions, machine."""
+"""Where a result came from: code version, package versions, the plugins loaded, machine."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import subprocess
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+
+from intact.plugins import loaded_plugins
 
 PACKAGES = ("torch", "torchvision", "timm", "numpy", "safetensors", "scikit-learn", "snakemake", "mlflow")
 
@@ -43,6 +45,7 @@ def provenance() -> dict[str, object]:
     return {
         "git_commit": git_commit(),
         "packages": package_versions(),
+        "plugins": loaded_plugins(),
         "python": platform.python_version(),
         "host": platform.node(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.machine()})",

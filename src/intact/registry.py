@@ -4,20 +4,21 @@ One importer of ``"module:attr"`` targets (:func:`import_target`), one resolver 
 way to find declarations (:class:`Registry`), shared by the methods (:mod:`intact.methods`) and whatever else
 is declared in files and registered by other packages (benchmarks).
 
-A declaration that cannot be loaded - a module that fails to import, an entry point that names the wrong
-object or declares another name, a name declared twice - does not stop the import: the failure is recorded
-under the name it would have had, and only looking that name up raises, with one line naming the
-distribution, the entry point or module, and the cause. So a broken plugin refuses only the configs that use
-it. Any exception its import raises counts, ``SystemExit`` (``sys.exit()``, ``argparse`` at import) and a
-``KeyboardInterrupt`` the plugin raises itself included: only a real Ctrl-C (a SIGINT that arrives while
-loading, seen by a handler installed for the time of each import: :func:`_loading`) still stops the process.
-What a module prints while it imports is held back: shown after a successful import, and its last line quoted
-in the cause of a failed one. An import that takes more than :data:`SLOW_IMPORT_S` seconds is named on stderr
-in one line when it finishes. A built-in module whose source does not bind the declaration attribute at top level
-is a helper: it is read (not imported: helpers may import torch), skipped, and listed.
+A plugin (an entry point) is imported only when a config names it (its name is looked up): listing, validating and
+name clashes use the entry points' names (:mod:`intact.plugins`). One that takes a built-in's name is refused in one
+line on stderr (:attr:`Registry.refused`); the built-in stays. A declaration that cannot be loaded - a module that
+fails to import, an entry point that names the wrong object or declares another name, a name declared twice - does
+not stop the import: the failure is recorded under the name it would have had, and only looking that name up raises,
+with one line naming the distribution, the entry point or module, and the cause. So a broken plugin refuses only the
+configs that use it. Any exception its import raises counts, ``SystemExit`` (``sys.exit()``, ``argparse`` at import)
+and a ``KeyboardInterrupt`` the plugin raises itself included: only a real Ctrl-C (a SIGINT that arrives while
+loading, seen by a handler installed for the time of each import: :func:`_loading`) still stops the process. What a
+module prints while it imports is held back: shown after a successful import, and its last line quoted in the cause
+of a failed one. An import that takes more than :data:`SLOW_IMPORT_S` seconds is named on stderr in one line when it
+finishes. A built-in module whose source does not bind the declaration attribute at top level is a helper: it is
+read (not imported: helpers may import torch), skipped, and listed.
 
-Importing this module imports nothing heavy: the Snakefile builds the registries at start-up (and in every
-cluster job), and implementations (which import torch) are loaded only by a job.
+Importing this module imports nothing heavy: implementations (which import torch) are loaded only by a job.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Iterator, Mapping
 
+from intact.plugins import Plugin, entry_point_origin, group_entry_points, identity, mark_loaded
 from intact.removed import removal_hint, removed_uses, renamed_message
 
 T = TypeVar("T")
@@ -164,6 +166,37 @@ def _top_level_names(path: str) -> set[str]:
     return names
 
 
+def class_members(target: str, stop: str) -> set[str] | None:
+    """The names that the class ``"package.module:Class"`` and its bases define in their bodies, read from their
+    sources (not imported: no torch), the bases followed up to ``stop`` (a target, left out) through the classes
+    their modules define or import by name. None where a base cannot be read so (a compiled module, a base that
+    is not a plain name): then only importing the class can tell."""
+    if target == stop:
+        return set()
+    module, _, name = target.partition(":")
+    try:
+        origin = getattr(importlib.util.find_spec(module), "origin", None)
+    except (ImportError, ValueError):
+        return None
+    tree = _module_ast(origin) if origin and origin.endswith(".py") else None
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name] if tree else []
+    if not found:
+        return None
+    body = found[-1].body
+    members = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    members |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    for base in found[-1].bases:
+        where = {n.name: f"{module}:{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)} | {
+            a.asname or a.name: importlib.util.resolve_name("." * n.level + (n.module or ""), module.rpartition(".")[0])
+            + f":{a.name}" for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        named = where.get(base.id) if isinstance(base, ast.Name) else None
+        inherited = class_members(named, stop) if named else None
+        if inherited is None:
+            return None
+        members |= inherited
+    return members
+
+
 def binds(path: Path, attr: str) -> bool:
     """Does the module source at ``path`` bind ``attr`` at top level? True where there is no source to read
     (a compiled module: import it to find out)."""
@@ -253,17 +286,10 @@ def _sigint_handler(load: _Load) -> Any:
     return previous
 
 
-def entry_point_origin(ep: EntryPoint) -> str:
-    """An entry point as the messages name it: its line and its distribution."""
-    dist = getattr(ep, "dist", None)
-    where = f" of distribution '{dist.name} {dist.version}'" if dist is not None else ""
-    return f"entry point '{ep.name} = {ep.value}' (group {ep.group!r}){where}"
-
-
 class Registry(Mapping[str, T], Generic[T]):
-    """The declarations of one kind: the built-ins (each module of ``package`` that defines ``attr``), then
-    those that installed packages register under the entry-point group ``group``. A read-only mapping of
-    the loaded ones; a name whose loading failed is in :attr:`failures` and raises when looked up.
+    """The declarations of one kind: the built-ins (each module of ``package`` that defines ``attr``), then the
+    entry points of group ``group``, each imported when first looked up. A read-only mapping whose keys are names
+    (``items()`` imports every plugin; :meth:`loaded` does not); a name that failed to load is in :attr:`failures`.
 
     ``kind``: the declaration class; ``what``: its name in messages ("method"); ``skip``: module names of
     ``package`` that are not declarations (besides those without ``attr``, skipped anyway); ``renamed``: former
@@ -276,14 +302,20 @@ class Registry(Mapping[str, T], Generic[T]):
         self._found: dict[str, T] = {}
         self._origin: dict[str, str] = {}
         self.failures: dict[str, Failure] = {}
+        #: plugins that declare a built-in's name: never loaded, and named on stderr when found
+        self.refused: dict[str, Failure] = {}
+        self._entry: dict[str, EntryPoint] = {}   # the plugins that may be loaded, by name
+        self._plugins: dict[str, Plugin] = {}     # their identities, as found
         #: modules of ``package`` that define no ``attr`` (helpers), by module name
         self.skipped: list[str] = []
         self._builtins(skip)
         self.builtin: frozenset[str] = frozenset(self._found)   #: the names declared by ``package`` itself
         self._installed()
 
-    # -- the mapping: loaded declarations only -------------------------------------------------------
+    # -- the mapping: a plugin is loaded when looked up ----------------------------------------------
     def __getitem__(self, name: str) -> T:
+        if name in self._entry and name not in self._found and name not in self.failures:
+            self._load(name)
         if name in self._found:
             return self._found[name]
         if name in self.failures:
@@ -293,13 +325,29 @@ class Registry(Mapping[str, T], Generic[T]):
                                 f"known: {', '.join(sorted(self._found))}")
         if name in self.renamed:
             raise RegistryError(renamed_message(self.what, name, self.renamed[name]))
-        return resolve(self._found, name, self.what)
+        return resolve(dict.fromkeys(self), name, self.what)  # raises: unknown, listing the names
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._found)
+        return iter(dict.fromkeys(n for n in [*self._found, *self._entry] if self.declares(n)))
 
     def __len__(self) -> int:
-        return len(self._found)
+        return len(list(iter(self)))
+
+    def declares(self, name: str) -> bool:
+        """Whether ``name`` is a built-in's or a plugin's that has not failed, found without importing it (``in``
+        imports a plugin to look it up)."""
+        return name in self._found or (name in self._entry and name not in self.failures)
+
+    def loaded(self) -> dict[str, T]:
+        """The declarations imported so far: the built-ins and the plugins looked up."""
+        return dict(self._found)
+
+    def plugin(self, name: str) -> Plugin | None:
+        """The identity of plugin ``name`` (distribution, version, digest of its files: :mod:`intact.plugins`),
+        found without importing it; None for a built-in or an unknown name."""
+        if name in self._entry and name not in self._plugins:
+            self._plugins[name] = identity(self.what, self._entry[name])
+        return self._plugins.get(name)
 
     def builtins(self) -> dict[str, T]:
         """The package's own declarations, whatever else is installed (for the project's own tooling)."""
@@ -347,18 +395,37 @@ class Registry(Mapping[str, T], Generic[T]):
             self._add(getattr(decl, "name", info.name), decl, origin)
 
     def _installed(self) -> None:
-        for ep in entry_points(group=self.group):
-            origin = entry_point_origin(ep)
-            with _loading(origin) as load:
-                decl = ep.load()
-            if load.error is not None:
-                self._fail(ep.name, origin, load.cause())
-                continue
-            declared = getattr(decl, "name", ep.name)
-            if isinstance(decl, self.kind) and declared != ep.name:
-                cause = (f"it declares {self.what} {declared!r}; the entry point's name must be the "
-                         f"{self.what}'s name (write '{declared} = {ep.value}')")
-                self._fail(ep.name, origin, cause)
-                self._fail(declared, origin, cause)
-                continue
-            self._add(ep.name, decl, origin)
+        """The entry points by name, none imported: one that takes a built-in's name is refused (and named on
+        stderr), one name declared twice fails, a former name fails naming the new one."""
+        reserved = {*self._found, *self.failures, *self.skipped}
+        for name, eps in group_entry_points(self.group).items():
+            origin = entry_point_origin(eps[0])
+            if name in reserved:
+                where = self._origin.get(name) or f"module {self.package}.{name}"
+                self.refused[name] = Failure(name, origin, f"{self.what} {name!r} is built in ({where}); a plugin "
+                                                           "must declare another name")
+                print(f"intact: refused {origin}: {self.refused[name].cause}", file=sys.stderr)
+            elif name in self.renamed:
+                former = renamed_message(self.what, name, self.renamed[name])
+                self._fail(name, origin, former + "; declare another name")
+            elif len(eps) > 1:
+                self._fail(name, origin, f"{self.what} {name!r} is declared twice (also by "
+                                         f"{entry_point_origin(eps[1])}); uninstall one")
+            else:
+                self._entry[name] = eps[0]
+
+    def _load(self, name: str) -> None:
+        """Import plugin ``name`` (once): its declaration, or its failure."""
+        ep = self._entry[name]
+        origin = entry_point_origin(ep)
+        with _loading(origin) as load:
+            decl = ep.load()
+        if load.error is not None:
+            return self._fail(name, origin, load.cause())
+        declared = getattr(decl, "name", name)
+        if isinstance(decl, self.kind) and declared != name:
+            return self._fail(name, origin, f"it declares {self.what} {declared!r}; the entry point's name must be "
+                                            f"the {self.what}'s name (write '{declared} = {ep.value}')")
+        self._add(name, decl, origin)
+        if name in self._found:
+            mark_loaded(self.plugin(name))

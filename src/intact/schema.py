@@ -2,7 +2,8 @@
 the protocol layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks``
 from the benchmark types', ``head``, ``intact``, ``optim``, ``tracking`` and each ``backbones`` entry from
 :mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what
-was expected."""
+was expected. A plugin enters the schema once it is loaded, which a config that names it does
+(:func:`check_schema`): one that no config names is never imported."""
 
 from __future__ import annotations
 
@@ -31,19 +32,39 @@ SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 MAX_ITEMS = 1000
 
 
-@functools.lru_cache(maxsize=1)
+#: the names each registry knows (methods, benchmark types), and whether each is loaded: what the schema is built of
+Loaded = tuple[tuple[tuple[str, bool], ...], ...]
+#: the schema of a plugin's settings before it is loaded (a config that names it loads it: :func:`check_schema`)
+UNLOADED = {"description": "a plugin's settings (checked once it is loaded)", "type": ["object", "null"]}
+
+
 def schema() -> dict[str, Any]:
-    # parsed once per process: the Snakefile resolves every run of a paper grid (thousands of calls)
+    """The schema of the declarations loaded so far (the built-ins, and the plugins looked up)."""
+    return _schema(_loaded())
+
+
+def _loaded() -> Loaded:
+    out = []
+    for registry in (METHODS, BENCHMARKS):
+        done = registry.loaded()
+        out.append(tuple((name, name in done) for name in registry))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _schema(loaded: Loaded) -> dict[str, Any]:
+    # parsed once per process and set of plugins: the Snakefile resolves every run of a paper grid (thousands)
     out = load_file(SCHEMA_PATH, "schema file")
     methods = out["properties"]["methods"]
     methods["additionalProperties"] = False
-    methods["properties"] = {name: settings_schema(m) for name, m in METHODS.items()}
+    methods["properties"] = {name: settings_schema(METHODS[name]) if ready else dict(UNLOADED)
+                             for name, ready in loaded[0]}
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
     out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
     out["properties"]["backbones"]["additionalProperties"] = section_schema(
         BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
-    _add_benchmarks(out)
+    _add_benchmarks(out, loaded[1])
     _bound_lists(out)
     return out
 
@@ -61,18 +82,20 @@ def _bound_lists(node: Any) -> None:
             _bound_lists(value)
 
 
-def _add_benchmarks(out: dict[str, Any]) -> None:
-    """``benchmarks.<name>``: ``type`` one of the declared types, and the keys of that type (``$defs/bench_<type>``)."""
+def _add_benchmarks(out: dict[str, Any], known: tuple[tuple[str, bool], ...]) -> None:
+    """``benchmarks.<name>``: ``type`` one of the declared types, and the keys of that type (``$defs/bench_<type>``;
+    a plugin's once it is loaded)."""
     entry = out["properties"]["benchmarks"]["additionalProperties"]
-    entry["properties"]["type"]["enum"] = list(BENCHMARKS)
+    types = {name: BENCHMARKS[name] for name, ready in known if ready}
+    entry["properties"]["type"]["enum"] = [name for name, _ in known]
     entry["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": {"$ref": f"#/$defs/bench_{name}"}}
-                      for name in BENCHMARKS]
-    out["$defs"].update({f"bench_{name}": benchmark_schema(t) for name, t in BENCHMARKS.items()})
+                      for name in types]
+    out["$defs"].update({f"bench_{name}": benchmark_schema(t) for name, t in types.items()})
 
 
-@functools.lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
-    return validator(schema())
+@functools.lru_cache(maxsize=4)
+def _validator(loaded: Loaded) -> jsonschema.Draft202012Validator:
+    return validator(_schema(loaded))
 
 
 def _key(path: typing.Iterable[Any]) -> str:
@@ -115,9 +138,21 @@ def _first_repeat(items: list[Any]) -> list[Any]:
     return []
 
 
-def check_schema(cfg: Mapping[str, Any], where: str = "config") -> None:
-    """Validate a whole config; ConfigError naming the first bad key."""
-    _raise_first(_validator().iter_errors(cfg), where)
+def check_schema(cfg: Mapping[str, Any], where: str = "config", load: bool = True) -> None:
+    """Validate a whole config; ConfigError naming the first bad key. The plugins it names (a ``methods`` section,
+    a benchmark's ``type``) are loaded first, so that the schema covers them (``load=False``: not, in a job's
+    process, whose workflow checked the same config: a job loads the plugins of its run only)."""
+    for registry, names in ((METHODS, _keys(cfg.get("methods"))),
+                            (BENCHMARKS, [b.get("type") for b in _keys(cfg.get("benchmarks")).values()
+                                          if isinstance(b, Mapping)])):
+        for name in names if load else ():
+            if isinstance(name, str):
+                registry.get(name)  # looking a plugin up loads it (a failure is refused where the name is used)
+    _raise_first(_validator(_loaded()).iter_errors(cfg), where)
+
+
+def _keys(node: Any) -> Mapping[str, Any]:
+    return node if isinstance(node, Mapping) else {}
 
 
 def check_sections(sections: Mapping[str, Any], where: str) -> None:
@@ -126,7 +161,7 @@ def check_sections(sections: Mapping[str, Any], where: str) -> None:
     config once per run (seconds for a paper grid's thousands of runs); the same sections are checked once."""
     key = json.dumps(sections, sort_keys=True, default=repr)
     if key not in _SECTIONS_OK:
-        _raise_first(_sections_validator(tuple(sorted(sections))).iter_errors(dict(sections)), where)
+        _raise_first(_sections_validator(tuple(sorted(sections)), _loaded()).iter_errors(dict(sections)), where)
         _SECTIONS_OK.add(key)
 
 
@@ -134,9 +169,10 @@ _SECTIONS_OK: set[str] = set()  # the JSON of sections already found valid (per 
 
 
 @functools.lru_cache(maxsize=8)
-def _sections_validator(names: tuple[str, ...]) -> jsonschema.Draft202012Validator:
+def _sections_validator(names: tuple[str, ...], loaded: Loaded
+                        ) -> jsonschema.Draft202012Validator:
     # the root schema cut to these properties: its $defs (and $ref paths into it) stay as they are
-    root = schema()
+    root = _schema(loaded)
     return validator({**root, "required": [], "properties": {n: root["properties"][n] for n in names}})
 
 

@@ -16,8 +16,8 @@ A benchmark's test names its entry of the config (any registered type, a plugin'
     bench = tiny_bench(tmp_path / "bench", cfg, benchmark="rotdigits")
 
 Imports neither pytest nor snakemake (:func:`snakemake` runs it as a subprocess) nor, until a helper trains,
-torch. The tiny config is the checkout's ``config.yaml`` shrunk to seconds: the kit needs the checkout that
-holds the Snakefile (``pip install -e``), as running the workflow does.
+torch. The tiny config is the workflow's ``config.yaml`` shrunk to seconds, and :func:`snakemake` runs its
+Snakefile: the checkout's (an editable install), else the copy a wheel ships in the package (setup.py).
 """
 
 from __future__ import annotations
@@ -34,14 +34,22 @@ from collections.abc import Mapping
 
 import yaml
 
-from intact.layering import load_file, merge
+from intact.layering import merge, read_files
 from intact.methods import METHODS
 from intact.paths import user_cache
 from intact.runtime.warm_snakemake import ENV_SOCKET as WARM_SNAKEMAKE
 from intact.settings import SECTIONS
 
-#: the checkout this package was installed from (src layout: <checkout>/src/intact)
-REPO = Path(__file__).resolve().parents[2]
+
+def _workflow_root() -> Path:
+    """The folder holding the Snakefile and ``config.yaml``: the checkout this package runs from (src layout:
+    ``<checkout>/src/intact``), or ``intact/workflow`` where it was installed from a wheel (setup.py)."""
+    here = Path(__file__).resolve().parent
+    return here.parents[1] if (here.parents[1] / "Snakefile").is_file() else here / "workflow"
+
+
+#: the checkout, or the workflow a wheel installed (:func:`_workflow_root`)
+REPO = _workflow_root()
 
 
 def tiny_config(**run: object) -> dict:
@@ -49,9 +57,9 @@ def tiny_config(**run: object) -> dict:
     the ``run`` section (``methods=[...]``)."""
     path = REPO / "config.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"intact.testing needs the intact checkout (its config.yaml and Snakefile): {path} is "
-                                "not there; install intact with `pip install -e <checkout>`")
-    cfg = load_file(path)
+        raise FileNotFoundError(f"intact.testing needs the workflow (its config.yaml and Snakefile): {path} is not "
+                                "there; install intact from its checkout (`pip install <checkout>`, or `-e`)")
+    cfg = read_files([path])
     cfg["run"].update({"seeds": [0], "methods": ["coda_p", "coda_p+intact"], **run})
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
     # every shared section present (empty: its declared defaults), so a test can set one key
@@ -61,7 +69,7 @@ def tiny_config(**run: object) -> dict:
     cfg["backbones"]["vit_digits"]["pretrain"] = {"epochs": 25}
     cfg["optim"]["epochs"] = 1
     # every method's section present (empty: its declared defaults), so a test can set one key
-    cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS}
+    cfg["methods"] = {name: dict((cfg.get("methods") or {}).get(name, {})) for name in METHODS.builtins()}
     cfg["methods"]["coda_p"]["pool_size"] = 6
     return cfg
 

@@ -13,7 +13,6 @@ from intact.config import (
 )
 from intact.data import BENCHMARKS
 from intact.data.image_config import prepare_settings
-from intact.layering import LayerError, apply_extends
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
@@ -24,8 +23,6 @@ from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHT
 from intact.sources import source_files
 
 try:
-    # a --configfile that extends another (configs/paper/*.yaml over base.yaml): resolve the layers
-    apply_extends(config, workflow.config_settings.configfiles, workflow.config_settings.config)
     # a job's own process (a cluster job, Snakemake's --mode remote/subprocess) parses this file again: its
     # workflow checked the same config before submitting it, and checking every run against its backbone
     # builds each external ViT (on the meta device, importing torch and timm: ~3 s a job on a paper config)
@@ -36,7 +33,7 @@ try:
     # (refuse_missing_inputs, called in onstart: runtime.smk). A prepared benchmark no longer needs its images.
     MISSING_WEIGHTS = missing_weights(config)
     MISSING_DATA = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
-except (ConfigError, LayerError) as err:
+except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
 

@@ -17,7 +17,8 @@ class Benchmark(ABC):
     """A domain-incremental sequence: every task has the full label space and one input domain.
 
     Built once by ``prepare`` (writes ``manifest.json`` plus data files), then opened read-only by
-    every job through :meth:`open`.
+    every job through :meth:`open`. A type declared ``pretrains=True`` also defines :meth:`pretrain_set` and
+    :meth:`clean_test_set`.
     """
 
     def __init__(self, manifest_path: str | Path):
@@ -59,6 +60,16 @@ class Benchmark(ABC):
     @abstractmethod
     def eval_set(self, task: int, eval_split: str = "test") -> Dataset:
         """The test split of ``task`` (or its validation part when ``eval_split='val'``)."""
+
+    # the pretraining contract: a type declared ``pretrains=True`` (its backbone pretrains on it) defines both;
+    # the declaration refuses one that does not (intact.data.declare.PRETRAINING)
+    def pretrain_set(self) -> Dataset:
+        """The clean images a backbone pretrains on (``backbones.<b>.pretrain``), none of them in a task's split."""
+        raise NotImplementedError(f"benchmark {self.name!r} ({type(self).__qualname__}) has no pretrain_set()")
+
+    def clean_test_set(self) -> Dataset:
+        """The test images without a domain: the pretrained backbone's clean accuracy (``backbone.json``)."""
+        raise NotImplementedError(f"benchmark {self.name!r} ({type(self).__qualname__}) has no clean_test_set()")
 
     def preview(self) -> Preview:
         """What the benchmark shows of its tasks, a few test images per task: the picture

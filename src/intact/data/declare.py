@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from collections.abc import Callable, Iterable, Mapping
 
-from intact.registry import check_implementation, hook_problem, import_target, resolve
+from intact.registry import check_implementation, class_members, hook_problem, import_target, resolve
 from intact.settings import check_declared, fields_schema, validator
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
@@ -34,6 +34,9 @@ TYPES: Mapping[str, BenchmarkType] = {}
 
 #: the keys every ``benchmarks.<name>`` entry has; not settings of the type
 COMMON_KEYS = ("name", "type", "backbone")
+
+#: what the implementation of a type declared ``pretrains=True`` defines (:class:`~intact.data.base.Benchmark`)
+PRETRAINING = ("pretrain_set", "clean_test_set")
 
 #: ``check(settings) -> [(key, problem), ...]``: a benchmark's own consistency checks, run at config validation
 BenchmarkCheck = Callable[[Any], Iterable[tuple[str, str]]]
@@ -111,7 +114,7 @@ class BenchmarkType:
     splits: tuple[str, ...] = ()  #: named splits the type ships (the first is the default)
     check: BenchmarkCheck | None = None
     channels: int | None = None  #: image channels; checked (with ``image_size``) against the backbone when set
-    #: its implementation has ``pretrain_set()``: ``backbones.<b>.pretrain.benchmark`` may name it
+    #: ``backbones.<b>.pretrain.benchmark`` may name it: its implementation has :data:`PRETRAINING` (checked)
     pretrains: bool = False
     #: ``prepare(cfg, out_dir, workers=, progress=)`` decodes over the job's cores (rule ``prepare_images``);
     #: False: ``prepare(cfg, out_dir)`` in one process (rule ``prepare_data``)
@@ -149,7 +152,8 @@ def _check_declaration(decl: BenchmarkType) -> None:
     """A declaration checks itself when it is made (at import), as a method's does: its settings' defaults, of
     their type and in their bounds (:func:`intact.settings.check_declared`; a required key's and ``domains``'s
     stand for "not set": their type only), the type's own ``defaults``, its implementation
-    (:func:`intact.registry.check_implementation`) and its ``check``'s signature."""
+    (:func:`intact.registry.check_implementation`; with ``pretrains``, its :data:`PRETRAINING` methods, read
+    from source) and its ``check``'s signature."""
     import jsonschema
 
     where = f"benchmark {decl.name!r}"
@@ -160,6 +164,11 @@ def _check_declaration(decl: BenchmarkType) -> None:
         if error is not None:
             raise TypeError(f"{where}: defaults[{name!r}] = {value!r} breaks the field's declaration: {error.message}")
     check_implementation(decl.implementation, where)
+    members = class_members(decl.implementation, "intact.data.base:Benchmark") if decl.pretrains else None
+    missing = [m for m in PRETRAINING if members is not None and m not in members]
+    if missing:
+        raise TypeError(f"{where}: pretrains=True, but its implementation {decl.implementation!r} defines no "
+                        f"{' and no '.join(m + '()' for m in missing)} (docs/adding-a-benchmark.md, Pretraining)")
     problem = hook_problem(decl.check, 1, "check(settings) -> [(key, problem), ...]") if decl.check else None
     if problem:
         raise TypeError(f"{where}: {problem}")

@@ -129,6 +129,30 @@ class IntactRegularizer:
                 self.inputs[name] = args[0]
         return hook
 
+    @contextmanager
+    def watching(self, model: nn.Module) -> Iterator[None]:
+        """Within the block, ``model`` stands in for the watched one: a module with the same protected layers (the
+        head a method predicts with, :meth:`~intact.methods.shared.base.ContinualMethod.prediction_head`, where
+        it trains another). Its copy becomes the anchors (:meth:`begin_task`), its layers' inputs are captured
+        (:meth:`collect`, the hypercubes) and the certificate bounds its drift (:meth:`end_task`)."""
+        if model is self.model:
+            yield
+            return
+        modules = dict(model.named_modules())
+        unlike = [n for n, m in self.layers.items() if type(modules.get(n)) is not type(m)]
+        if unlike:
+            raise ValueError(f"{type(model).__name__} cannot stand in for the protected {type(self.model).__name__}: "
+                             f"it has no layers {unlike} of the same types")
+        saved = self.model, self.layers, self._hooks
+        self.model, self.layers = model, {n: modules[n] for n in self.layers}
+        self._hooks = [m.register_forward_hook(self._capture(n, m)) for n, m in self.layers.items()]
+        try:
+            yield
+        finally:
+            for hook in self._hooks:
+                hook.remove()
+            self.model, self.layers, self._hooks = saved
+
     # ---- the task cycle ----------------------------------------------------------------------------
     def begin_task(self, task: int) -> None:
         """Freeze the anchors (and the teacher) as they are after the previous task; move the boxes."""

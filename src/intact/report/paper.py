@@ -119,11 +119,21 @@ def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
 
 
 #: how our runs are labelled where the paper has no row for them
+#: the labels of our methods in tables (the paper's names); a ``<method>+intact`` run is labelled
+#: "<label> + InTAct" (:func:`our_label`)
 OUR_LABELS = {"coda_p": "CODA-P", "l2p": "L2P", "dualprompt": "DualPrompt", "ewc": "EWC", "lwf": "LwF",
-              "coda_p+intact@preset=reference": "InTAct (reference code)", "finetune": "Fine-tuning (prompt)",
-              "joint": "Joint (upper bound)", "l2p+intact": "L2P + InTAct", "dualprompt+intact": "DualPrompt + InTAct",
-              "coda_p+intact": "CODA-P + InTAct", "inflora+intact": "InfLoRA + InTAct",
-              "compositional_prompt+intact": "C-Prompt + InTAct", "ka_prompt+intact": "KA-Prompt + InTAct"}
+              "finetune": "Fine-tuning (prompt)", "joint": "Joint (upper bound)", "compositional_prompt": "C-Prompt",
+              "consistent_prompt": "CPrompt", "ka_prompt": "KA-Prompt", "inflora": "InfLoRA", "s_prompts": "S-Prompts",
+              "esn": "ESN", "coda_p+intact@preset=reference": "InTAct (reference code)"}
+
+
+def our_label(run: str) -> str:
+    """A run's label in a table: :data:`OUR_LABELS`, "<label> + InTAct" for a method's plain InTAct run, else the
+    run's name."""
+    if run in OUR_LABELS:
+        return OUR_LABELS[run]
+    base, plus, rest = run.partition("+intact")
+    return f"{OUR_LABELS[base]} + InTAct" if plus and not rest and base in OUR_LABELS else run
 
 
 def paper_pm(pair: Sequence[float] | None) -> str:
@@ -148,5 +158,5 @@ def rows_and_labels(paper_rows: list[dict], ours: Sequence[str]) -> list[tuple[s
     """(label, our run name, paper row): the paper's rows in its order, then our runs it does not list."""
     out = [(r["method"], r.get("ours"), r) for r in paper_rows]
     mapped = {r.get("ours") for r in paper_rows}
-    out += [(OUR_LABELS.get(m, m), m, None) for m in ours if m not in mapped]
+    out += [(our_label(m), m, None) for m in ours if m not in mapped]
     return out

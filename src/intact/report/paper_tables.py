@@ -36,8 +36,6 @@ TERM_TITLES = {"intdrift": "L_IntDrift", "var": "L_Var", "align": "L_Align", "fe
 LAMBDAS = ("lambda_feat", "lambda_intdrift", "lambda_var", "lambda_align")
 LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "lambda_var": "λ_Var",
                  "lambda_align": "λ_Align"}
-#: labels of our runs that are not rows of the paper's tables
-
 
 
 def average_stat(ledger: Ledger, row: str, run: str, benchmarks: Sequence[str]) -> Stat | None:

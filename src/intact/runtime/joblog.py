@@ -1,4 +1,5 @@
-"""Send a job's stdout/stderr (Python and C level) to its log file, as Snakemake's ``log:`` expects."""
+"""Send a job's stdout/stderr (Python and C level) to its log file, as Snakemake's ``log:`` expects, with the
+deprecations a plugin raises (:func:`show_deprecations`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,17 @@ import contextlib
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from collections.abc import Iterator
+
+
+def show_deprecations() -> None:
+    """Print every ``DeprecationWarning`` (once per place that raises it), as pytest does: Python shows only those
+    ``__main__`` raises, so a plugin's (at its import, in a hook) would reach its author under pytest alone. Called
+    by ``intact validate`` and every job (:func:`log_to`); a ``-W`` option or ``PYTHONWARNINGS`` decides instead."""
+    if not sys.warnoptions:
+        warnings.simplefilter("default", DeprecationWarning)
 
 
 @contextlib.contextmanager
@@ -15,8 +25,10 @@ def log_to(path: str | os.PathLike | None, rule: str | None = None) -> Iterator[
     """Redirect file descriptors 1 and 2 to ``path`` (appending) for the duration of the block; an exception
     that leaves the block is written there with its traceback, then raised again.
 
-    ``rule`` (the Snakemake rule name) is exported as ``INTACT_RULE`` for provenance records.
+    ``rule`` (the Snakemake rule name) is exported as ``INTACT_RULE`` for provenance records. Deprecations are
+    shown (:func:`show_deprecations`): a plugin's hooks write them to the log.
     """
+    show_deprecations()
     if rule:
         os.environ["INTACT_RULE"] = rule
     if not path:

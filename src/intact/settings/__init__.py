@@ -57,6 +57,9 @@ class RunConfig:
     protocol: str = setting(DEFAULT_PROTOCOL, later=True)
     #: a rehearsal's run (``rehearsal:`` in the config, intact.rehearsal): recorded, so every table of it says so
     rehearsal: bool = setting(False, later=True)
+    #: the plugins the run uses (:class:`intact.plugins.Plugin`, as text: distribution, version, digest of its
+    #: files): a changed plugin reruns its runs; none for a built-in run, whose hash so never depends on plugins
+    plugins: tuple[str, ...] = setting((), later=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The run's plain form (job params, hash): :func:`recorded` - keys declared ``later`` are left out

@@ -27,8 +27,9 @@ What lands in MLflow
   ``@<config hash>``), ``intact.config_hash``, ``intact.content_hash``, ``intact.current``,
   ``mlflow.source.git.commit`` / ``intact.git_commit``, ``intact.data_sha256.<file>``,
   ``intact.backbone_sha256``, ``intact.snakemake_rules`` (the rules that produced the results),
-  ``intact.slurm_job_ids`` (``task:id,...``), ``intact.packages.<name>``, ``intact.host``, ``intact.device``,
-  ``intact.results_dir``, ``intact.tracked_by`` (``track_run`` or the command line).
+  ``intact.slurm_job_ids`` (``task:id,...``), ``intact.packages.<name>``, ``intact.plugins.<name>`` (a plugin the
+  run loaded: distribution, version, digest), ``intact.host``, ``intact.device``, ``intact.results_dir``,
+  ``intact.tracked_by`` (``track_run`` or the command line).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from intact.plugins import Plugin
 from intact.stored_run import StoredRun
 from intact.tracking.settings import TRACKER_VERSION
 from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE
@@ -229,6 +231,8 @@ def _tags(run: RunFolder) -> dict[str, str]:
             tags[f"intact.{key}"] = ",".join(values)
     for name, version in (provs[-1].get("packages") or {}).items():
         tags[f"intact.packages.{name}"] = str(version)
+    for p in provs[-1].get("plugins") or ():
+        tags[f"intact.plugins.{p['name']}"] = str(Plugin(**p))
     backbone = list(dict.fromkeys(tr["backbone_sha256"] for tr in run.trains if tr.get("backbone_sha256")))
     if backbone:
         tags["intact.backbone_sha256"] = ",".join(backbone)

@@ -20,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 
 from intact.config import tracking_config
-from intact.layering import load_file
+from intact.layering import read_files
 from intact.settings import TrackingConfig
 
 TRACKER_VERSION = 1  #: bump when what is logged changes: every run is then re-logged once
@@ -31,10 +31,11 @@ class TrackingError(RuntimeError):
 
 
 def load_tracking_config(path: str | os.PathLike | None) -> TrackingConfig:
-    """The tracking section of a config file (defaults if ``path`` is None or has no section)."""
+    """The tracking section of a config file, its ``extends`` resolved (defaults if ``path`` is None or no layer
+    has the section)."""
     if path is None:
         return TrackingConfig()
-    return tracking_config(load_file(path) or {})
+    return tracking_config(read_files([path]))
 
 
 def resolve_uri(tracking: TrackingConfig, uri: str | None = None,

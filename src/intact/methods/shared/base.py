@@ -222,6 +222,12 @@ class ContinualMethod(nn.Module, ABC):
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """Logits at test time (no task identity)."""
 
+    def prediction_head(self) -> nn.Module:
+        """The module ``predict`` computes the logits with, the head InTAct protects (its previous-task copy is
+        the anchors) and certifies (hypercubes and certificate of its layers): ``self.head`` by default. A method
+        that trains one head and predicts with another of the same layers (an EMA copy) returns that one."""
+        return self.head
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # a module needs a forward (EWC's functional_call): the test-time prediction
         return self.predict(x)

@@ -46,6 +46,9 @@ class NetworkMethod(ContinualMethod):
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
 
+    def prediction_head(self) -> nn.Module:
+        return self.model  # the whole network is protected
+
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         return self.model(x), None, None
 

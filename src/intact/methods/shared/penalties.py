@@ -33,23 +33,27 @@ class IntactPenalty(Penalty):
         self.reg = reg
 
     def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
-        # the anchors and the teacher are the previous task's model, before the method moves on
-        self.reg.begin_task(task)
+        # the anchors and the teacher are the previous task's model, before the method moves on: the anchors are
+        # the head it predicted with (ContinualMethod.prediction_head), the one the certificate is about
+        with self.reg.watching(method.prediction_head()):
+            self.reg.begin_task(task)
 
     def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
         return self.reg.penalty(**method.intact_teacher(batch))
 
     def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
         """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``,
-        both in eval mode whatever the caller's mode (which is restored afterwards)."""
+        both in eval mode whatever the caller's mode (which is restored afterwards), of the method's
+        :meth:`~intact.methods.shared.base.ContinualMethod.prediction_head`."""
         was_training = method.training
         method.eval()
         # (where the job cached the training images' queries, predict reads them in the pass: method.batches)
-        acts = self.reg.collect(method.predict, (x for x, _ in method.batches(train_set)))
         try:
-            # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
-            # the running statistics that are saved with the task
-            return self.reg.end_task(task, acts)
+            with self.reg.watching(method.prediction_head()):  # the hypercubes and certificate of the head predicting
+                acts = self.reg.collect(method.predict, (x for x, _ in method.batches(train_set)))
+                # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
+                # the running statistics that are saved with the task
+                return self.reg.end_task(task, acts)
         finally:
             method.train(was_training)
 
