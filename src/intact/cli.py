@@ -32,7 +32,8 @@ from intact.studies import expand_studies  # noqa: E402
 from intact.tune import expand_tune  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The commands parsed here (speed, warm and rehearse parse their own options)."""
     parser = argparse.ArgumentParser(prog="intact", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
                    add_help=False)
     sub.add_parser("rehearse", help="rehearse the paper configs at toy scale and read every output (intact rehearse "
                    "--help)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["warm"]:
         from intact.runtime.warm import keep

@@ -23,7 +23,6 @@ Importing this module imports nothing heavy: implementations (which import torch
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import importlib
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Iterator, Mapping
 
+from intact.unimported import binds, module_ast, top_level_names
 from intact.plugins import Plugin, entry_point_origin, group_entry_points, identity, mark_loaded
 from intact.removed import removal_hint, removed_uses, renamed_message
 
@@ -90,7 +90,7 @@ def target_problem(target: str) -> str | None:
         return f"module {module!r} cannot be found ({type(err).__name__}: {err})"
     if spec is None:
         return f"module {module!r} cannot be found"
-    if spec.origin and spec.origin.endswith(".py") and attr not in _top_level_names(spec.origin):
+    if spec.origin and spec.origin.endswith(".py") and attr not in top_level_names(spec.origin):
         return f"module {module!r} ({spec.origin}) defines no {attr!r}"
     return None
 
@@ -133,74 +133,9 @@ def check_implementation(target: str, where: str) -> None:
     if problem:
         raise TypeError(f"{where}: implementation {target!r} does not resolve: {problem}")
     origin = getattr(importlib.util.find_spec(target.partition(":")[0]), "origin", None)
-    uses = removed_uses(_module_ast(origin), origin) if origin and origin.endswith(".py") else []
+    uses = removed_uses(module_ast(origin), origin) if origin and origin.endswith(".py") else []
     if uses:
         raise TypeError(f"{where}: implementation {target!r}: {uses[0]}")
-
-
-@functools.cache
-def _module_ast(path: str) -> ast.Module:
-    """A module's source, parsed (once per process: the declarations' and implementations' modules are read at
-    start-up)."""
-    with open(path, encoding="utf-8") as f:
-        return ast.parse(f.read(), path)
-
-
-def _top_level_names(path: str) -> set[str]:
-    """The names a module's source binds at top level (definitions, assignments, imports; inside a
-    top-level ``if`` / ``try`` too), not those inside functions or classes."""
-    body = list(_module_ast(path).body)
-    names: set[str] = set()
-    while body:
-        node = body.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            body += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
-                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
-    return names
-
-
-def class_members(target: str, stop: str) -> set[str] | None:
-    """The names that the class ``"package.module:Class"`` and its bases define in their bodies, read from their
-    sources (not imported: no torch), the bases followed up to ``stop`` (a target, left out) through the classes
-    their modules define or import by name. None where a base cannot be read so (a compiled module, a base that
-    is not a plain name): then only importing the class can tell."""
-    if target == stop:
-        return set()
-    module, _, name = target.partition(":")
-    try:
-        origin = getattr(importlib.util.find_spec(module), "origin", None)
-    except (ImportError, ValueError):
-        return None
-    tree = _module_ast(origin) if origin and origin.endswith(".py") else None
-    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name] if tree else []
-    if not found:
-        return None
-    body = found[-1].body
-    members = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    members |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    for base in found[-1].bases:
-        where = {n.name: f"{module}:{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)} | {
-            a.asname or a.name: importlib.util.resolve_name("." * n.level + (n.module or ""), module.rpartition(".")[0])
-            + f":{a.name}" for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
-        named = where.get(base.id) if isinstance(base, ast.Name) else None
-        inherited = class_members(named, stop) if named else None
-        if inherited is None:
-            return None
-        members |= inherited
-    return members
-
-
-def binds(path: Path, attr: str) -> bool:
-    """Does the module source at ``path`` bind ``attr`` at top level? True where there is no source to read
-    (a compiled module: import it to find out)."""
-    return not path.is_file() or attr in _top_level_names(str(path))
 
 
 @dataclass(frozen=True)

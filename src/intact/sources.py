@@ -22,7 +22,7 @@ from pathlib import Path
 from intact.hashing import stable_hash
 from intact.io import write_json
 from intact.paths import user_cache
-from intact.registry import binds
+from intact.unimported import binds
 
 PACKAGE = "intact"
 #: the directory that holds the ``intact`` package (src/)
@@ -160,7 +160,7 @@ def _closure(scripts: tuple[Path, ...], src: Path) -> frozenset[Path]:
 
 def _registered(call: ast.Call, module: str, src: Path) -> set[str]:
     """The modules a ``Registry(what, kind, package, attr, ...)`` call imports: those of ``package`` (a string,
-    or ``__name__``: the calling package) that bind ``attr`` at top level (:func:`intact.registry.binds`)."""
+    or ``__name__``: the calling package) that bind ``attr`` at top level (:func:`intact.unimported.binds`)."""
     if len(call.args) < 4 or not isinstance(call.args[3], ast.Constant):
         return set()
     pkg = call.args[2]

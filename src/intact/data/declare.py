@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from collections.abc import Callable, Iterable, Mapping
 
-from intact.registry import check_implementation, class_members, hook_problem, import_target, resolve
+from intact.registry import check_implementation, hook_problem, import_target, resolve
+from intact.unimported import class_members
 from intact.settings import check_declared, fields_schema, validator
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
