@@ -17,7 +17,8 @@ from pathlib import Path
 #: studies, the tune's expansion and the plan of the workflow's files. A module that does not exist is skipped.
 CONFIGURATION = (
     "config.py", "schema.py", "layering.py", "protocols.py", "plan.py", "studies.py", "tune.py", "naming.py",
-    "checks.py", "registry.py", "config_docs.py", "rehearsal.py", "removed.py", "settings/*.py",
+    "checks.py", "registry.py", "plugins.py", "unimported.py", "config_docs.py", "rehearsal.py", "removed.py",
+    "settings/*.py",
     "methods/__init__.py", "methods/declare.py", "data/__init__.py", "data/declare.py", "data/image_config.py",
 )
 
