@@ -17,7 +17,7 @@ from intact.methods.declare import Method
 from intact.plugins import loaded_plugins
 from intact.registry import Registry
 from stored_run import write_run
-from test_plugins import GOOD, add_plugin, env, run_cli
+from test_plugins import GOOD, GOOD_BENCH, add_plugin, env, run_cli
 
 
 def marking(mark: Path, name: str, extra: str = "") -> str:
@@ -84,6 +84,27 @@ def test_a_cluster_jobs_check_of_the_config_imports_no_method_plugin(tmp_path, m
     cfg["methods"]["named"] = {"weight": -1.0}
     with pytest.raises(intact.config.ConfigError, match="methods.named.weight"):
         intact.schema.check_schema(cfg)
+
+
+@pytest.mark.slow
+def test_a_cluster_job_imports_no_benchmark_plugin_it_does_not_use(tmp_path):
+    """The config declares a benchmark of a plugin type: the workflow's process imports it (it checks the config and
+    picks each benchmark's prepare rule), a cluster job's process - started as an executor starts it, ``--mode remote
+    --target-jobs ... --allowed-rules ...`` - that prepares another benchmark does not."""
+    site, mark, work = tmp_path / "site", tmp_path / "imported", tmp_path / "w"
+    add_plugin(site, "marked", {"marked": "marked_mod:BENCHMARK"},
+               {"marked_mod": f"import pathlib\npathlib.Path({str(mark)!r}).write_text('imported')\n"
+                              + GOOD_BENCH.format(name="marked")}, "intact.benchmarks")
+    cfg = tiny_config(methods=["coda_p"])
+    cfg["benchmarks"]["plug"] = {"type": "marked", "backbone": "vit_digits"}
+    write_config(work, cfg)
+    job = ("--target-jobs", "prepare_data:benchmark=digits", "--allowed-rules", "prepare_data", "--mode", "remote",
+           "--force-use-threads")
+    proc = snakemake(work, *job, env=env(site))
+    assert "Finished jobid: 0 (Rule: prepare_data)" in proc.stdout + proc.stderr and not mark.exists()
+    assert (work / "results/data/digits/manifest.json").is_file()
+    snakemake(work, "-n", env=env(site))          # the workflow's own process: the test can see an import
+    assert mark.exists()
 
 
 def test_a_job_refuses_a_run_resolved_with_other_plugins():

@@ -104,7 +104,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
                               f"under 'backbones' (defined: {', '.join(cfg['backbones'])})")
     used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
     for name in sorted(used_backbones):
-        _check_backbone(cfg, name)
+        _check_backbone(cfg, name, load=check_runs)
     if check_files:
         missing = missing_files(cfg)
         if missing:
@@ -161,6 +161,16 @@ def missing_data(cfg: Mapping[str, Any],
     return {b: m for b, m in out.items() if m}
 
 
+def prepared_by(cfg: Mapping[str, Any], load: bool = True) -> tuple[list[str], list[str]]:
+    """The benchmarks the rule prepare_images builds and those prepare_data builds, as the declarations of their
+    types say (``parallel_prepare``). ``load=False``, for a job's own process, which runs the one rule that
+    ``--allowed-rules`` names: every benchmark in both lists, no type imported (a plugin the job does not use)."""
+    if not load:
+        return list(cfg["benchmarks"]), list(cfg["benchmarks"])
+    parallel = {n: BENCHMARKS[b["type"]].parallel_prepare for n, b in cfg["benchmarks"].items()}
+    return [n for n, p in parallel.items() if p], [n for n, p in parallel.items() if not p]
+
+
 def weights_path(cfg: Mapping[str, Any], name: str) -> str:
     """The weights file of backbone ``name`` (``~`` and ``$VARS`` expanded), or ``pretrain``."""
     w = cfg["backbones"][name]["weights"]
@@ -190,14 +200,15 @@ def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
                               f"{BENCHMARKS.failures[kind].message(BENCHMARKS.what)}")
 
 
-def _check_backbone(cfg: Mapping[str, Any], name: str) -> None:
+def _check_backbone(cfg: Mapping[str, Any], name: str, load: bool = True) -> None:
+    """A pretrained backbone's source benchmark is declared and (``load``: importing its type) one that pretrains."""
     bb = cfg["backbones"][name]
     if bb["weights"] == "pretrain":
         src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under "
                               "'benchmarks'")
-        if not BENCHMARKS[cfg["benchmarks"][src]["type"]].pretrains:
+        if load and not BENCHMARKS[cfg["benchmarks"][src]["type"]].pretrains:
             able = ", ".join(n for n, t in BENCHMARKS.loaded().items() if t.pretrains)
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r}: only the embedded "
                               "benchmark "

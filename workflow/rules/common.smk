@@ -8,10 +8,10 @@ import sys
 from argparse import Namespace
 
 from intact.config import (
-    ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, resolve_run,
+    ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, prepared_by,
+    resolve_run,
     tracking_config, validate_config, weights_path,
 )
-from intact.data import BENCHMARKS
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
@@ -32,7 +32,9 @@ try:
     # for which targets; a real run stops before its first job if a job it runs needs one of them
     # (refuse_missing_inputs, called in onstart: runtime.smk). A prepared benchmark no longer needs its images.
     MISSING_WEIGHTS = missing_weights(config)
-    MISSING_DATA = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json"))
+    # (a job's own process checks neither: it imports no benchmark type the job does not use, issue 43)
+    MISSING_DATA = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json")) \
+        if workflow.is_main_process else {}
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
@@ -123,9 +125,9 @@ def synthetic_tree(wildcards):
 
 PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
 EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
-# the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare)
-PARALLEL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if BENCHMARKS[b["type"]].parallel_prepare]
-SERIAL_BENCHMARKS = [n for n, b in config["benchmarks"].items() if not BENCHMARKS[b["type"]].parallel_prepare]
+# the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare); a
+# job's own process runs the one rule its --allowed-rules names, so it reads no declaration (intact.config.prepared_by)
+PARALLEL_BENCHMARKS, SERIAL_BENCHMARKS = prepared_by(config, load=workflow.is_main_process)
 
 
 wildcard_constraints:
