@@ -365,6 +365,20 @@ def test_the_jobs_pythonpath_has_the_sources_first_once():
 
 
 @pytest.mark.slow
+def test_a_tracking_runs_parent_has_imported_mlflow_without_a_thread():
+    """A run that tracks preloads MLflow (each track_run job would import it: ~4 s on 2 cores), one that does not,
+    not; the preload starts no thread (a parent forks its jobs) and MLflow's telemetry is off before its import."""
+    scripts = [str(p) for p in (Path(warm.__file__).parents[3] / "workflow" / "scripts").glob("*.py")]
+    assert warm.TRACKING_PRELOAD[0] in warm.preload_modules(scripts)
+    assert not set(warm.TRACKING_PRELOAD) & set(warm.preload_modules(scripts, tracking=False))
+    code = ("import sys, threading, os; import intact.tracking.preload; "
+            "print(threading.active_count(), 'mlflow.store.tracking.sqlalchemy_store' in sys.modules, "
+            "os.environ['MLFLOW_DISABLE_TELEMETRY'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "True", "true"]
+
+
+@pytest.mark.slow
 def test_the_kits_snakemake_starts_from_a_warm_parent_with_a_cold_runs_output_and_status(tmp_path, monkeypatch):
     """intact.testing.snakemake, where intact.runtime.warm_snakemake.ENV_SOCKET names a parent (the suite's), runs
     Snakemake in a child of it: the same output and exit status as ``python -m snakemake``, a failing run

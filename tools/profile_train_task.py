@@ -202,7 +202,8 @@ def _warm_parent():
     """A warm parent preloading what the workflow's parent preloads (the job scripts' imports)."""
     from intact.runtime.warm import preload_modules, start
 
-    parent = start(preload_modules(sorted(str(p) for p in (REPO / "workflow" / "scripts").glob("*.py"))))
+    scripts = sorted(str(p) for p in (REPO / "workflow" / "scripts").glob("*.py"))
+    parent = start(preload_modules(scripts, tracking=False))
     if parent is None:
         raise SystemExit("--warm: no warm parent started (INTACT_WARM=0?)")
     return parent

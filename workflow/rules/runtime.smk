@@ -24,7 +24,7 @@ onstart:
     # jobs, and --touch, run cold, each in its own process: they are not handed a socket, even one inherited.
     if workflow.local_exec and not workflow.touch:
         scripts = glob.glob(f"{workflow.basedir}/workflow/scripts/*.py")
-        parent, line = start_or_adopt(preload_modules(scripts))
+        parent, line = start_or_adopt(preload_modules(scripts, tracking=TRACKING.enabled))
         WARM_PARENT.append(parent)
         if line:
             print(line, file=sys.stderr)

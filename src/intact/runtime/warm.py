@@ -44,6 +44,8 @@ RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.
 #: Snakemake's ``script:`` preamble (named, never imported here), and torch._dynamo, which every torch.optim
 #: optimizer imports when it is built (docs/speed.md)
 EXTRA_PRELOAD = ("snakemake.iocontainers", "snakemake.logging", "torch._dynamo")
+#: and, for a run that tracks to MLflow, MLflow itself (intact.tracking imports it only when it logs)
+TRACKING_PRELOAD = ("intact.tracking.preload",)
 #: how long a run waits for the answer of the parent its environment names: its imports take ~3 s on a quiet
 #: machine, over 20 s on a loaded one (2 cores, load 8: torch, timm and intact in 24.8 s)
 PROBE_TIMEOUT = 60
@@ -319,13 +321,14 @@ def keep(argv: list[str]) -> int:
 
 # ---- the warm parent ---------------------------------------------------------------------------------------
 
-def preload_modules(scripts: list[str]) -> list[str]:
+def preload_modules(scripts: list[str], tracking: bool = True) -> list[str]:
     """What the warm parent imports: every ``intact`` module the job scripts import (read from their
-    imports, intact.sources: no list kept by hand; torch and timm come with them), then :data:`EXTRA_PRELOAD`."""
+    imports, intact.sources: no list kept by hand; torch and timm come with them), then :data:`EXTRA_PRELOAD`, and
+    :data:`TRACKING_PRELOAD` for a run that tracks (``tracking``)."""
     from intact.sources import imported_modules  # only the workflow's process needs it, not a client
 
     names = sorted(set().union(*(imported_modules(s) for s in scripts)) - {"intact.runtime.warm"})
-    return names + list(EXTRA_PRELOAD)
+    return names + list(EXTRA_PRELOAD) + list(TRACKING_PRELOAD if tracking else ())
 
 
 def python_id() -> list[str]:
