@@ -364,6 +364,18 @@ def test_the_jobs_pythonpath_has_the_sources_first_once():
     assert warm.jobs_pythonpath("/s", f"/s{sep}/p") == f"/s{sep}/p"
 
 
+def test_every_job_script_hands_off_before_its_imports():
+    """Each workflow script's first statements (after its docstring) are the hand-off: a script without it runs cold,
+    paying its imports in every job (tune_select did: ~6 s a job, 9 in a paper rehearsal)."""
+    import ast
+
+    for script in sorted((Path(warm.__file__).parents[3] / "workflow" / "scripts").glob("*.py")):
+        body = ast.parse(script.read_text()).body
+        body = body[1:] if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else body
+        first = [ast.unparse(node) for node in body[:2]]
+        assert first == ["from intact.runtime.warm import hand_off", "hand_off()"], script.name
+
+
 @pytest.mark.slow
 def test_a_tracking_runs_parent_has_imported_mlflow_without_a_thread():
     """A run that tracks preloads MLflow (each track_run job would import it: ~4 s on 2 cores), one that does not,

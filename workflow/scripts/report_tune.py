@@ -1,4 +1,8 @@
 """Snakemake adapter: the tune study's tables (choices on validation, chosen vs baseline on test)."""
+from intact.runtime.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.io import read_json
 from intact.runtime.joblog import log_to
 from intact.report.tune import write_tune_report

@@ -1,4 +1,8 @@
 """Snakemake adapter: one search's choice from its validation-split metrics (checkpoint tune_select)."""
+from intact.runtime.warm import hand_off
+
+hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
+
 from intact.io import write_json
 from intact.runtime.joblog import log_to
 from intact.tune import choose
