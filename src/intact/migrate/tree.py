@@ -275,8 +275,10 @@ def _sealed(task: Path, new: dict[Path, bytes]) -> dict[Path, bytes]:
     sealed already must match its seal, and a digest it holds the file it names: 0.1 wrote neither, so migrating a
     tree vouches for its records as they are (an edited one is refused only where a seal was written)."""
     content = lambda p: new[p] if p in new else p.read_bytes()  # noqa: E731
-    digests = {key: hashlib.sha256(content(task / name)).hexdigest()
-               for name, key in TENSOR_DIGESTS.items() if (task / name).exists()}
+    files = {key: task / name for name, key in TENSOR_DIGESTS.items() if (task / name).exists()}
+    before = {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in files.items()}  # each read once
+    digests = {key: hashlib.sha256(new[path]).hexdigest() if path in new else before[key]
+               for key, path in files.items()}
     evaluated = {k: v for k, v in digests.items() if k == "state_sha256"}
     out = {}
     for path, fields in ((task / "train.json", digests), (task / "eval.json", evaluated)):
@@ -286,18 +288,13 @@ def _sealed(task: Path, new: dict[Path, bytes]) -> dict[Path, bytes]:
         if SEAL in was and was[SEAL] != record_digest(was):
             raise refusal(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
         for key, digest in fields.items():   # the file's digest now, or after it (an interrupted migration)
-            before = hashlib.sha256((task / _tensor_file(key)).read_bytes()).hexdigest()
-            if was.get(key) not in (None, before, digest):
-                raise refusal(path, f"its {key} is not that of {_tensor_file(key)} (replaced after it was written)")
+            if was.get(key) not in (None, before[key], digest):
+                raise refusal(path, f"its {key} is not that of {files[key].name} (replaced after it was written)")
         sealed = {k: v for k, v in json.loads(content(path)).items() if k != SEAL} | fields
         sealed[SEAL] = record_digest(sealed)
         if _json(sealed) != path.read_bytes():
             out[path] = _json(sealed)
     return out
-
-
-def _tensor_file(key: str) -> str:
-    return {v: k for k, v in TENSOR_DIGESTS.items()}[key]
 
 
 # --------------------------------------------------------------------------------------------------
