@@ -148,6 +148,15 @@ class Plan:
         parts += [self.study_runs(s) for s in self.studies if targets & {"full", f"study_{s}"}]
         return merge_runs(parts)
 
+    def recollected(self, targets: Iterable[str], exists: Callable[[str], bool]) -> list[str]:
+        """The ``metrics.json`` and ``R.csv`` that target ``reports`` (if named) writes again: those of the stored
+        runs of each report it rebuilds (:meth:`stored_reports`; ``exists``: which files are there). A paper table
+        built beside it waits for them, never reading a run's record while it is rewritten."""
+        if "reports" not in set(targets):
+            return []
+        runs = merge_runs([runs for runs, _ in self._stored_parts(exists)])
+        return [f"{run_dir(b, m, s)}/{name}" for b, m, s in each_run(runs) for name in ("metrics.json", "R.csv")]
+
     def target_runs(self) -> dict[str, Runs]:
         """The runs each named target trains (``study_tune``: its search points and baselines, before any
         choice; ``full``: every other target's)."""
@@ -282,13 +291,17 @@ class Plan:
     def stored_reports(self, exists: Callable[[str], bool]) -> list[str]:
         """Every default-run and study report whose runs' metrics are all present (``exists``): what
         ``snakemake reports`` rebuilds from a results/ tree copied off a cluster."""
+        return [f for _, reports in self._stored_parts(exists) for f in reports]
+
+    def _stored_parts(self, exists: Callable[[str], bool]) -> list[tuple[Runs, list[str]]]:
+        """(runs, their reports) of the default run and each study on each benchmark, where every run's metrics
+        are present."""
         out = []
         for b in self.benchmarks:
-            if all(exists(f) for f in self.metrics_files(b, self.cfg["run"]["methods"], self.cfg["run"]["seeds"])):
-                out += self.default_reports(b)
-            for name, s in self.studies.items():
-                if all(exists(f) for f in self.metrics_files(b, s.methods, s.seeds)):
-                    out += self.study_reports(name, b)
+            parts = [(self.cfg["run"]["methods"], tuple(self.cfg["run"]["seeds"]), self.default_reports(b))]
+            parts += [(s.methods, s.seeds, self.study_reports(name, b)) for name, s in self.studies.items()]
+            out += [({b: {m: tuple(seeds) for m in methods}}, reports) for methods, seeds, reports in parts
+                    if all(exists(f) for f in self.metrics_files(b, methods, seeds))]
         return out
 
     @staticmethod

@@ -10,8 +10,10 @@ def requested_runs(wildcards=None):
     """The run records (metrics.json, R.csv, eval.json, train.json) that the requested targets themselves produce: the paper
     outputs wait for them. Stored runs are read whatever the target, but through a content digest (a param),
     never as inputs - an input would let Snakemake retrain a copied run to refresh it. The targets are
-    Snakemake's own DAG settings (`snakemake` alone: `all`)."""
-    return PLAN.record_files(PLAN.requested_runs(getattr(workflow.dag_settings, "targets", None) or ()))
+    Snakemake's own DAG settings (`snakemake` alone: `all`). Target `reports` (make reports) collects its stored runs
+    again: the paper outputs wait for those jobs too (PLAN.recollected)."""
+    targets = getattr(workflow.dag_settings, "targets", None) or ()
+    return PLAN.record_files(PLAN.requested_runs(targets)) + PLAN.recollected(targets, os.path.exists)
 
 
 def stored_digest(wildcards=None):
