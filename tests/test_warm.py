@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import plain_signals, process_gone
+from conftest import REPO, plain_signals, process_gone
 from intact.runtime import protocol, warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
@@ -369,7 +369,7 @@ def test_every_job_script_hands_off_before_its_imports():
     paying its imports in every job (tune_select did: ~6 s a job, 9 in a paper rehearsal)."""
     import ast
 
-    for script in sorted((Path(warm.__file__).parents[3] / "workflow" / "scripts").glob("*.py")):
+    for script in sorted((REPO / "workflow" / "scripts").glob("*.py")):
         body = ast.parse(script.read_text()).body
         body = body[1:] if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else body
         first = [ast.unparse(node) for node in body[:2]]
@@ -380,7 +380,7 @@ def test_every_job_script_hands_off_before_its_imports():
 def test_a_tracking_runs_parent_has_imported_mlflow_without_a_thread():
     """A run that tracks preloads MLflow (each track_run job would import it: ~4 s on 2 cores), one that does not,
     not; the preload starts no thread (a parent forks its jobs) and MLflow's telemetry is off before its import."""
-    scripts = [str(p) for p in (Path(warm.__file__).parents[3] / "workflow" / "scripts").glob("*.py")]
+    scripts = [str(p) for p in (REPO / "workflow" / "scripts").glob("*.py")]
     assert warm.TRACKING_PRELOAD[0] in warm.preload_modules(scripts)
     assert not set(warm.TRACKING_PRELOAD) & set(warm.preload_modules(scripts, tracking=False))
     code = ("import sys, threading, os; import intact.tracking.preload; "
