@@ -23,6 +23,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -83,7 +84,13 @@ def _train_record(path: Path) -> dict:
 
 
 def compute(workdir: Path) -> dict:
-    """Run every method of :data:`METHODS` for :data:`TASKS` tasks; return what is compared."""
+    """Run every method of :data:`METHODS` for :data:`TASKS` tasks, on the CPU also where CUDA is visible (the
+    references are CPU runs, named by their CPU fingerprint); return what is compared."""
+    with mock.patch("torch.cuda.is_available", return_value=False):  # intact.seeding.configure_torch picks CPU
+        return _compute(workdir)
+
+
+def _compute(workdir: Path) -> dict:
     from intact.config import backbone_config, benchmark_config, resolve_run
     from intact.data import benchmark_class
     from intact.evaluate import evaluate_task

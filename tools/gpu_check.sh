@@ -14,8 +14,12 @@
 #    tracking off, and writes the measured wall time, per-task training time, throughput and peak
 #    GPU memory to OUTDIR/summary.md (plus the AA table and the R matrices in OUTDIR/results.tar.gz).
 # 2. Runs the test suite on the GPU (every train/evaluate test picks CUDA when it is visible), except
-#    the SLURM and MLflow tests, which need services rather than a GPU.
-# CI never runs this: it has no GPU. Exit status: non-zero if either step failed.
+#    the SLURM and MLflow tests, which need services rather than a GPU; each failure's traceback goes to
+#    OUTDIR/failures.txt as it fails (tools/pytest_failures_now.py).
+# Each step can be given a wall-clock limit in seconds (SPEED_TIMEOUT, SCALE_TIMEOUT, PIPELINE_TIMEOUT,
+# TEST_TIMEOUT; 0 = none, the default except for the tests' 600), so that a short device lease ends with every
+# step's output; TEST_WORKERS=N runs the tests on N xdist workers (--dist loadfile).
+# CI never runs this: it has no GPU. Exit status: non-zero if any step failed.
 set -uo pipefail
 out=${1:-results/gpu_check}
 py=${PYTHON:-python3}
@@ -47,10 +51,10 @@ if [ "$scale" != off ]; then
         speed_args=(--model vit_base_patch16_224 --batch 64 --device cuda --repeats 10)
         scale_args=(--batch 64 --steps 300 --epochs 5)
     fi
-    "$py" -m intact.cli speed "${speed_args[@]}" --json "$out/speed.json" 2>"$out/speed.log" | tee "$out/speed.txt"
+    timeout "${SPEED_TIMEOUT:-0}" "$py" -m intact.cli speed "${speed_args[@]}" --json "$out/speed.json" 2>"$out/speed.log" | tee "$out/speed.txt"
     speed_rc=${PIPESTATUS[0]}
     rm -rf "$out/paper_scale"
-    "$py" tools/paper_scale_check.py "$out/paper_scale" "${scale_args[@]}" 2>"$out/paper_scale.log" | tee "$out/paper_scale.txt"
+    timeout "${SCALE_TIMEOUT:-0}" "$py" tools/paper_scale_check.py "$out/paper_scale" "${scale_args[@]}" 2>"$out/paper_scale.log" | tee "$out/paper_scale.txt"
     paper_rc=${PIPESTATUS[0]}
     [ -f "$out/paper_scale/paper_scale.json" ] && cp "$out/paper_scale/paper_scale.json" "$out/paper_scale.json"
     rm -rf "$out/paper_scale"   # the tree, the prepared data and the states: only the summary is kept
@@ -63,7 +67,7 @@ fi
 # ---- 1. the default pipeline ------------------------------------------------------------------------
 printf 'tracking:\n  enabled: false\n' > "$out/no_tracking.yaml"
 t0=$(date +%s%N)
-"$py" -m snakemake --cores all --configfile config.yaml "$out/no_tracking.yaml" > "$out/pipeline.log" 2>&1
+timeout "${PIPELINE_TIMEOUT:-0}" "$py" -m snakemake --cores all --configfile config.yaml "$out/no_tracking.yaml" > "$out/pipeline.log" 2>&1
 pipeline_rc=$?
 wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 echo "pipeline: exit $pipeline_rc after $wall_ms ms (log: $out/pipeline.log)"
@@ -94,7 +98,12 @@ EOF
 tar czf "$out/results.tar.gz" results/tables results/figures $(ls results/runs/*/*/seed*/R.csv results/runs/*/*/seed*/metrics.json results/runs/*/*/seed*/task*/train.json 2>/dev/null)
 
 # ---- 2. the test suite on the GPU --------------------------------------------------------------------
-timeout "${TEST_TIMEOUT:-600}" "$py" -m pytest -q -p no:cacheprovider -rfEs --durations=8 tests \
+workers=()
+[ -n "${TEST_WORKERS:-}" ] && workers=(-n "$TEST_WORKERS" --dist loadfile)
+rm -f "$out/failures.txt"   # each failure's traceback as it fails: a run cut by TEST_TIMEOUT keeps them
+PYTEST_FAILURES="$out/failures.txt" PYTHONPATH="$PWD/tools:$PYTHONPATH" \
+    timeout "${TEST_TIMEOUT:-600}" "$py" -m pytest -q -p no:cacheprovider -p pytest_failures_now -rfEs --durations=8 \
+    "${workers[@]}" tests \
     --ignore=tests/test_tracking.py --ignore=tests/test_slurm.py > "$out/pytest.log" 2>&1
 tests_rc=$?
 tail -25 "$out/pytest.log"
