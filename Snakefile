@@ -41,6 +41,7 @@ config.update(LAYERED_CONFIG)
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/runtime.smk"  # how jobs start: their PYTHONPATH, the warm parent (onstart/onsuccess/onerror)
+include: "workflow/rules/scheduler.smk"  # one re-scheduling timer at a time, not a chain per finished job
 include: "workflow/rules/data.smk"
 include: "workflow/rules/images.smk"
 include: "workflow/rules/rehearsal.smk"
