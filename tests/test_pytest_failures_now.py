@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 PLANTED = '''
@@ -37,6 +39,7 @@ def _run(tmp_path, *args):
     return proc, failures.read_text()
 
 
+@pytest.mark.slow  # two pytest sessions, one under xdist: seconds of CPU
 def test_each_failure_is_written_when_it_happens_and_once_under_xdist(tmp_path):
     proc, text = _run(tmp_path)
     assert "1 failed, 1 passed, 1 error" in proc.stdout, proc.stdout
