@@ -108,6 +108,18 @@ def test_no_rule_spells_a_run_folder_by_hand():
     assert not offenders, offenders
 
 
+def test_no_script_reads_the_raw_config():
+    """A job reads its settings from its params (Snakemake records them: a change reruns it), never from
+    ``snakemake.config``; and the workflow serialises settings one way (``recorded``), not ``asdict``."""
+    offenders = []
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow").rglob("*.smk")),
+                 *sorted((REPO / "workflow").rglob("*.py"))]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"snakemake\.config|asdict|as_dict\(", line):
+                offenders.append(f"{path.name}:{n}: {line.strip()}")
+    assert not offenders, offenders
+
+
 # --------------------------------------------------------------------------------------------------
 # intact.sources
 

@@ -147,17 +147,17 @@ def test_an_edited_search_record_never_makes_the_choice(tmp_path):
                             [[aa + 10, aa + seed], [5.0, aa + seed]],
                             method=name, seed=seed, split="val")
             paths.append(run / "metrics.json")
-    assert choose(cfg, "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
+    assert choose(expand_tune(cfg), "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
     edited = paths[0]                                               # point 0, seed 0: its AA edited to 1.0
     edited.write_text(json.dumps({**json.loads(edited.read_text()), "aa": 1.0}))
     with pytest.raises(ArtifactError, match=f"{re.escape(str(edited))}.*aa = 1.0.*--forcerun {re.escape(str(edited))}"):
-        choose(cfg, "digits", "coda_p+intact", paths)
+        choose(expand_tune(cfg), "digits", "coda_p+intact", paths)
     write_run(edited.parent, [[70.0, 60.0], [5.0, 60.0]], method=s.val_names[0], split="val")   # redone
-    assert choose(cfg, "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
+    assert choose(expand_tune(cfg), "digits", "coda_p+intact", paths)["chosen"]["index"] == 0
     r_csv = paths[3].with_name("R.csv")                             # point 1, seed 1: R.csv truncated
     r_csv.write_bytes(r_csv.read_bytes()[:20])
     with pytest.raises(ArtifactError, match=f"{re.escape(str(r_csv))} is damaged.*--forcerun {re.escape(str(r_csv))}"):
-        choose(cfg, "digits", "coda_p+intact", paths)
+        choose(expand_tune(cfg), "digits", "coda_p+intact", paths)
 
 
 def test_an_edited_eval_or_truncated_hypercube_never_makes_the_choice(tmp_path):
@@ -178,22 +178,22 @@ def test_an_edited_eval_or_truncated_hypercube_never_makes_the_choice(tmp_path):
             write_run(Path(folder), [[aa + 10, aa + seed], [5.0, aa + seed]], method=name, seed=seed,
                       split="val", config_hash=hashes[folder])
             paths.append(f"{folder}/metrics.json")
-    assert choose(cfg, "digits", "coda_p+intact", paths, hashes)["chosen"]["index"] == 0
+    assert choose(expand_tune(cfg), "digits", "coda_p+intact", paths, hashes)["chosen"]["index"] == 0
     point = tmp_path / f"results/runs/digits/{s.val_names[1]}/seed0"  # the edit would make point 1 the choice
     for name, damage in (("task1/eval.json", _raise_accuracy), ("task1/hypercube.safetensors", _halve)):
         saved = (point / name).read_bytes()
         damage(point / name)
         with pytest.raises(ArtifactError) as err:
-            choose(cfg, "digits", "coda_p+intact", paths, hashes)
+            choose(expand_tune(cfg), "digits", "coda_p+intact", paths, hashes)
         msg = str(err.value)
         assert msg.startswith(f"{point / name} is damaged") and f"--forcerun {point / name}`" in msg, msg
         assert "\n" not in msg
         (point / name).write_bytes(saved)
-    assert choose(cfg, "digits", "coda_p+intact", paths, hashes)["chosen"]["index"] == 0
+    assert choose(expand_tune(cfg), "digits", "coda_p+intact", paths, hashes)["chosen"]["index"] == 0
     other = {**hashes, str(point): "0123456789ab"}                  # the point's config changed since it ran
     with pytest.raises(ArtifactError, match=r"task0/train.json is damaged or foreign: it records config_hash = .*, "
                                             r"the run's config says '0123456789ab'"):
-        choose(cfg, "digits", "coda_p+intact", paths, other)
+        choose(expand_tune(cfg), "digits", "coda_p+intact", paths, other)
 
 
 def _raise_accuracy(path):

@@ -11,6 +11,8 @@ This module imports no torch: the Snakefile calls :func:`validate_config` at sta
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import typing
 from pathlib import Path
@@ -326,6 +328,13 @@ def tracking_config(cfg: Mapping[str, Any] | None) -> TrackingConfig:
 def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
     raw = {**cfg["backbones"][name], "weights": weights_path(cfg, name)}
     return build_dataclass(BackboneConfig, {"name": name, **raw}, f"backbones.{name}")
+
+
+def query_cache_backbone(backbone: BackboneConfig) -> dict[str, Any]:
+    """A backbone as the ``query_cache`` rule's params hold it: its fields with tuples kept, where
+    :func:`~intact.settings.recorded` writes lists. Kept as 0.1 recorded it: another repr would rerun every stored
+    cache, and so retrain every run that reads one."""
+    return dataclasses.asdict(backbone)
 
 
 def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:

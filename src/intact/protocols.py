@@ -94,10 +94,10 @@ def named_backbones(cfg: Mapping[str, Any]) -> set[str]:
             for m in (layer.get("per_method") or {}).values() if (m or {}).get("backbone")}
 
 
-def reads_prepared_images(optim: Mapping[str, Any]) -> bool:
-    """Whether a run with these plain ``optim`` settings reads the images as prepared, the view a benchmark's
-    query cache holds (another view trains and evaluates on the live path: :func:`intact.cache.variants`)."""
-    return all(optim.get(k, getattr(OptimConfig, k)) == getattr(OptimConfig, k) for k in VIEW_KEYS)
+def reads_prepared_images(optim: OptimConfig) -> bool:
+    """Whether a run with these ``optim`` settings reads the images as prepared, the view a benchmark's query
+    cache holds (another view trains and evaluates on the live path: :func:`intact.cache.variants`)."""
+    return all(getattr(optim, k) == getattr(OptimConfig, k) for k in VIEW_KEYS)
 
 
 def optimizer_name(run: Any) -> str:

@@ -269,19 +269,16 @@ def run_fingerprint(run: Any) -> str:
     return stable_hash({"R": [e["accuracy"] for e in run.evals], "epochs": epochs}, length=16)
 
 
-def choose(cfg: Mapping[str, Any], benchmark: str, run: str, metrics_paths: Sequence[str],
+def choose(study: TuneStudy, benchmark: str, run: str, metrics_paths: Sequence[str],
            config_hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The choice record of search ``run`` on ``benchmark`` from its points' ``metrics.json`` (checkpoint
-    ``tune_select``): :func:`select`'s record with the benchmark and the final runs it asks for. Each point's
-    run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or ``R.csv`` that its task
-    records do not give, an edited task record, one of another config than ``config_hashes[<run folder>]`` (the
-    hash its config gives now), and a state or hypercube that is not the one its record describes: an edited
-    number never makes a choice."""
+    """The choice record of search ``run`` of ``study`` (:func:`expand_tune`) on ``benchmark`` from its points'
+    ``metrics.json`` (checkpoint ``tune_select``): :func:`select`'s record with the benchmark and the final runs it
+    asks for. Each point's run is read by :func:`intact.results.read_run`, which refuses a ``metrics.json`` or
+    ``R.csv`` that its task records do not give, an edited task record, one of another config than
+    ``config_hashes[<run folder>]`` (the hash its config gives now), and a state or hypercube that is not the one
+    its record describes: an edited number never makes a choice."""
     from intact.results import read_run  # numpy and pandas: not when the Snakefile imports this module
 
-    study = expand_tune(cfg)
-    if study is None:
-        raise ValueError("studies.tune is not declared")
     folders = [os.path.dirname(p) for p in metrics_paths]
     runs = [read_run(f, config_hash=(config_hashes or {}).get(f), tensors=True) for f in folders]
     metrics = {(r.method, r.seed): r.metrics for r in runs}

@@ -13,6 +13,8 @@ rule pretrain_backbone:
         backbone=one_of(PRETRAINED_BACKBONES),
     params:
         backbone=lambda w: recorded(backbone_config(config, w.backbone)),
+        # typed, so not in the job's record (as benchmark in cache.smk): the manifest input carries a change
+        benchmark=lambda w: benchmark_config(config, backbone_config(config, w.backbone).pretrain.benchmark),
     conda:
         "../../envs/intact.yaml"
     script:

@@ -1,6 +1,5 @@
 # Helpers shared by the rules: config validation at start-up, run resolution, path builders.
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
-import dataclasses
 import json
 import os
 import re
@@ -9,7 +8,7 @@ from argparse import Namespace
 
 from intact.config import (
     ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, prepared_by,
-    resolve_run, tracking_config, validate_config, weights_path,
+    query_cache_backbone, resolve_run, tracking_config, validate_config, weights_path,
 )
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
@@ -40,6 +39,9 @@ except ConfigError as err:
 
 PLAN = Plan(config)
 STUDIES = PLAN.studies
+#: the config the report jobs read (every section but tracking and the experiments): a params entry, so that a
+#: changed setting rebuilds their tables and figures
+REPORT_SETTINGS = {k: v for k, v in config.items() if k not in ("tracking", "experiments")}
 
 
 def needed_by(users):
@@ -81,7 +83,7 @@ def job_backbone(job):
     """The backbone whose weights file a job reads (its ``backbone`` wildcard, else its run's), or None."""
     if job.rule.name not in READS_WEIGHTS:
         return None
-    return job.wildcards.backbone if "backbone" in job.wildcards.keys() else run_config(job.wildcards)["backbone"]["name"]
+    return job.wildcards.backbone if "backbone" in job.wildcards.keys() else typed_run(job.wildcards).backbone.name
 
 
 def refuse_missing_inputs(dag):
@@ -141,24 +143,29 @@ _RUN_CONFIGS = {}
 
 
 def _resolved(wildcards):
-    """(plain settings, config hash) of the job's run, resolved once per run (not per task job): a paper grid
-    has thousands of jobs."""
+    """(typed run, plain settings, config hash) of the job's run, resolved once per run (not per task job): a
+    paper grid has thousands of jobs."""
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
         run = resolve_run(config, *key)
-        _RUN_CONFIGS[key] = (run.to_dict(), run.hash())
+        _RUN_CONFIGS[key] = (run, run.to_dict(), run.hash())
     return _RUN_CONFIGS[key]
+
+
+def typed_run(wildcards):
+    """The job's run (intact.settings.RunConfig): what the input functions read."""
+    return _resolved(wildcards)[0]
 
 
 def run_config(wildcards):
     """The resolved run settings (a plain dict): a params entry, so a changed setting reruns the run."""
-    return _resolved(wildcards)[0]
+    return _resolved(wildcards)[1]
 
 
 def run_hash(wildcards):
     """The run's config hash as the config gives it now: what every record of the run must carry (a record of
     another configuration is refused where it is read: intact.results.read_run)."""
-    return _resolved(wildcards)[1]
+    return _resolved(wildcards)[2]
 
 
 def manifest(wildcards):
@@ -169,7 +176,7 @@ def backbone_name(wildcards):
     """The job's backbone: the query cache's own wildcard, else the run's (its benchmark's, or the one a
     per-method or protocol layer names: intact.protocols)."""
     name = getattr(wildcards, "backbone", None)
-    return name if name else run_config(wildcards)["backbone"]["name"]
+    return name if name else typed_run(wildcards).backbone.name
 
 
 def backbone_weights(wildcards):
@@ -227,10 +234,8 @@ def stored_reports(wildcards=None):
 def query_cache_input(wildcards):
     """The benchmark's query cache, for runs that read it (a backbone, optim.feature_cache and the
     images as prepared)."""
-    run = run_config(wildcards)
-    if not METHODS[run["base"]].uses_backbone or not run["optim"].get("feature_cache", True):
-        return {}
-    if not reads_prepared_images(run["optim"]):
+    run = typed_run(wildcards)
+    if not (METHODS[run.base].uses_backbone and run.optim.feature_cache and reads_prepared_images(run.optim)):
         return {}
     return {"query": f"results/cache/{wildcards.benchmark}/{backbone_name(wildcards)}/query.json"}
 

@@ -3,8 +3,6 @@
 from intact.plan import PAPER_FIGURES, PAPER_TABLES, TABLE_BLOCKS, paper_figure_file, paper_table_file
 from intact.hashing import files_digest
 
-PAPER_SETTINGS = {k: config[k] for k in ("run", "studies", "benchmarks", "backbones", "methods", "head", "intact", "optim") if k in config}
-
 
 def requested_runs(wildcards=None):
     """The run records (metrics.json, R.csv, eval.json, train.json) that the requested targets themselves produce: the paper

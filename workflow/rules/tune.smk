@@ -21,6 +21,7 @@ if TUNE:
             config_hashes=tune_search_hashes,
             selection=TUNE.selection_seeds,
             tie=[TUNE.tie, TUNE.tolerance],
+            study=TUNE,  # typed: not in the record (the plain values above are)
         wildcard_constraints:
             benchmark=one_of(TUNE.benchmarks),
             tuned=one_of([s.run for s in TUNE.searches]),

@@ -10,7 +10,8 @@ from intact.report.figures import paper_figures
 from intact.report.paper_tables import main_methods
 
 with log_to(snakemake.log[0], snakemake.rule):
-    stored = stored_results(snakemake.config, "results")
+    settings = snakemake.params.settings
+    stored = stored_results(settings, "results")
     outputs = {f: [snakemake.output[f"{f}_png"], snakemake.output[f"{f}_pdf"]] for f in PAPER_FIGURES}
-    spec = (snakemake.config.get("studies") or {}).get("sensitivity")
-    paper_figures(stored, snakemake.wildcards.benchmark, main_methods(snakemake.config), spec, outputs)
+    spec = (settings.get("studies") or {}).get("sensitivity")
+    paper_figures(stored, snakemake.wildcards.benchmark, main_methods(settings), spec, outputs)

@@ -11,8 +11,8 @@ from intact.rehearsal import banner
 from intact.report.render import write_table
 
 with log_to(snakemake.log[0], snakemake.rule):
-    stored = stored_results(snakemake.config, "results")
-    tables = paper_tables(snakemake.config, stored)
+    stored = stored_results(snakemake.params.settings, "results")
+    tables = paper_tables(snakemake.params.settings, stored)
     for name in PAPER_TABLES:
         out = snakemake.output
         write_table(tables[name], out[f"{name}_csv"], out[f"{name}_md"], out[f"{name}_tex"],

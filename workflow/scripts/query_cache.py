@@ -6,7 +6,6 @@ hand_off()  # before the imports: a warm parent runs this job in a fresh child (
 from pathlib import Path
 
 from intact.cache import build_query_cache
-from intact.config import benchmark_config
 from intact.settings import BackboneConfig, build_dataclass
 from intact.runtime.joblog import log_to
 
@@ -14,5 +13,5 @@ with log_to(snakemake.log[0], snakemake.rule):
     build_query_cache(
         build_dataclass(BackboneConfig, snakemake.params.backbone, "backbone"), Path(snakemake.input.manifest),
         Path(snakemake.input.backbone), Path(snakemake.output.meta).parent, threads=snakemake.threads,
-        benchmark=benchmark_config(snakemake.config, snakemake.wildcards.benchmark), **snakemake.params.optim,
+        benchmark=snakemake.params.benchmark, **snakemake.params.optim,
     )

@@ -11,4 +11,4 @@ with log_to(snakemake.log[0], snakemake.rule):
     stored = StoredResults.read(snakemake.input.metrics)
     outputs = {k: v for k, v in snakemake.output.items()}
     write_study_report(snakemake.params.study, snakemake.params.spec, stored, outputs, snakemake.wildcards.benchmark,
-                       snakemake.config)
+                       snakemake.params.settings)

@@ -8,7 +8,7 @@ from intact.runtime.joblog import log_to
 from intact.tune import choose
 
 with log_to(snakemake.log[0], snakemake.rule):
-    choice = choose(snakemake.config, snakemake.wildcards.benchmark, snakemake.wildcards.tuned,
+    choice = choose(snakemake.params.study, snakemake.wildcards.benchmark, snakemake.wildcards.tuned,
                     list(snakemake.input.metrics), snakemake.params.config_hashes)
     write_json(snakemake.output.choice, choice)
     print(f"{snakemake.wildcards.tuned} on {snakemake.wildcards.benchmark}: chose {choice['chosen']['final_name']} "
