@@ -12,7 +12,8 @@ import torch
 
 from conftest import REPO, snakemake, write_config
 from intact.config import validate_config
-from intact.experiments.drift import DriftConfig, drift_config, read_idx, run_drift, split_tasks
+from intact.experiments.drift import read_idx, run_drift, split_tasks
+from intact.settings.experiments import DriftConfig, experiment_settings
 from intact.experiments.drift_report import study_drift
 from intact.models.networks import build_network
 from intact.experiments.toy import study_toy
@@ -59,7 +60,7 @@ def test_drift_study_writes_figure_tables_and_drift_per_hidden_layer(tmp_path):
 
 @pytest.mark.slow
 def test_drift_of_an_untouched_model_is_zero_and_labels_are_binary():
-    cfg = drift_config(_config())
+    cfg = experiment_settings(_config(), "drift")
     cfg = DriftConfig(**{**cfg.__dict__, "pairs": ((0, 1), (2, 3)), "epochs": 1, "lr": 1e-12, "hidden": (8, 8)})
     tasks = split_tasks(cfg)
     assert all(set(t["y"].tolist()) == {0, 1} for t in tasks)
@@ -78,7 +79,7 @@ def test_drift_reads_mnist_idx_files(tmp_path):
             with gzip.open(tmp_path / f"{prefix}-{kind}.gz", "wb") as f:
                 f.write(header + arr.tobytes())
     assert read_idx(tmp_path / "train-images-idx3-ubyte.gz").shape == (40, 28, 28)
-    cfg = drift_config(_config())
+    cfg = experiment_settings(_config(), "drift")
     cfg = DriftConfig(**{**cfg.__dict__, "mnist_path": str(tmp_path), "max_per_task": 6})
     tasks = split_tasks(cfg)
     assert len(tasks) == 5 and tasks[0]["x"].shape == (6, 784) and tasks[0]["x_test"].shape == (4, 784)

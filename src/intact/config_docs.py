@@ -22,6 +22,7 @@ from intact.checks import MAX_RUNS
 from intact.layering import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from intact.naming import NAME_MAX_LENGTH
 from intact.schema import MAX_ITEMS, schema
+from intact.settings.experiments import EXPERIMENTS
 from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults, section_schema
 
 
@@ -166,7 +167,8 @@ def files_section() -> list[str]:
 
 
 def shared_sections() -> list[str]:
-    """The sections every run shares, declared in :mod:`intact.settings`: their keys, defaults and bounds."""
+    """The sections every run shares and the experiments', declared in :mod:`intact.settings`: their keys, defaults
+    and bounds."""
     lines, seen = ["## Shared sections", "", "Declared in `src/intact/settings/sections.py`.", ""], {}
     for section, cls in SECTIONS.items():
         lines += [f"### `{section}`", "", " ".join(cls.__doc__.split()), "",
@@ -178,4 +180,7 @@ def shared_sections() -> list[str]:
                       "backbones.<name>", seen), "",
               "### `backbones.<name>.pretrain`", "", " ".join(PretrainConfig.__doc__.split()), "",
               *_table(entry["pretrain"]["properties"], defaults(PretrainConfig), "backbones.<name>.pretrain", seen), ""]
+    for name, cls in EXPERIMENTS.items():
+        lines += [f"### `experiments.{name}`", "", " ".join(cls.__doc__.split()), "",
+                  *_table(section_schema(cls)["properties"], defaults(cls), f"experiments.{name}", seen), ""]
     return lines

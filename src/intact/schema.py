@@ -1,6 +1,6 @@
-"""The config schema: ``config.schema.yaml`` for what no declaration covers (``run``, ``studies``, ``experiments``,
-the protocol layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks``
-from the benchmark types', ``head``, ``intact``, ``optim``, ``tracking`` and each ``backbones`` entry from
+"""The config schema: ``config.schema.yaml`` for what no declaration covers (``run``, ``studies``, the protocol
+layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks`` from the
+benchmark types', ``head``, ``intact``, ``optim``, ``tracking``, ``experiments`` and each ``backbones`` entry from
 :mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what
 was expected. A plugin enters the schema once it is loaded, which a config that names it does
 (:func:`check_schema`): one that no config names is never imported."""
@@ -22,6 +22,7 @@ from intact.layering import load_file
 from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
+from intact.settings.experiments import EXPERIMENTS
 from intact.settings import (BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, RehearsalConfig,
                              section_schema, validator)
 
@@ -62,6 +63,10 @@ def _schema(loaded: Loaded) -> dict[str, Any]:
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
     out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
+    out["properties"]["experiments"] = {
+        "description": "the paper's non-prompt experiments (targets study_toy, study_drift; src/intact/experiments)",
+        "type": "object", "additionalProperties": False,
+        "properties": {name: section_schema(cls) for name, cls in EXPERIMENTS.items()}}
     out["properties"]["backbones"]["additionalProperties"] = section_schema(
         BackboneConfig, skip=("name",), required=BACKBONE_REQUIRED)
     _add_benchmarks(out, loaded[1])

@@ -14,6 +14,7 @@ from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
+from intact.settings.experiments import experiments_params
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images

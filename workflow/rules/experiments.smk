@@ -15,7 +15,7 @@ rule study_toy:
     log:
         "results/logs/study_toy.log",
     params:
-        experiments=config.get("experiments", {}),
+        experiments=experiments_params(config),
     threads: 1
     conda:
         "../../envs/intact.yaml"
@@ -36,7 +36,7 @@ rule study_drift:
     log:
         "results/logs/study_drift.log",
     params:
-        experiments=config.get("experiments", {}),
+        experiments=experiments_params(config),
     threads: 1
     conda:
         "../../envs/intact.yaml"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,39 +27,11 @@ from intact.metrics import summarize
 from intact.models.networks import mlp
 from intact.regularizers.lwf import distillation_loss
 from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
-from intact.settings import IntactConfig, build_dataclass
+from intact.settings import IntactConfig
+from intact.settings.experiments import DriftConfig
 
 METHODS = ("finetune", "lwf", "intact")
 HIDDEN = ("fc1", "fc2")  #: the hidden layers, named by the Linear that reads them
-
-
-@dataclass(frozen=True)
-class DriftConfig:
-    """``experiments.drift`` in config.yaml (the only place with values)."""
-
-    pairs: tuple[tuple[int, int], ...]
-    hidden: tuple[int, int]
-    epochs: int
-    batch_size: int
-    lr: float
-    test_fraction: float
-    seeds: tuple[int, ...]
-    lambda_lwf: float
-    temperature: float
-    lambda_intdrift: float
-    lambda_feat: float
-    lambda_var: float
-    lambda_align: float
-    percentile: float
-    feat_gate: str
-    mnist_path: str | None
-    max_per_task: int | None
-
-
-def drift_config(cfg: Mapping[str, Any]) -> DriftConfig:
-    raw = dict(cfg["experiments"]["drift"])
-    raw["pairs"] = tuple(tuple(p) for p in raw["pairs"])
-    return build_dataclass(DriftConfig, raw, "experiments.drift")
 
 
 # ---- data -------------------------------------------------------------------------------------------

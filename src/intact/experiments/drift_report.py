@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from intact.experiments.drift import HIDDEN, METHODS, drift_config, mean_drift_curves, run_drift, split_tasks
+from intact.experiments.drift import HIDDEN, METHODS, mean_drift_curves, run_drift, split_tasks
+from intact.settings.experiments import experiment_settings
 from intact.io import write_json
 from intact.report.plots import plt, write_figure
 from intact.report.render import Column, Table, write_table
@@ -69,7 +70,7 @@ def _drift_table(table: pd.DataFrame, seeds: int) -> Table:
 def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md: Path, r_md: Path,
                 summary_json: Path, progress: bool = True) -> dict[str, Any]:
     """Every method x seed of ``experiments.drift``; the figure, the drift table, R and a summary."""
-    dcfg = drift_config(cfg)
+    dcfg = experiment_settings(cfg, "drift")
     tasks = split_tasks(dcfg)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     jobs = [(m, s) for m in METHODS for s in dcfg.seeds]

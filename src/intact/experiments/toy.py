@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +25,10 @@ from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
 from intact.report.plots import plt, write_figure
 from intact.report.render import Column, Table, write_table
-from intact.settings import IntactConfig, build_dataclass
+from intact.settings import IntactConfig
+from intact.settings.experiments import ToyConfig, experiment_settings
 
 METHODS = ("finetune", "intact")
-
-
-@dataclass(frozen=True)
-class ToyConfig:
-    """``experiments.toy`` in config.yaml (the only place with values)."""
-
-    segments: tuple[tuple[float, float], ...]
-    sigma: float
-    samples_per_task: int
-    hidden: tuple[int, ...]
-    steps: int
-    lr: float
-    lambda_intdrift: float
-    percentile: float
-    grid_points: int
-    seed: int
-
-
-def toy_config(cfg: Mapping[str, Any]) -> ToyConfig:
-    raw = dict(cfg["experiments"]["toy"])
-    raw["segments"] = tuple(tuple(float(v) for v in s) for s in raw["segments"])
-    return build_dataclass(ToyConfig, raw, "experiments.toy")
 
 
 def target(x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -157,7 +135,7 @@ def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: P
     """Both runs, the three-panel figure, the drift table (CSV + Markdown) and its summary."""
     import pandas as pd
 
-    tcfg = toy_config(cfg)
+    tcfg = experiment_settings(cfg, "toy")
     results = {m: run_toy(tcfg, m) for m in METHODS}
     rows = drift_table(results)
     plot_toy(results, tcfg, figure)

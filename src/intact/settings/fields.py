@@ -123,11 +123,19 @@ def fields_schema(settings: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
         prop = _type_schema(hints[f.name])
         prop.update(f.metadata.get("bounds", {}))
         if f.metadata.get("items"):
-            prop["items"] = {**prop["items"], **f.metadata["items"]}
+            prop["items"] = _with_items(prop["items"], f.metadata["items"])
         if f.metadata.get("doc"):
             prop["description"] = f.metadata["doc"]
         props[f.name] = prop
     return props
+
+
+def _with_items(schema: dict[str, Any], bounds: Mapping[str, Any]) -> dict[str, Any]:
+    """A list element's schema with its bounds; ``items`` in them bounds the elements of a nested list."""
+    out = {**schema, **{k: v for k, v in bounds.items() if k != "items"}}
+    if "items" in bounds:
+        out["items"] = _with_items(schema["items"], bounds["items"])
+    return out
 
 
 def section_schema(settings: type, description: str = "", skip: tuple[str, ...] = (),
@@ -178,7 +186,11 @@ def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
             continue
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             fail(f.name, "has no default (declare it with setting(default, ...))")
-        for kind, bounds in (("", f.metadata.get("bounds", {})), ("items ", f.metadata.get("items", {}))):
+        checked, items = [("", f.metadata.get("bounds", {}))], f.metadata.get("items", {})
+        while items:   # a nested list's elements are bounded under ``items``
+            checked.append(("items ", {k: v for k, v in items.items() if k != "items"}))
+            items = items.get("items", {})
+        for kind, bounds in checked:
             unknown = sorted(set(bounds) - BOUND_KEYWORDS)
             if unknown:
                 fail(f.name, f"unknown {kind}bound {', '.join(unknown)} (known: {', '.join(sorted(BOUND_KEYWORDS))})")

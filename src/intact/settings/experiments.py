@@ -1,0 +1,92 @@
+"""The paper's non-prompt experiments' settings, ``experiments.toy`` and ``experiments.drift`` (targets study_toy
+and study_drift; :mod:`intact.experiments`): declared with :func:`setting`, as the shared sections are, so their
+schema, defaults and reference come from here. Their defaults are the paper's settings."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Mapping
+
+from intact.settings.fields import build_dataclass, check_declared, recorded, setting, type_hints
+
+_PAIR = {"minItems": 2, "maxItems": 2}
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    """Fig. 2: an MLP fits a Gaussian bump over intervals of x, with and without InTAct."""
+
+    segments: tuple[tuple[float, float], ...] = setting(((-3.0, -1.0), (-1.0, 1.0), (1.0, 3.0)),
+                                                        "one task per interval of x", minItems=2, items=_PAIR)
+    sigma: float = setting(0.8, "the bump's width", exclusiveMinimum=0)
+    samples_per_task: int = setting(200, "points per task", minimum=1)
+    hidden: tuple[int, ...] = setting((64, 64), "hidden widths", minItems=1, items={"minimum": 1})
+    steps: int = setting(1500, "full-batch Adam steps per task (cosine lr)", minimum=1)
+    lr: float = setting(1e-2, "", exclusiveMinimum=0)
+    lambda_intdrift: float = setting(100.0, "the InTAct run's only term",
+                                     minimum=0)
+    percentile: float = setting(0.0, "0: the box is the interval", minimum=0, maximum=50)
+    grid_points: int = setting(601, "x where the fits are compared", minimum=1, maximum=1000)
+    seed: int = setting(0, "", minimum=0)
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    """The appendix's internal drift: an MLP on Split-digits DIL; InTAct's L_Feat on the first hidden layer, the
+    other terms on the later ones."""
+
+    pairs: tuple[tuple[int, int], ...] = setting(((0, 1), (2, 3), (4, 5), (6, 7), (8, 9)),
+                                                 "one task per digit pair", minItems=2,
+                                                 items={**_PAIR, "items": {"minimum": 0, "maximum": 9}})
+    hidden: tuple[int, ...] = setting((100, 100), "", items={"minimum": 1}, **_PAIR)
+    epochs: int = setting(20, "", minimum=1)
+    batch_size: int = setting(32, "", minimum=1)
+    lr: float = setting(1e-3, "", exclusiveMinimum=0)
+    test_fraction: float = setting(0.3, "per task: the drift's reference images",
+                                   exclusiveMinimum=0, exclusiveMaximum=1)
+    seeds: tuple[int, ...] = setting((0, 1, 2), "", minItems=1, maxItems=100, uniqueItems=True,
+                                     items={"minimum": 0})
+    lambda_lwf: float = setting(1.0, "", minimum=0)
+    temperature: float = setting(2.0, "", exclusiveMinimum=0)
+    lambda_intdrift: float = setting(100.0, "", minimum=0)
+    lambda_feat: float = setting(100.0, "", minimum=0)
+    lambda_var: float = setting(1e-3, "", minimum=0)
+    lambda_align: float = setting(1e-2, "", minimum=0)
+    percentile: float = setting(5.0, "", minimum=0, maximum=50)
+    feat_gate: str = setting("student_element", "the paper's (teacher_sample) is about never open on "
+                             "100 units", enum=["teacher_sample", "student_element"])
+    mnist_path: str | None = setting(None, "a folder of MNIST's IDX files; null: scikit-learn's "
+                                     "digits")
+    max_per_task: int | None = setting(None, "subsample each task",
+                                       minimum=1)
+
+
+#: each experiment under ``experiments:`` and its declaration
+EXPERIMENTS: dict[str, type] = {"toy": ToyConfig, "drift": DriftConfig}
+
+for _cls in EXPERIMENTS.values():
+    check_declared(_cls, f"section {_cls.__name__}")
+
+
+def experiment_settings(cfg: Mapping[str, Any], name: str) -> Any:
+    """The typed settings of ``experiments.<name>``: what the config sets over the declared defaults (nested lists
+    as tuples, an integer where a float is declared as a float)."""
+    cls = EXPERIMENTS[name]
+    hints = type_hints(cls)
+    raw = {k: _as_hinted(v, hints.get(k)) for k, v in ((cfg.get("experiments") or {}).get(name) or {}).items()}
+    return build_dataclass(cls, raw, f"experiments.{name}")
+
+
+def _as_hinted(value: Any, hint: Any) -> Any:
+    if isinstance(value, list) and typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        return tuple(_as_hinted(v, args[0] if args[-1] is Ellipsis else args[i]) for i, v in enumerate(value))
+    return float(value) if hint is float and isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def experiments_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every experiment's resolved settings, as plain data: the experiment rules' params (Snakemake records
+    them, so a changed setting reruns the experiment)."""
+    return {name: recorded(experiment_settings(cfg, name)) for name in EXPERIMENTS}
