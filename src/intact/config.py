@@ -32,12 +32,12 @@ from intact.protocols import (SECTIONS, contradictions, declared, named_backbone
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (
-    INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig, TrackingConfig,
-    build_dataclass,
+    EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig,
+    TrackingConfig, build_dataclass,
 )
 
 #: the one run-level key a method name may set: ``@run.eval_split=val`` (the search points of studies.tune)
-RUN_SECTION, RUN_KEYS = "run", {"eval_split": ("test", "val")}
+RUN_SECTION, RUN_KEYS = "run", {"eval_split": EVAL_SPLITS}
 #: a former method name: a run name's base (``<old>+intact@...``; a ``methods`` key) or in a ``methods.<old>.`` key
 _FORMER = re.compile(rf"^({'|'.join(RENAMED_METHODS)})(?:$|[+@-])|(?:^|[@,])methods\.({'|'.join(RENAMED_METHODS)})\.")
 
@@ -287,7 +287,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
         eval_split=(eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split")
-                    or cfg["run"].get("eval_split", "test")),
+                    or cfg["run"].get("eval_split") or EVAL_SPLITS[0]),
         protocol=name.protocol,
         rehearsal=bool(cfg.get("rehearsal")),
         plugins=run_plugins(name.base, bench.type),

@@ -23,7 +23,8 @@ from intact.layering import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from intact.naming import NAME_MAX_LENGTH
 from intact.schema import MAX_ITEMS, schema
 from intact.settings.experiments import EXPERIMENTS
-from intact.settings import BACKBONE_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, defaults, section_schema
+from intact.settings import (BACKBONE_REQUIRED, RUN_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, RunSection,
+                             defaults, section_schema)
 
 
 _BOUND_WORDS = {"minimum": "≥ {}", "exclusiveMinimum": "> {}", "maximum": "≤ {}", "exclusiveMaximum": "< {}",
@@ -170,6 +171,10 @@ def shared_sections() -> list[str]:
     """The sections every run shares and the experiments', declared in :mod:`intact.settings`: their keys, defaults
     and bounds."""
     lines, seen = ["## Shared sections", "", "Declared in `src/intact/settings/sections.py`.", ""], {}
+    lines += ["### `run`", "", " ".join(RunSection.__doc__.split()) + " Required: "
+              + ", ".join(f"`{k}`" for k in RUN_REQUIRED) + ".", "",
+              *_table(schema()["properties"]["run"]["properties"], {"eval_split": defaults(RunSection)["eval_split"]},
+                      "run", seen), ""]
     for section, cls in SECTIONS.items():
         lines += [f"### `{section}`", "", " ".join(cls.__doc__.split()), "",
                   *_table(schema()["properties"][section]["properties"], defaults(cls), section, seen), ""]

@@ -1,6 +1,6 @@
-"""The config schema: ``config.schema.yaml`` for what no declaration covers (``run``, ``studies``, the protocol
-layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks`` from the
-benchmark types', ``head``, ``intact``, ``optim``, ``tracking``, ``experiments`` and each ``backbones`` entry from
+"""The config schema: ``config.schema.yaml`` for what no declaration covers (``studies``, the protocol layers),
+and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks`` from the benchmark
+types', ``run``, ``head``, ``intact``, ``optim``, ``tracking``, ``experiments`` and each ``backbones`` entry from
 :mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what
 was expected. A plugin enters the schema once it is loaded, which a config that names it does
 (:func:`check_schema`): one that no config names is never imported."""
@@ -23,7 +23,8 @@ from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
 from intact.settings.experiments import EXPERIMENTS
-from intact.settings import (BACKBONE_REQUIRED, SECTIONS, BackboneConfig, ConfigError, RehearsalConfig,
+from intact.settings import (BACKBONE_REQUIRED, RUN_REQUIRED, SECTIONS, BackboneConfig, ConfigError, RehearsalConfig,
+                             RunSection,
                              section_schema, validator)
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
@@ -62,6 +63,7 @@ def _schema(loaded: Loaded) -> dict[str, Any]:
                              for name, ready in loaded[0]}
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
+    out["properties"]["run"] = section_schema(RunSection, required=RUN_REQUIRED)
     out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
     out["properties"]["experiments"] = {
         "description": "the paper's non-prompt experiments (targets study_toy, study_drift; src/intact/experiments)",

@@ -24,13 +24,15 @@ from intact.settings.fields import (
     recorded, section_schema, setting, validator,
 )
 from intact.settings.sections import (
-    BACKBONE_REQUIRED, INTACT_PRESETS, OPTIMIZERS, SCHEDULES, SECTIONS, BackboneConfig, HeadConfig, IntactConfig,
-    OptimConfig, PretrainConfig, RehearsalConfig, TrackingConfig, section_defaults,
+    BACKBONE_REQUIRED, EVAL_SPLITS, INTACT_PRESETS, OPTIMIZERS, RUN_REQUIRED, SCHEDULES, SECTIONS, BackboneConfig,
+    HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RehearsalConfig, RunSection, TrackingConfig,
+    section_defaults,
 )
 
 __all__ = [
     "BOUND_KEYWORDS", "INT_MAX", "INT_MIN", "ConfigError", "build_dataclass", "check_declared", "defaults",
     "fields_schema", "plain", "recorded", "section_schema", "setting", "validator", "BACKBONE_REQUIRED",
+    "EVAL_SPLITS", "RUN_REQUIRED", "RunSection",
     "INTACT_PRESETS", "OPTIMIZERS", "SCHEDULES", "SECTIONS", "BackboneConfig", "HeadConfig", "IntactConfig",
     "OptimConfig", "PretrainConfig", "RehearsalConfig", "TrackingConfig", "section_defaults", "RunConfig",
 ]
@@ -52,7 +54,7 @@ class RunConfig:
     head: HeadConfig
     optim: OptimConfig
     seed: int
-    eval_split: str = "test"
+    eval_split: str = EVAL_SPLITS[0]
     #: the protocol the run is trained under (``@protocol=<name>``); the default one is left out of the hash
     protocol: str = setting(DEFAULT_PROTOCOL, later=True)
     #: a rehearsal's run (``rehearsal:`` in the config, intact.rehearsal): recorded, so every table of it says so

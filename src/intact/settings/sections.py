@@ -1,5 +1,5 @@
-"""The sections every run shares, declared with :func:`~intact.settings.fields.setting`: ``head``, ``intact``,
-``optim``, ``tracking`` and each ``backbones.<b>`` entry with its ``pretrain``. Their schema, defaults and
+"""The sections every run shares, declared with :func:`~intact.settings.fields.setting`: ``run``, ``head``,
+``intact``, ``optim``, ``tracking`` and each ``backbones.<b>`` entry with its ``pretrain``. Their schema, defaults and
 reference are derived from these declarations (:mod:`intact.schema`, :mod:`intact.config_docs`)."""
 
 from __future__ import annotations
@@ -8,6 +8,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intact.settings.fields import check_declared, defaults, plain, setting
+
+
+#: the splits a run is evaluated on; the first is the default
+EVAL_SPLITS = ("test", "val")
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """What target `all` runs: each method on each benchmark and seed."""
+
+    benchmarks: tuple[str, ...] = setting((), "", minItems=1, maxItems=50, uniqueItems=True)
+    methods: tuple[str, ...] = setting((), "run names, e.g. coda_p+intact@lambda_var=0.1", minItems=1, maxItems=500,
+                                       uniqueItems=True)
+    seeds: tuple[int, ...] = setting((), "", minItems=1, maxItems=100, uniqueItems=True, items={"minimum": 0})
+    eval_split: str = setting(EVAL_SPLITS[0], "val: train on train minus val, evaluate on val (a search "
+                              "point's)", enum=list(EVAL_SPLITS))
+
+
+#: what the ``run`` section must set
+RUN_REQUIRED = ("benchmarks", "methods", "seeds")
 
 
 @dataclass(frozen=True)
@@ -195,6 +215,7 @@ BACKBONE_REQUIRED = ("model", "weights")
 
 for _cls in (*SECTIONS.values(), PretrainConfig, RehearsalConfig):
     check_declared(_cls, f"section {_cls.__name__}")
+check_declared(RunSection, "section RunSection", placeholders=RUN_REQUIRED)
 check_declared(BackboneConfig, "section BackboneConfig", skip=("name", "model", "pretrain"))
 
 
