@@ -23,6 +23,7 @@ from intact.layering import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from intact.naming import NAME_MAX_LENGTH
 from intact.schema import MAX_ITEMS, schema
 from intact.settings.experiments import EXPERIMENTS
+from intact.settings.studies import STUDY_REQUIRED, STUDY_SETTINGS
 from intact.settings import (BACKBONE_REQUIRED, RUN_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, RunSection,
                              defaults, section_schema)
 
@@ -185,6 +186,12 @@ def shared_sections() -> list[str]:
                       "backbones.<name>", seen), "",
               "### `backbones.<name>.pretrain`", "", " ".join(PretrainConfig.__doc__.split()), "",
               *_table(entry["pretrain"]["properties"], defaults(PretrainConfig), "backbones.<name>.pretrain", seen), ""]
+    for name, cls in STUDY_SETTINGS.items():
+        lines += [f"### `studies.{name}`", "", " ".join(cls.__doc__.split()) + " Required: "
+                  + ", ".join(f"`{k}`" for k in STUDY_REQUIRED[name]) + ".", "",
+                  *_table(section_schema(cls)["properties"],
+                          {k: v for k, v in defaults(cls).items() if k not in STUDY_REQUIRED[name]},
+                          f"studies.{name}", seen), ""]
     for name, cls in EXPERIMENTS.items():
         lines += [f"### `experiments.{name}`", "", " ".join(cls.__doc__.split()), "",
                   *_table(section_schema(cls)["properties"], defaults(cls), f"experiments.{name}", seen), ""]

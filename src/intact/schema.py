@@ -1,9 +1,9 @@
-"""The config schema: ``config.schema.yaml`` for what no declaration covers (``studies``, the protocol layers),
-and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks`` from the benchmark
-types', ``run``, ``head``, ``intact``, ``optim``, ``tracking``, ``experiments`` and each ``backbones`` entry from
-:mod:`intact.settings`. Built once per process, and its errors turned into messages that name the key and what
-was expected. A plugin enters the schema once it is loaded, which a config that names it does
-(:func:`check_schema`): one that no config names is never imported."""
+"""The config schema: ``config.schema.yaml`` for what no declaration covers (the sensitivity and tune studies, the
+protocol layers), and the rest derived from the declarations - ``methods`` from the methods', ``benchmarks`` from
+the benchmark types', ``run``, ``head``, ``intact``, ``optim``, ``tracking``, ``experiments``, the other studies
+and each ``backbones`` entry from :mod:`intact.settings`. Built once per process, and its errors turned into
+messages that name the key and what was expected. A plugin enters the schema once it is loaded, which a config that
+names it does (:func:`check_schema`): one that no config names is never imported."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from intact.methods import METHODS
 from intact.methods.declare import settings_schema
 from intact.naming import excerpt
 from intact.settings.experiments import EXPERIMENTS
+from intact.settings.studies import STUDY_REQUIRED, STUDY_SETTINGS
 from intact.settings import (BACKBONE_REQUIRED, RUN_REQUIRED, SECTIONS, BackboneConfig, ConfigError, RehearsalConfig,
                              RunSection,
                              section_schema, validator)
@@ -64,6 +65,9 @@ def _schema(loaded: Loaded) -> dict[str, Any]:
     for section, cls in SECTIONS.items():
         out["properties"][section] = section_schema(cls)
     out["properties"]["run"] = section_schema(RunSection, required=RUN_REQUIRED)
+    for name, cls in STUDY_SETTINGS.items():   # null switches a study off
+        out["properties"]["studies"]["properties"][name] = {
+            **section_schema(cls, required=STUDY_REQUIRED[name]), "type": ["object", "null"]}
     out["properties"]["rehearsal"] = {**section_schema(RehearsalConfig), "type": ["object", "null"]}
     out["properties"]["experiments"] = {
         "description": "the paper's non-prompt experiments (targets study_toy, study_drift; src/intact/experiments)",

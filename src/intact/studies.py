@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from intact.naming import (DEFAULT_PROTOCOL, ablation_name, intact_pair, parse_method_name, sweep_name,
-                           with_protocol)
+from intact.naming import ablation_name, intact_pair, parse_method_name, sweep_name, with_protocol
 from intact.protocols import changes
+from intact.settings import build_dataclass
+from intact.settings.studies import MainStudy
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
 
@@ -49,9 +50,10 @@ def protocol_runs(methods: list[str], protocols: list[str], applies: Callable[[s
 def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, ...],
                  applies: Callable[[str, str], bool] = lambda protocol, method: True) -> Study:
     """The runs of study ``name`` (``applies``: see :func:`protocol_runs`)."""
-    seeds = tuple(spec.get("seeds", default_seeds))
+    seeds = tuple(spec.get("seeds") or default_seeds)  # a declared study's null: the default seeds
     if name == "main":
-        methods = protocol_runs(list(spec["methods"]), list(spec.get("protocols", [DEFAULT_PROTOCOL])), applies)
+        main = build_dataclass(MainStudy, spec, "studies.main")
+        methods = protocol_runs(list(main.methods), list(main.protocols), applies)
     elif name == "integration":
         methods = [m for entry in spec["methods"] for m in intact_pair(entry)]
     elif name == "ablation":
