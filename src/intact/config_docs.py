@@ -44,7 +44,8 @@ def _type(prop: dict[str, Any]) -> str:
         return " | ".join(f"`{e}`" for e in prop["enum"])
     t = prop.get("type", "")
     types = t if isinstance(t, list) else [t]
-    names = [f"list of {prop['items'].get('type', '')}" if x == "array" else x for x in types if x not in ("", "null")]
+    names = [f"list of {prop['items']['type']}" if x == "array" and "type" in prop["items"] else
+             "list" if x == "array" else x for x in types if x not in ("", "null")]
     return " or ".join(names)
 
 

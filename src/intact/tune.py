@@ -34,11 +34,11 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from intact.naming import MethodNameError, baseline, format_value, with_overrides
+from intact.settings import build_dataclass
+from intact.settings.studies import TuneSection
 
 #: the name suffix of a search point (intact.config.RUN_KEYS allows it)
 VAL_OVERRIDE = "run.eval_split=val"
-#: how ties in mean validation AA are broken (points within ``tolerance`` of the best tie)
-TIE_RULES = ("first", "min_forgetting")
 #: significant digits of a random point's values (a readable, name-safe run name)
 RANDOM_DIGITS = 2
 
@@ -159,14 +159,13 @@ def expand_tune(cfg: Mapping[str, Any]) -> TuneStudy | None:
 def _tune_frame(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of the declared ``studies.tune`` but its searches (benchmarks and seeds with their defaults)."""
     studies = cfg.get("studies") or {}
-    spec = studies["tune"]
-    default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
+    spec = build_dataclass(TuneSection, studies["tune"], "studies.tune")
     return dict(
-        benchmarks=tuple(spec.get("benchmarks") or cfg["run"]["benchmarks"]),
-        seeds=tuple(spec.get("seeds", default_seeds)),
-        selection_seeds=tuple(spec["selection_seeds"]),
-        tie=spec.get("tie", TIE_RULES[0]),
-        tolerance=float(spec.get("tolerance", 0.0)),
+        benchmarks=tuple(spec.benchmarks or cfg["run"]["benchmarks"]),
+        seeds=tuple(spec.seeds or studies.get("seeds") or cfg["run"]["seeds"]),
+        selection_seeds=tuple(spec.selection_seeds),
+        tie=spec.tie,
+        tolerance=float(spec.tolerance),
     )
 
 

@@ -22,7 +22,7 @@ class ConfigError(ValueError):
 #: ``finite`` (:func:`validator`)
 BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum",
                             "const", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern",
-                            "finite"})
+                            "minProperties", "maxProperties", "propertyNames", "finite"})
 
 #: the integers a config may hold: a signed 64-bit integer's (a seed past them overflows torch's generators, a
 #: count past them every tensor's index)
@@ -30,13 +30,15 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 def setting(default: Any, doc: str = "", *, later: bool = False, items: Mapping[str, Any] | None = None,
-            **bounds: Any) -> Any:
+            schema: Mapping[str, Any] | None = None, **bounds: Any) -> Any:
     """A settings field: its default, a one-line description, and JSON-schema bounds (``minimum=1``,
     ``exclusiveMinimum=0``, ``multipleOf=2``, ``enum=[...]``, ``minItems=1``; ``items`` bounds each element
-    of a list; ``finite=False``: a number that may be ``.nan``, ``.inf`` or ``-.inf``, which :func:`validator`
-    refuses everywhere else). ``later=True``: a key added after runs were recorded; left out of a run's plain form
-    (and so of its hash) while at its default, so finished runs keep their hashes."""
-    meta = {"doc": doc, "later": later, "items": dict(items or {}), "bounds": bounds}
+    of a list, or each value of a mapping; ``finite=False``: a number that may be ``.nan``, ``.inf`` or ``-.inf``,
+    which :func:`validator` refuses everywhere else). ``later=True``: a key added after runs were recorded; left out
+    of a run's plain form (and so of its hash) while at its default, so finished runs keep their hashes.
+    ``schema``: the value's JSON schema, for what its type cannot say (a ``$ref`` to config.schema.yaml's
+    ``$defs``)."""
+    meta = {"doc": doc, "later": later, "items": dict(items or {}), "bounds": bounds, "schema": schema}
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"setting({default!r}): a default must be immutable (a tuple for a list)")
     return dataclasses.field(default=default, metadata=meta)
@@ -104,6 +106,8 @@ def _type_schema(hint: Any) -> dict[str, Any]:
         return out
     if typing.get_origin(hint) is tuple:
         return {"type": "array", "items": _type_schema(args[0])}
+    if typing.get_origin(hint) is dict:
+        return {"type": "object", "additionalProperties": _type_schema(args[1])}
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if dataclasses.is_dataclass(hint):
@@ -120,14 +124,20 @@ def fields_schema(settings: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     for f in dataclasses.fields(settings):
         if f.name in skip:
             continue
-        prop = _type_schema(hints[f.name])
+        prop = _field_schema(f, hints[f.name])
         prop.update(f.metadata.get("bounds", {}))
         if f.metadata.get("items"):
-            prop["items"] = _with_items(prop["items"], f.metadata["items"])
+            each = "items" if "items" in prop else "additionalProperties"
+            prop[each] = _with_items(prop[each], f.metadata["items"])
         if f.metadata.get("doc"):
             prop["description"] = f.metadata["doc"]
         props[f.name] = prop
     return props
+
+
+def _field_schema(f: dataclasses.Field, hint: Any) -> dict[str, Any]:
+    """A field's value schema: its declared ``schema``, else its type's."""
+    return dict(f.metadata["schema"]) if f.metadata.get("schema") else _type_schema(hint)
 
 
 def _with_items(schema: dict[str, Any], bounds: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,10 +205,16 @@ def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
             if unknown:
                 fail(f.name, f"unknown {kind}bound {', '.join(unknown)} (known: {', '.join(sorted(BOUND_KEYWORDS))})")
     props, hints = fields_schema(settings, skip), type_hints(settings)
+    declared = {f.name: f for f in dataclasses.fields(settings)}
     for name, value in defaults(settings).items():
         if name in skip:
             continue
-        schema = _type_schema(hints[name]) if name in placeholders else props[name]
+        if name in placeholders and value is None:   # a required mapping: nothing stands for "not set" better
+            continue
+        schema = props[name]
+        if name in placeholders:   # of its type only (a declared schema's bounds are the config's to meet)
+            own = declared[name].metadata.get("schema")
+            schema = {"type": own["type"]} if own else _type_schema(hints[name])
         error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
         if error is not None:
             fail(name, f"default {value!r} breaks its own declaration: {error.message}")
