@@ -29,6 +29,7 @@ from intact.layering import load_file
 from intact.paths import RUN_KEY, run_dir
 from intact.plan import Plan, each_run
 from intact.results import METRICS_JSON, StoredResults, read_run
+from intact.settings import BackboneConfig, build_dataclass
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 
@@ -87,8 +88,9 @@ def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
     for b in Plan(cfg).declared_runs():
         name = cfg["benchmarks"][b].get("backbone")
         bb = cfg["backbones"].get(name, {})
-        if "model" in bb:
-            out[b] = describe(name, bb["model"], bb.get("input_mean", ()), bb.get("input_std", ()))
+        if "model" in bb:   # the normalisation the runs use: the declared default where the config sets none
+            typed = build_dataclass(BackboneConfig, {"name": name, **bb}, f"backbones.{name}")
+            out[b] = describe(name, typed.model, typed.input_mean, typed.input_std)
     return out
 
 

@@ -15,6 +15,8 @@ import pandas as pd
 from intact.config import resolve_run
 from intact.naming import TERMS, format_value, intact_pair, parse_method_name, with_intact, with_protocol
 from intact.protocols import changes, same_as_default
+from intact.settings import build_dataclass
+from intact.settings.studies import MainStudy
 from intact.metrics import Paired, Stat
 from intact.report.paper import (
     AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels,
@@ -254,7 +256,7 @@ def official_runs(cfg: Mapping[str, Any]) -> dict[str, str | None] | None:
     run trained under it, or the default protocol's run where the protocol declares the two the same
     (``same_as_default``, with its source), else None (no official run: the cell says —)."""
     main = (cfg.get("studies") or {}).get("main")
-    if not main or OFFICIAL not in main.get("protocols", ()):
+    if not main or OFFICIAL not in build_dataclass(MainStudy, main, "studies.main").protocols:
         return None
     same = same_as_default(cfg, OFFICIAL)
     out: dict[str, str | None] = {}
