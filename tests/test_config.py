@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO, assert_config_error, snakemake, tiny_config, write_config
 from intact.layering import LayerError, load_file, read_layers
-from intact.config import ConfigError, resolve_run, run_from_dict, validate_config
+from intact.config import ConfigError, load_config, resolve_run, run_from_dict, validate_config
 from intact.naming import NAME_PATTERN, MethodNameError, parse_method_name
 
 
@@ -23,6 +23,27 @@ def test_default_and_tiny_config_are_valid():
 
     load_config(REPO / "config.yaml")
     validate_config(tiny_config())
+
+
+@pytest.mark.parametrize("extra", [(), pytest.param(("configs/paper/imagenet_r.yaml",), marks=pytest.mark.slow)])
+def test_validation_returns_the_runs_the_workflow_uses(extra):
+    """Every declared run that validation resolves, at another seed by ``dataclasses.replace`` (what the workflow's
+    common.smk does), equals the run resolved at that seed: the same settings and hash."""
+    from intact.plan import Plan
+
+    cfg = load_config(REPO / "config.yaml", *(REPO / e for e in extra), check_files=False)
+    runs = validate_config(cfg, check_files=False)
+    assert runs and all(r.seed == cfg["run"]["seeds"][0] for r in runs.values())
+    declared = Plan(cfg).declared_runs()
+    checked = 0
+    for b, methods in declared.items():
+        for m, seeds in methods.items():
+            for s in seeds if (b, m) in runs else ():
+                again = resolve_run(cfg, b, m, s)
+                assert dataclasses.replace(runs[(b, m)], seed=s) == again and again.hash() == \
+                    dataclasses.replace(runs[(b, m)], seed=s).hash()
+                checked += 1
+    assert checked >= len(runs) // 2
 
 
 @pytest.mark.parametrize("mutate, expected", [

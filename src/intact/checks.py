@@ -52,18 +52,19 @@ def check_run_count(cfg: Mapping[str, Any]) -> None:
               f"at most {MAX_RUNS:,}")
 
 
-def check_runs(cfg: Mapping[str, Any], resolve: Callable[[str, str], RunConfig]) -> None:
+def check_runs(cfg: Mapping[str, Any],
+               resolve: Callable[[str, str], RunConfig]) -> dict[tuple[str, str], RunConfig]:
     """Resolve (``resolve(benchmark, method)``) and check every declared run on every benchmark of
-    ``run.benchmarks``; raise ConfigError naming the run and where it is declared."""
+    ``run.benchmarks`` and every run of studies.tune; raise ConfigError naming the run and where it is declared.
+    Return the resolved runs, (benchmark, method) -> run."""
     _check_grids(cfg)
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], RunConfig] = {}
     for where, method in declared_runs(cfg):
         for b in cfg["run"]["benchmarks"]:
             if (b, method) in seen:
                 continue
-            seen.add((b, method))
             try:
-                run = resolve(b, method)
+                run = seen[(b, method)] = resolve(b, method)
                 _check_benchmark(run)
                 _check_name_overrides(method, run)
                 _check_backbone_fit(cfg, run)
@@ -71,11 +72,12 @@ def check_runs(cfg: Mapping[str, Any], resolve: Callable[[str, str], RunConfig])
                 raise ConfigError(f"{err} (run {method!r}, declared in {where})") from None
     for b, method in tune_runs(cfg):
         try:
-            run = resolve(b, method)
+            run = seen[(b, method)] = seen.get((b, method)) or resolve(b, method)
             _check_name_overrides(method, run)
             _check_backbone_fit(cfg, run)
         except ConfigError as err:
             raise ConfigError(f"{err} (run {method!r} on {b!r}, declared in studies.tune)") from None
+    return seen
 
 
 def tune_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:

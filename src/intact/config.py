@@ -63,11 +63,13 @@ def load_config(*paths: str | Path, check_files: bool = True) -> dict[str, Any]:
     return cfg
 
 
-def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs: bool = True) -> None:
+def validate_config(cfg: Mapping[str, Any], check_files: bool = True,
+                    check_runs: bool = True) -> dict[tuple[str, str], RunConfig]:
     """Check ``cfg`` against the schema and for consistency; raise :class:`ConfigError` on the first problem.
-    ``check_runs=False`` skips resolving every declared run against its benchmark and backbone, and loading the
-    plugins the config names (a cluster job's process, whose workflow checked the same config before submitting
-    it)."""
+    Return every declared run resolved on its benchmark, (benchmark, method) -> its :class:`RunConfig` at the first
+    of ``run.seeds`` (another seed's differs only in ``seed``): the workflow keeps them. ``check_runs=False`` skips
+    resolving them (none are returned) and loading the plugins the config names (a cluster job's process, whose
+    workflow checked the same config before submitting it)."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("config: expected a mapping at the top level")
     try:
@@ -112,8 +114,9 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True, check_runs
         if missing:
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     # resolve every declared run and check what can be checked without training
-    if check_runs:
-        _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
+    if not check_runs:
+        return {}
+    return _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
 def _check_renamed(cfg: Any, where: str = "") -> None:

@@ -2,6 +2,7 @@
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
 import json
 import os
+from dataclasses import replace
 import re
 import sys
 from argparse import Namespace
@@ -25,7 +26,7 @@ try:
     # a job's own process (a cluster job, Snakemake's --mode remote/subprocess) parses this file again: its
     # workflow checked the same config before submitting it, and checking every run against its backbone
     # builds each external ViT (on the meta device, importing torch and timm: ~3 s a job on a paper config)
-    validate_config(config, check_files=False, check_runs=workflow.is_main_process)
+    VALIDATED_RUNS = validate_config(config, check_files=False, check_runs=workflow.is_main_process)
     TRACKING = tracking_config(config)
     # weights and raw data: a dry run lists the grid before they are in place and says what is missing, and
     # for which targets; a real run stops before its first job if a job it runs needs one of them
@@ -144,11 +145,12 @@ _RUN_CONFIGS = {}
 
 
 def _resolved(wildcards):
-    """(typed run, plain settings, config hash) of the job's run, resolved once per run (not per task job): a
-    paper grid has thousands of jobs."""
+    """(typed run, plain settings, config hash) of the job's run, once per run (not per task job: a paper grid has
+    thousands of jobs): the run validation resolved, at the job's seed, else resolved here."""
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
-        run = resolve_run(config, *key)
+        validated = VALIDATED_RUNS.get(key[:2])
+        run = replace(validated, seed=key[2]) if validated else resolve_run(config, *key)
         _RUN_CONFIGS[key] = (run, run.to_dict(), run.hash())
     return _RUN_CONFIGS[key]
 
