@@ -19,7 +19,7 @@ rule track_run:
     log:
         f"results/logs/track_run/{RUN_KEY}.log",
     params:
-        tracking=TRACKING.to_dict(),
+        tracking=recorded(TRACKING),
         config_hash=run_hash,
     localrule: True
     conda:

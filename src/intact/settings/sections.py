@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from intact.settings.fields import check_declared, defaults, plain, setting
+from intact.settings.fields import check_declared, defaults, setting
 
 
 #: the splits a run is evaluated on; the first is the default
@@ -183,11 +183,8 @@ class TrackingConfig:
                            minimum=0, maximum=10)
     deadline_s: int = setting(300, "the longest a run's tracking step may take (then: status pending)", minimum=1)
 
-    def experiment_name(self, benchmark: str, eval_split: str = "test") -> str:
+    def experiment_name(self, benchmark: str, eval_split: str = EVAL_SPLITS[0]) -> str:
         return self.experiment.format(benchmark=benchmark, eval_split=eval_split)
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
 
 
 @dataclass(frozen=True)
