@@ -12,7 +12,6 @@ This module imports no torch: the Snakefile calls :func:`validate_config` at sta
 from __future__ import annotations
 
 import dataclasses
-
 import re
 import typing
 from pathlib import Path

@@ -173,13 +173,9 @@ def shared_sections() -> list[str]:
     """The sections every run shares and the experiments', declared in :mod:`intact.settings`: their keys, defaults
     and bounds."""
     lines, seen = ["## Shared sections", "", "Declared in `src/intact/settings/sections.py`.", ""], {}
-    lines += ["### `run`", "", " ".join(RunSection.__doc__.split()) + " Required: "
-              + ", ".join(f"`{k}`" for k in RUN_REQUIRED) + ".", "",
-              *_table(schema()["properties"]["run"]["properties"], {"eval_split": defaults(RunSection)["eval_split"]},
-                      "run", seen), ""]
+    lines += _section("run", RunSection, seen, RUN_REQUIRED)
     for section, cls in SECTIONS.items():
-        lines += [f"### `{section}`", "", " ".join(cls.__doc__.split()), "",
-                  *_table(schema()["properties"][section]["properties"], defaults(cls), section, seen), ""]
+        lines += _section(section, cls, seen)
     entry = section_schema(BackboneConfig, skip=("name",))["properties"]
     lines += ["### `backbones.<name>`", "", " ".join(BackboneConfig.__doc__.split()), "",
               *_table({k: v for k, v in entry.items() if k != "pretrain"},
@@ -188,12 +184,15 @@ def shared_sections() -> list[str]:
               "### `backbones.<name>.pretrain`", "", " ".join(PretrainConfig.__doc__.split()), "",
               *_table(entry["pretrain"]["properties"], defaults(PretrainConfig), "backbones.<name>.pretrain", seen), ""]
     for name, cls in STUDY_SETTINGS.items():
-        lines += [f"### `studies.{name}`", "", " ".join(cls.__doc__.split()) + " Required: "
-                  + ", ".join(f"`{k}`" for k in STUDY_REQUIRED[name]) + ".", "",
-                  *_table(section_schema(cls)["properties"],
-                          {k: v for k, v in defaults(cls).items() if k not in STUDY_REQUIRED[name]},
-                          f"studies.{name}", seen), ""]
+        lines += _section(f"studies.{name}", cls, seen, STUDY_REQUIRED[name])
     for name, cls in EXPERIMENTS.items():
-        lines += [f"### `experiments.{name}`", "", " ".join(cls.__doc__.split()), "",
-                  *_table(section_schema(cls)["properties"], defaults(cls), f"experiments.{name}", seen), ""]
+        lines += _section(f"experiments.{name}", cls, seen)
     return lines
+
+
+def _section(title: str, cls: type, seen: dict[tuple, tuple], required: tuple[str, ...] = ()) -> list[str]:
+    """A section declared by ``cls``: its heading, description, the keys it must set and a line per key (a required
+    key without its placeholder default)."""
+    text = " ".join(cls.__doc__.split()) + (f" Required: {', '.join(f'`{k}`' for k in required)}." if required else "")
+    values = {k: v for k, v in defaults(cls).items() if k not in required}
+    return [f"### `{title}`", "", text, "", *_table(section_schema(cls)["properties"], values, title, seen), ""]

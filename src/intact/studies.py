@@ -65,15 +65,20 @@ def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, .
     return Study(name, tuple(dict.fromkeys(methods)), seeds, spec)
 
 
+def default_seeds(cfg: Mapping[str, Any]) -> tuple[int, ...]:
+    """The seeds of a study that names none: ``studies.seeds``, else ``run.seeds``."""
+    return tuple((cfg.get("studies") or {}).get("seeds") or cfg["run"]["seeds"])
+
+
 def expand_studies(cfg: Mapping[str, Any]) -> dict[str, Study]:
     """All studies declared under ``studies`` in the config (an empty dict if none)."""
     studies = cfg.get("studies") or {}
-    default_seeds = tuple(studies.get("seeds", cfg["run"]["seeds"]))
+    seeds = default_seeds(cfg)
     def applies(protocol: str, method: str) -> bool:
         return changes(cfg, protocol, parse_method_name(method).base)
 
     # null switches off a study declared by a config this one is layered on (--configfile over config.yaml)
-    return {n: expand_study(n, studies[n], default_seeds, applies) for n in STUDIES if studies.get(n) is not None}
+    return {n: expand_study(n, studies[n], seeds, applies) for n in STUDIES if studies.get(n) is not None}
 
 
 def ablation_variants(spec: Mapping[str, Any]) -> dict[str, str]:

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from intact.naming import MethodNameError, baseline, format_value, with_overrides
 from intact.settings import build_dataclass
 from intact.settings.studies import TuneSection
+from intact.studies import default_seeds
 
 #: the name suffix of a search point (intact.config.RUN_KEYS allows it)
 VAL_OVERRIDE = "run.eval_split=val"
@@ -158,11 +159,10 @@ def expand_tune(cfg: Mapping[str, Any]) -> TuneStudy | None:
 
 def _tune_frame(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of the declared ``studies.tune`` but its searches (benchmarks and seeds with their defaults)."""
-    studies = cfg.get("studies") or {}
-    spec = build_dataclass(TuneSection, studies["tune"], "studies.tune")
+    spec = build_dataclass(TuneSection, cfg["studies"]["tune"], "studies.tune")
     return dict(
         benchmarks=tuple(spec.benchmarks or cfg["run"]["benchmarks"]),
-        seeds=tuple(spec.seeds or studies.get("seeds") or cfg["run"]["seeds"]),
+        seeds=tuple(spec.seeds or default_seeds(cfg)),
         selection_seeds=tuple(spec.selection_seeds),
         tie=spec.tie,
         tolerance=float(spec.tolerance),

@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Mapping, Sequence
 
-from intact.config import resolve_run
+from intact.config import backbone_config, resolve_run
 from intact.models.named_backbones import describe
 from intact.io import read_json
 from intact.layering import load_file
 from intact.paths import RUN_KEY, run_dir
 from intact.plan import Plan, each_run
 from intact.results import METRICS_JSON, StoredResults, read_run
-from intact.settings import BackboneConfig, build_dataclass
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 
@@ -89,7 +88,7 @@ def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
         name = cfg["benchmarks"][b].get("backbone")
         bb = cfg["backbones"].get(name, {})
         if "model" in bb:   # the normalisation the runs use: the declared default where the config sets none
-            typed = build_dataclass(BackboneConfig, {"name": name, **bb}, f"backbones.{name}")
+            typed = backbone_config(cfg, name)
             out[b] = describe(name, typed.model, typed.input_mean, typed.input_std)
     return out
 
