@@ -70,10 +70,10 @@ def test_supports_only_linear_heads():
 
 def test_the_regularizer_records_both_certificates_for_a_deeper_head():
     from intact.regularizers.hypercube import Hypercube
-    from intact.regularizers.regularizer import IntactRegularizer
+    from intact.regularizers.regularizer import HypercubeTracker
 
     model = head([6, 8, 3], 0.01, 0).float()
-    reg = IntactRegularizer(None, model, ["0", "2"])
+    reg = HypercubeTracker(model, ["0", "2"])
     new = updated(model, 0.3, 3)
     lo, hi = box(6, 4)
     info = reg.certificate(new, model, Hypercube(lo.float(), hi.float()))
@@ -109,11 +109,11 @@ def test_the_certificate_leaves_the_models_gradients_and_random_state_as_they_we
     """The certificate is a report: its slope optimisation (autograd on copies) changes no parameter, leaves no
     gradient on the live modules and draws nothing from the global generator, so it cannot feed training."""
     from intact.regularizers.hypercube import Hypercube
-    from intact.regularizers.regularizer import IntactRegularizer
+    from intact.regularizers.regularizer import HypercubeTracker
 
     model = head([6, 8, 8, 3], 0.0, 0).float()
     new = updated(model, 1.0, 3)
-    reg = IntactRegularizer(None, model, ["0", "2", "4"])
+    reg = HypercubeTracker(model, ["0", "2", "4"])
     lo, hi = box(6, 4)
     before = [p.detach().clone() for p in [*new.parameters(), *model.parameters()]]
     rng = torch.get_rng_state()

@@ -231,13 +231,14 @@ def test_a_skipped_batch_leaves_batchnorm_statistics_as_they_were(digits, tmp_pa
 def test_the_guard_refuses_to_save_a_non_finite_tensor_of_the_task(digits, tmp_path, monkeypatch):
     """A non-finite hypercube (or buffer) is never written: the job fails naming it, no state is saved."""
     from intact.methods.shared.base import ContinualMethod as ProtectedMethod
+    from intact.methods.shared.penalties import kept_hypercubes
 
     cfg, manifest = digits
     original = ProtectedMethod.end_task
 
     def end_task(self, task, train_set):
         info = original(self, task, train_set)
-        cube = self.hypercubes["fc0"]
+        cube = kept_hypercubes(self)["fc0"]
         cube.upper[0] = float("inf")
         return info
 

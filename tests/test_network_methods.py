@@ -68,7 +68,7 @@ def test_protected_layers_are_chosen_by_config():
     cfg = tiny_config()
     cfg["methods"]["net_finetune"]["protect"] = ["fc1", "fc2"]
     method = create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)
-    assert list(method.reg.layers) == ["fc1", "fc2"] and method.reg.feature == "fc1"
+    assert list(method.intact.tracker.layers) == ["fc1", "fc2"] and method.intact.tracker.feature == "fc1"
     cfg["methods"]["net_finetune"]["protect"] = ["conv9"]
     with pytest.raises(ValueError, match="protect names"):
         create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)

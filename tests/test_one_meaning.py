@@ -85,3 +85,17 @@ def test_a_plugin_method_that_still_says_stored_query_is_refused_naming_cached_q
     assert found == ["m.py:2: removed in version 0.2.0: ContinualMethod.stored_query is ContinualMethod.cached_query "
                      "(CHANGELOG.md)", "m.py:7: removed in version 0.2.0: ContinualMethod.stored_query is "
                      "ContinualMethod.cached_query (CHANGELOG.md)"]
+
+
+def test_a_plugin_method_that_reads_intacts_state_from_the_method_is_refused_naming_its_penalty():
+    """0.1's families set ``self.reg`` and ``double_ce``: a plugin that reads them is refused at load; one that sets
+    its own ``self.reg`` is not."""
+    import ast
+
+    reads = "class M:\n    double_ce = True\n    def f(self):\n        return self.reg.teacher\n"
+    found = removed_uses(ast.parse(reads), "m.py")
+    assert [f.split(": ")[0] for f in found] == ["m.py:2", "m.py:4"]
+    assert "watch_layers(..., doubles_ce=True)" in found[0]
+    assert "lives in its penalty (a family's self.intact" in found[1]
+    owns = "class M:\n    def __init__(self):\n        self.reg = 1\n    def f(self):\n        return self.reg\n"
+    assert removed_uses(ast.parse(owns), "m.py") == []

@@ -16,10 +16,10 @@ from torch.utils.data import TensorDataset
 from conftest import snakemake, tiny_config, write_config
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.methods.shared.base import ContinualMethod
-from intact.methods.shared.penalties import IntactPenalty
+from intact.methods.shared.penalties import HypercubeRecorder, kept_hypercubes
 from intact.regularizers.certificate import drift_certificate, width
 from intact.regularizers.hypercube import Hypercube
-from intact.regularizers.regularizer import IntactRegularizer
+from intact.regularizers.regularizer import HypercubeTracker
 from test_plugins import add_plugin, env, run_cli
 
 #: no line naming a slow import (a loaded machine): the refusal is the only line
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from intact.data.base import Benchmark
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.methods.shared.base import ContinualMethod
-from intact.methods.shared.penalties import IntactPenalty
+from intact.methods.shared.penalties import HypercubeRecorder, kept_hypercubes
 from intact.regularizers.certificate import drift_certificate, width
 from intact.regularizers.hypercube import Hypercube
-from intact.regularizers.regularizer import IntactRegularizer
+from intact.regularizers.regularizer import HypercubeTracker
 
 @dataclass(frozen=True)
 class S(BenchmarkSettings):
@@ -104,8 +104,8 @@ class TwoHeads(ContinualMethod):
         self.ema = copy.deepcopy(self.head).requires_grad_(False)
         with torch.no_grad():
             self.ema[0].weight.mul_(2)
-        self.reg = IntactRegularizer(None, self.head, ["0", "2"], feature="0")
-        self.penalties.append(IntactPenalty(self.reg))
+        self.books = HypercubeTracker(self.head, ["0", "2"])
+        self.penalties.append(HypercubeRecorder(self.books))
 
     def forward_train(self, x):
         return self.head(x), None, None
@@ -126,10 +126,10 @@ def test_the_certificate_and_hypercubes_are_those_of_the_head_a_method_predicts_
     method.begin_task(0, data)
     method.end_task(0, data)
     hidden = torch.relu(method.ema[0](data.tensors[0])).detach()   # the input of the predicting head's layer "2"
-    cube = Hypercube.from_activations(hidden, method.reg.alpha, method.reg.percentile_method)
-    kept = method.hypercubes["2"]
+    cube = Hypercube.from_activations(hidden, method.books.alpha, method.books.percentile_method)
+    kept = kept_hypercubes(method)["2"]
     assert torch.equal(kept.lower, cube.lower) and torch.equal(kept.upper, cube.upper)
-    box = method.hypercubes["0"]
+    box = kept_hypercubes(method)["0"]
     before = copy.deepcopy(method.ema)
     method.begin_task(1, data)
     with torch.no_grad():
@@ -137,10 +137,10 @@ def test_the_certificate_and_hypercubes_are_those_of_the_head_a_method_predicts_
     info = method.end_task(1, data)
     expected = drift_certificate(list(method.ema), list(before), box.lower, box.upper)
     assert info["certificate"] == width(expected["lower"], expected["upper"]) > 0
-    assert torch.equal(method.reg.previous[2].weight, before[2].weight)  # the anchors: the predicting head's copy
+    assert torch.equal(method.books.previous[2].weight, before[2].weight)  # the anchors: the predicting head's copy
     # the hooks went back to the trained head: a training step's terms read its layers' inputs
     method.loss(data.tensors[0][:4], data.tensors[1][:4])
-    assert method.reg.inputs["0"].shape == (4, 4) and method.reg.model is method.head
+    assert method.books.inputs["0"].shape == (4, 4) and method.books.model is method.head
 
 
 # ---- a plugin's deprecations reach its user: intact validate prints them, a job's log holds them --------------------

@@ -81,3 +81,30 @@ def test_test_set_hypercube_source_warns(tiny_bench, tmp_path):
         rec = train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
                          out_dir=tmp_path / "task0", threads=1, progress=False)
     assert rec["config"]["intact"]["hypercube_source"] == "test_seen"
+
+
+def test_only_intacts_penalty_counts_ce_twice_and_a_method_without_it_builds_no_regularizer():
+    """The reference preset's ``double_ce`` lives in InTAct's penalty: the loss differs from ``double_ce=false``'s
+    by one CE exactly; plain ``coda_p`` keeps only the books (a recorder, no ``IntactRegularizer``, no terms)."""
+    from intact.methods import create_method
+    from intact.methods.shared.penalties import HypercubeRecorder, IntactPenalty
+    from intact.models.backbone import FrozenViT, create_vit
+    from intact.regularizers.regularizer import IntactRegularizer
+
+    torch.manual_seed(0)
+    backbone = FrozenViT(create_vit("vit_digits_p8"), (0.5,), (0.5,))
+    x, y = torch.rand(4, 1, 32, 32), torch.tensor([0, 1, 2, 3])
+    losses, methods = {}, {}
+    for name in ("coda_p+intact@preset=reference", "coda_p+intact@preset=reference,double_ce=false", "coda_p"):
+        torch.manual_seed(1)
+        methods[name] = method = create_method(resolve_run(tiny_config(), "digits", name, 0), backbone, 10, 3)
+        method.begin_task(0, None)
+        losses[name] = method.loss(x, y)
+    (doubled, terms), (single, same) = losses["coda_p+intact@preset=reference"], \
+        losses["coda_p+intact@preset=reference,double_ce=false"]
+    assert torch.equal(terms["ce"], same["ce"]) and "var" in terms
+    torch.testing.assert_close(doubled - single, terms["ce"], rtol=0, atol=1e-6)
+    plain = methods["coda_p"]
+    assert type(plain.intact) is HypercubeRecorder and not isinstance(plain.intact.tracker, IntactRegularizer)
+    assert isinstance(methods["coda_p+intact@preset=reference"].intact, IntactPenalty)
+    assert not {"var", "intdrift", "feat", "align"} & set(losses["coda_p"][1])

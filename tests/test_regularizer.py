@@ -14,7 +14,7 @@ from intact.config import resolve_run
 from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.interval import layer_drift_bounds, sequential_drift_bounds
-from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+from intact.regularizers.regularizer import HypercubeTracker, IntactRegularizer, frozen_copy
 from intact.restore import build_method
 from test_guard import CNN, _train_cnn, digits  # noqa: F401  (the conv-BN network trained on the tiny digits)
 
@@ -177,11 +177,12 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
     for name in ("dualprompt+intact", "lwf"):
         method = create_method(resolve_run(tiny_config(), "digits", name, 0), backbone, 10, 3)
         method.begin_task(0, None)
-        method.reg.hypercubes = {"fc0": Hypercube(-torch.ones(64), torch.ones(64))}
+        method.intact.tracker.hypercubes = {"fc0": Hypercube(-torch.ones(64), torch.ones(64))}
         method.begin_task(1, None)
         method.train()
-        own = [method.reg.teacher] if name.endswith("+intact") else list(method.penalties[0].previous.values())
-        snapshots = [method.reg.previous] + own
+        books = method.intact.tracker
+        own = [books.teacher] if name.endswith("+intact") else list(method.penalties[0].previous.values())
+        snapshots = [books.previous] + own
         assert all(not m.training for s in snapshots for m in s.modules())
         state = method.trainable_state()
         assert not any(k.startswith(("backbone.", "teacher.",
@@ -196,8 +197,8 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
         method.pool.keys[1].copy_(-q[0])
     method.begin_task(2, None)
     method.train()
-    _, idx = method.reg.teacher.select(q)
-    assert int(method.reg.teacher.task) == 1 and idx[0] == 0
+    _, idx = method.intact.tracker.teacher.select(q)
+    assert int(method.intact.tracker.teacher.task) == 1 and idx[0] == 0
 
 # ==== moved from tests/test_audit_fixes.py (issue 17): the certificate, L_Feat through BatchNorm
 
@@ -273,7 +274,7 @@ def test_the_component_certifies_and_collects_in_eval_mode_whatever_the_callers_
     model[3].eval()                                         # a mixed caller state, to be restored as it was
     modes = [m.training for m in model.modules()]
     buffers = [b.clone() for b in model.buffers()]
-    reg = IntactRegularizer(None, model, ["0", "3"])
+    reg = HypercubeTracker(model, ["0", "3"])
     batches = [torch.randn(32, 6) for _ in range(4)]
     reg.end_task(0, reg.collect(model, batches))
     reg.begin_task(1)

@@ -11,6 +11,7 @@ import torch
 from intact.data import open_benchmark
 from intact.io import damaged, load_tensors
 from intact.methods import METHODS, create_method
+from intact.methods.shared.penalties import restore_hypercubes
 from intact.models.backbone import create_backbone
 from intact.regularizers.hypercube import load_hypercubes
 from intact.settings import RunConfig
@@ -42,5 +43,5 @@ def build_method(run: RunConfig, manifest: Path, backbone_weights: Path, device:
         except (ValueError, RuntimeError) as err:
             raise damaged(state, str(err)) from None
     if hypercubes is not None:
-        method.hypercubes = load_hypercubes(hypercubes, expect)
+        restore_hypercubes(method, load_hypercubes(hypercubes, expect))
     return bench, method.to(device), digest

@@ -38,6 +38,7 @@ from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_record
 from intact.methods import METHODS
 from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.penalties import kept_hypercubes
 from intact.protocols import optimizer_name
 from intact.provenance import provenance
 from intact.regularizers.hypercube import save_hypercubes
@@ -318,11 +319,11 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     """``state.safetensors``, ``hypercube.safetensors``, ``train.json`` (and ``eval.json``), all or none;
     then the checkpoint goes."""
     run, out_dir = job.run, job.out_dir
-    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(),
-                job.method.hypercubes)
+    cubes = kept_hypercubes(job.method)
+    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(), cubes)
     try:
         record.state_sha256 = save_tensors(out_dir / STATE, job.method.trainable_state(), written_by(run, job.task))
-        record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, job.method.hypercubes, written_by(run, job.task))
+        record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, cubes, written_by(run, job.task))
         write_record(train_record_path(out_dir), record.to_json())
         if eval_out is not None:
             # before the checkpoint goes: a job killed while evaluating resumes after its last epoch

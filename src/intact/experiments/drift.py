@@ -26,7 +26,7 @@ from torch import nn
 from intact.metrics import summarize
 from intact.models.networks import mlp
 from intact.regularizers.lwf import distillation_loss
-from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+from intact.regularizers.regularizer import HypercubeTracker, IntactRegularizer, frozen_copy
 from intact.settings import IntactConfig
 from intact.settings.experiments import DriftConfig
 
@@ -98,7 +98,7 @@ def split_tasks(cfg: DriftConfig, seed: int = 0) -> list[dict[str, torch.Tensor]
 # ---- training ---------------------------------------------------------------------------------------
 
 @torch.no_grad()
-def hidden_activations(model: nn.Sequential, reg: IntactRegularizer, x: torch.Tensor) -> dict[str, torch.Tensor]:
+def hidden_activations(model: nn.Sequential, reg: HypercubeTracker, x: torch.Tensor) -> dict[str, torch.Tensor]:
     model.eval()
     return {k: v for k, v in reg.collect(model, [x]).items() if k in HIDDEN}
 
@@ -110,12 +110,11 @@ def run_drift(cfg: DriftConfig, tasks: list[dict[str, torch.Tensor]], method: st
     torch.manual_seed(seed)
     in_dim = tasks[0]["x"].shape[1]
     model = mlp(in_dim, cfg.hidden, 2)
-    intact = None
-    if method == "intact":
-        intact = IntactConfig(lambda_intdrift=cfg.lambda_intdrift, lambda_feat=cfg.lambda_feat,
-                              lambda_var=cfg.lambda_var,
-                              lambda_align=cfg.lambda_align, percentile=cfg.percentile, feat_gate=cfg.feat_gate)
-    reg = IntactRegularizer(intact, model, list(HIDDEN), feature="fc1", percentile=cfg.percentile)
+    intact = IntactConfig(lambda_intdrift=cfg.lambda_intdrift, lambda_feat=cfg.lambda_feat, lambda_var=cfg.lambda_var,
+                          lambda_align=cfg.lambda_align, percentile=cfg.percentile, feat_gate=cfg.feat_gate)
+    # InTAct's terms with method "intact"; the boxes alone (hidden activations, no terms) for the others
+    reg = (IntactRegularizer(intact, model, list(HIDDEN), feature="fc1") if method == "intact"
+           else HypercubeTracker(model, list(HIDDEN), percentile=cfg.percentile))
     previous: nn.Module | None = None
     T = len(tasks)
     R = np.zeros((T, T))
@@ -136,7 +135,8 @@ def run_drift(cfg: DriftConfig, tasks: list[dict[str, torch.Tensor]], method: st
                     with torch.no_grad():
                         old = previous(x)
                     loss = loss + cfg.lambda_lwf * distillation_loss(logits, old, cfg.temperature)
-                for name, value in reg.penalty(teacher=lambda teacher: reg.teacher_feature(x)).items():  # noqa: B023 (called here)
+                terms = reg.penalty(teacher=lambda teacher: reg.teacher_feature(x)) if method == "intact" else {}  # noqa: B023 (called here)
+                for name, value in terms.items():
                     if name != "feat_gate":
                         loss = loss + value
                 opt.zero_grad()

@@ -16,10 +16,11 @@ a per-channel box (the same interval at every position) would be a superset of i
 channel is quiet (image borders), so it would protect inputs no earlier task produced and cost
 plasticity for nothing (``tests/test_regularizer.py`` measures both).
 
-With ``cfg=None`` the component only keeps the books (hypercubes and the certificate after every task):
-plain prompt methods record them as diagnostics. The teacher (L_Feat) and the anchors are frozen copies
-held outside the method's module tree, so ``method.train()`` cannot switch them back to training mode
-and they are never part of the saved state.
+Two classes: :class:`HypercubeTracker` keeps the books (the layers' inputs, the cumulative hypercubes, the
+anchors and the certificate after every task), which plain methods record as diagnostics without
+``+intact``; :class:`IntactRegularizer` adds the teacher and the four terms. The teacher (L_Feat) and the
+anchors are frozen copies held outside the method's module tree, so ``method.train()`` cannot switch them
+back to training mode and they are never part of the saved state.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
+from intact.removed import removal
 from intact.settings import IntactConfig
 from intact.regularizers.certificate import drift_certificate, width
 from intact.regularizers.hypercube import Hypercube
@@ -85,18 +87,13 @@ def eval_mode(module: nn.Module) -> Iterator[None]:
             m.training = mode
 
 
-class IntactRegularizer:
-    """Anchors, cumulative hypercubes, the four terms and the certificate for the protected layers of ``model``.
+class HypercubeTracker:
+    """The books InTAct keeps on the protected layers of ``model``: their inputs in the last forward pass, the
+    cumulative hypercubes, the anchors (``model`` after the previous task) and the certificate after every task.
+    Without ``+intact`` a method records these as diagnostics; :class:`IntactRegularizer` adds the terms."""
 
-    ``feature`` names the layer whose *input* is L_Feat's feature (the [CLS] feature read by the head's
-    first Linear; the first hidden layer's output in the MLP experiment); its hypercube gates L_Feat.
-    ``teacher_source`` is the module frozen as the teacher at each task (default: ``model``).
-    """
-
-    def __init__(self, cfg: IntactConfig | None, model: nn.Module, layers: Sequence[str], feature: str | None = None,
-                 teacher_source: nn.Module | None = None, percentile: float | None = None,
+    def __init__(self, model: nn.Module, layers: Sequence[str], percentile: float | None = None,
                  percentile_method: str | None = None):
-        self.cfg = cfg
         self.model = model
         modules = dict(model.named_modules())
         for name in layers:
@@ -104,20 +101,15 @@ class IntactRegularizer:
                 raise ValueError(f"protected layer {name!r}: expected a Linear / Conv2d / BatchNorm module of the "
                                  "model")
         if not layers:
-            raise ValueError("IntactRegularizer needs at least one protected layer")
-        if feature is not None and feature not in layers:
-            raise ValueError(f"feature layer {feature!r} is not protected (protected: {list(layers)})")
+            raise ValueError(f"{type(self).__name__} needs at least one protected layer")
         self.layers: dict[str, nn.Module] = {n: modules[n] for n in layers}
-        self.feature = feature
-        self.teacher_source = teacher_source if teacher_source is not None else model
-        defaults = cfg or IntactConfig()
+        defaults = IntactConfig()
         self.alpha = defaults.percentile if percentile is None else percentile
         self.percentile_method = percentile_method or defaults.percentile_method
         #: cumulative hypercubes after the last finished task (saved with each task), and their device copy
         self.hypercubes: dict[str, Hypercube] = {}
         self.protected: dict[str, Hypercube] = {}
         self.previous: nn.Module | None = None     #: ``model`` after the last task: the anchors
-        self.teacher: nn.Module | None = None
         self.task = 0
         #: the input of every protected layer in the last forward pass of ``model`` (not of its copies)
         self.inputs: dict[str, torch.Tensor] = {}
@@ -155,73 +147,12 @@ class IntactRegularizer:
 
     # ---- the task cycle ----------------------------------------------------------------------------
     def begin_task(self, task: int) -> None:
-        """Freeze the anchors (and the teacher) as they are after the previous task; move the boxes."""
+        """Freeze the anchors as they are after the previous task; move the boxes to the model's device."""
         self.task = task
         if task > 0:
             self.previous = frozen_copy(self.model)
-            if self.cfg is not None and self.cfg.lambda_feat > 0:
-                # the whole model as teacher: the anchors' snapshot already is it (one copy, not two)
-                same = self.teacher_source is self.model
-                self.teacher = self.previous if same else frozen_copy(self.teacher_source)
         device = next(self.model.parameters()).device
         self.protected = {k: v.to(device) for k, v in self.hypercubes.items()}
-
-    def penalty(self, teacher: TeacherFn | None = None,
-                z_teacher: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """The active InTAct terms of the last forward pass (``feat_gate`` is a diagnostic, not a loss).
-
-        L_Feat needs the teacher's feature of the same batch: ``z_teacher`` if given (precomputed), else
-        ``teacher(self.teacher)`` without gradients.
-        """
-        cfg = self.cfg
-        if cfg is None:
-            return {}
-        tracked = {n: self.inputs[n] for n in self.layers}
-        layers = self.layers
-        if cfg.protected_layers == "cls":  # the reference code protects only the layer reading the feature
-            tracked = {n: h for n, h in tracked.items() if n == self.feature}
-            layers = {n: m for n, m in layers.items() if n == self.feature}
-        out: dict[str, torch.Tensor] = {}
-        if cfg.lambda_var > 0:
-            out["var"] = sum(var_loss(h.flatten(1), cfg.lambda_var) for h in tracked.values())
-        if self.task == 0:
-            return out
-        cubes = self.protected
-        if cfg.lambda_intdrift > 0 and self.previous is not None:
-            old = dict(self.previous.named_modules())
-            out["intdrift"] = intdrift_loss([(n, m, old[n]) for n, m in layers.items()], cubes, cfg.lambda_intdrift)
-        if cfg.lambda_feat > 0 and self.feature is not None:
-            if z_teacher is None and teacher is not None and self.teacher is not None:
-                with torch.no_grad():
-                    z_teacher = teacher(self.teacher)
-            if z_teacher is not None:
-                feat = feat_loss_reference if cfg.feat_gate == "student_element" else feat_loss
-                z = self.inputs[self.feature]
-                out["feat"], gate = feat(z.flatten(1), z_teacher.flatten(1), cubes[self.feature].flat(),
-                                         cfg.lambda_feat)
-                out["feat_gate"] = gate.detach()
-        if cfg.lambda_align > 0:
-            out["align"] = sum(
-                align_loss_reference(h.flatten(1), cubes[n].flat(), cfg.lambda_align,
-                                     cfg.align_eps) if cfg.align_form == "reference"
-                else align_loss(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.percentile, cfg.align_eps)
-                for n, h in tracked.items() if n in cubes
-            )
-        return out
-
-    def teacher_feature(self, x: torch.Tensor) -> torch.Tensor:
-        """The feature layer's input when the frozen teacher (a copy of ``model``) runs on ``x``; its BatchNorm
-        layers use the batch's statistics exactly when the student's do (:func:`batchnorm_as`)."""
-        captured: dict[str, torch.Tensor] = {}
-        layer = dict(self.teacher.named_modules())[self.feature]
-        # (a forward hook that returns a value replaces the layer's output: this one returns None)
-        handle = layer.register_forward_hook(lambda m, args, out: captured.update(z=args[0]))
-        try:
-            with batchnorm_as(self.teacher, self.teacher_source):
-                self.teacher(x)
-        finally:
-            handle.remove()
-        return captured["z"]
 
     @torch.no_grad()
     def collect(self, forward: Callable[[torch.Tensor], Any],
@@ -290,3 +221,87 @@ class IntactRegularizer:
             "drift_upper": hi.tolist(),
             "sampled_drift": float((out["new"](z) - out["old"](z)).abs().max()),
         }
+
+
+class IntactRegularizer(HypercubeTracker):
+    """The tracker's books plus InTAct's teacher and its four terms, for the protected layers of ``model``.
+
+    ``feature`` names the layer whose *input* is L_Feat's feature (the [CLS] feature read by the head's
+    first Linear; the first hidden layer's output in the MLP experiment); its hypercube gates L_Feat.
+    ``teacher_source`` is the module frozen as the teacher at each task (default: ``model``).
+    """
+
+    def __init__(self, cfg: IntactConfig, model: nn.Module, layers: Sequence[str], feature: str | None = None,
+                 teacher_source: nn.Module | None = None, percentile: float | None = None):
+        if cfg is None:
+            raise TypeError(removal("IntactRegularizer(None)"))
+        if feature is not None and feature not in layers:
+            raise ValueError(f"feature layer {feature!r} is not protected (protected: {list(layers)})")
+        super().__init__(model, layers, cfg.percentile if percentile is None else percentile, cfg.percentile_method)
+        self.cfg = cfg
+        self.feature = feature
+        self.teacher_source = teacher_source if teacher_source is not None else model
+        self.teacher: nn.Module | None = None
+
+    def begin_task(self, task: int) -> None:
+        """The anchors and the boxes (:meth:`HypercubeTracker.begin_task`), then the teacher."""
+        super().begin_task(task)
+        if task > 0 and self.cfg.lambda_feat > 0:
+            # the whole model as teacher: the anchors' snapshot already is it (one copy, not two)
+            same = self.teacher_source is self.model
+            self.teacher = self.previous if same else frozen_copy(self.teacher_source)
+
+    def penalty(self, teacher: TeacherFn | None = None,
+                z_teacher: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The active InTAct terms of the last forward pass (``feat_gate`` is a diagnostic, not a loss).
+
+        L_Feat needs the teacher's feature of the same batch: ``z_teacher`` if given (precomputed), else
+        ``teacher(self.teacher)`` without gradients.
+        """
+        cfg = self.cfg
+        tracked = {n: self.inputs[n] for n in self.layers}
+        layers = self.layers
+        if cfg.protected_layers == "cls":  # the reference code protects only the layer reading the feature
+            tracked = {n: h for n, h in tracked.items() if n == self.feature}
+            layers = {n: m for n, m in layers.items() if n == self.feature}
+        out: dict[str, torch.Tensor] = {}
+        if cfg.lambda_var > 0:
+            out["var"] = sum(var_loss(h.flatten(1), cfg.lambda_var) for h in tracked.values())
+        if self.task == 0:
+            return out
+        cubes = self.protected
+        if cfg.lambda_intdrift > 0 and self.previous is not None:
+            old = dict(self.previous.named_modules())
+            out["intdrift"] = intdrift_loss([(n, m, old[n]) for n, m in layers.items()], cubes, cfg.lambda_intdrift)
+        if cfg.lambda_feat > 0 and self.feature is not None:
+            if z_teacher is None and teacher is not None and self.teacher is not None:
+                with torch.no_grad():
+                    z_teacher = teacher(self.teacher)
+            if z_teacher is not None:
+                feat = feat_loss_reference if cfg.feat_gate == "student_element" else feat_loss
+                z = self.inputs[self.feature]
+                out["feat"], gate = feat(z.flatten(1), z_teacher.flatten(1), cubes[self.feature].flat(),
+                                         cfg.lambda_feat)
+                out["feat_gate"] = gate.detach()
+        if cfg.lambda_align > 0:
+            out["align"] = sum(
+                align_loss_reference(h.flatten(1), cubes[n].flat(), cfg.lambda_align,
+                                     cfg.align_eps) if cfg.align_form == "reference"
+                else align_loss(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.percentile, cfg.align_eps)
+                for n, h in tracked.items() if n in cubes
+            )
+        return out
+
+    def teacher_feature(self, x: torch.Tensor) -> torch.Tensor:
+        """The feature layer's input when the frozen teacher (a copy of ``model``) runs on ``x``; its BatchNorm
+        layers use the batch's statistics exactly when the student's do (:func:`batchnorm_as`)."""
+        captured: dict[str, torch.Tensor] = {}
+        layer = dict(self.teacher.named_modules())[self.feature]
+        # (a forward hook that returns a value replaces the layer's output: this one returns None)
+        handle = layer.register_forward_hook(lambda m, args, out: captured.update(z=args[0]))
+        try:
+            with batchnorm_as(self.teacher, self.teacher_source):
+                self.teacher(x)
+        finally:
+            handle.remove()
+        return captured["z"]

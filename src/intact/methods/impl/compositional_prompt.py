@@ -245,9 +245,10 @@ class CompositionalPrompt(PromptMethod):
         super().start_task(task, train_set)   # after the penalties' snapshots: the pool moves on
         if self.ema is not None and int(self.ema.registered) == 0:
             self.ema.start(self.pool.general)
-        if self.protects_ema and self.reg.previous is not None:
+        anchors = self.intact.tracker.previous
+        if self.protects_ema and anchors is not None:
             # the anchors are the head that was evaluated after the previous task
-            self.reg.previous.load_state_dict(self.ema.shadow())
+            anchors.load_state_dict(self.ema.shadow())
 
     @property
     def protects_ema(self) -> bool:

@@ -224,8 +224,9 @@ class InfLoRA(PromptMethod):
     def feature_fns(self) -> dict[str, Any]:
         # the previous task's model is frozen for the whole task: its feature of an image is fixed (exact
         # to cache); there is no query - the backbone itself changes, so no unprompted pass stands for it
-        if self.reg.cfg is not None and self.reg.teacher is not None and self.reg.task > 0:
-            return {"teacher": lambda x: self.features(x, None, self.reg.teacher)[0]}
+        teacher = self.intact.teacher
+        if teacher is not None:
+            return {"teacher": lambda x: self.features(x, None, teacher)[0]}
         return {}
 
     def features(self, x: torch.Tensor, q: torch.Tensor | None,

@@ -5,9 +5,9 @@ A training job calls, for one task: ``begin_task`` -> ``loss`` per batch (the jo
 -> ``end_task``. A method supplies ``forward_train`` (logits, an auxiliary loss, its query); ``loss`` adds
 cross-entropy, the auxiliary loss and the terms of every penalty (:mod:`intact.methods.shared.penalties`:
 EWC, LwF, InTAct), and the penalties' ``begin_task`` / ``end_task`` hooks run around the method's own.
-Everything a later task needs is in ``trainable_state()`` (+ ``hypercubes``): what is trainable, decided
-by ``requires_grad`` - a frozen module (the backbone) is never saved, and snapshots (teachers, anchors)
-live outside the module tree.
+Everything a later task needs is in ``trainable_state()`` (+ the hypercubes InTAct's penalty keeps): what is
+trainable, decided by ``requires_grad`` - a frozen module (the backbone) is never saved, and snapshots
+(teachers, anchors) live outside the module tree, in the penalties.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from torch.utils.data import Dataset
 
 from intact.data.base import Benchmark
 from intact.data.loader import eval_batches
-from intact.regularizers.hypercube import Hypercube
-from intact.regularizers.regularizer import IntactRegularizer
 from intact.seeding import task_generator
 from intact.settings import RunConfig
 
@@ -49,6 +47,8 @@ class Penalty:
 
     #: terms recorded for the logs but not added to the loss (diagnostics such as InTAct's ``feat_gate``)
     logged_only: frozenset[str] = frozenset()
+    #: CE counted twice while this penalty is on (the reference code's InTAct: ``intact.double_ce``)
+    doubles_ce: bool = False
 
     def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
         """Before the method's own preparation of ``task`` (its model is still the previous task's)."""
@@ -88,11 +88,6 @@ def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
 class ContinualMethod(nn.Module, ABC):
     """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
 
-    #: the InTAct regularizer watching the method's layers (set by a family: it keeps the hypercubes with
-    #: or without ``+intact``); None: the method keeps no hypercubes
-    reg: IntactRegularizer | None = None
-    #: the reference code counts CE twice whenever InTAct is on (a family that honours ``intact.double_ce``)
-    double_ce: bool = False
     #: the benchmark's query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
     #: False for a method whose query is another token: its query is then computed per task (still exact)
     cached_query: bool = True
@@ -155,18 +150,6 @@ class ContinualMethod(nn.Module, ABC):
         task - unlike torch's global RNG, which a resumed job does not replay."""
         return task_generator(self.run.seed, task, purpose)
 
-    @property
-    def hypercubes(self) -> dict[str, Hypercube]:
-        """Per-layer boxes carried from task to task (``hypercube.safetensors``), kept by ``reg``."""
-        return self.reg.hypercubes if self.reg is not None else {}
-
-    @hypercubes.setter
-    def hypercubes(self, cubes: dict[str, Hypercube]) -> None:
-        if self.reg is not None:
-            self.reg.hypercubes = cubes
-        elif cubes:
-            raise ValueError(f"{type(self).__name__} keeps no hypercubes")
-
     # ---- hooks ----------------------------------------------------------------------------------
     def training_data(self, bench: Benchmark, task: int) -> Dataset:
         """The data ``task`` trains on (and ``end_task`` sees): by default the task's own training split."""
@@ -189,11 +172,11 @@ class ContinualMethod(nn.Module, ABC):
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The training loss of one batch and its named terms (detached values for logging):
-        CE (twice with ``double_ce``) + the auxiliary loss + every penalty's terms, in that order."""
+        CE (twice where a penalty ``doubles_ce``) + the auxiliary loss + every penalty's terms, in that order."""
         logits, aux, q = self.forward_train(x)
         ce = F.cross_entropy(logits, y)
         terms: dict[str, torch.Tensor] = {"ce": ce}
-        total = 2 * ce if self.double_ce else ce
+        total = 2 * ce if any(p.doubles_ce for p in self.penalties) else ce
         # a pool without an auxiliary loss returns a constant zero (no grad): no host read needed to tell
         if aux is not None and aux.requires_grad:
             terms["aux"] = aux

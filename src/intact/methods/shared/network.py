@@ -16,10 +16,9 @@ import torch
 from torch import nn
 
 from intact.methods.shared.base import Batch, ContinualMethod
-from intact.methods.shared.penalties import IntactPenalty
+from intact.methods.shared.penalties import watch_layers
 from intact.models.networks import build_network
 from intact.regularizers.interval import AFFINE
-from intact.regularizers.regularizer import IntactRegularizer
 from intact.settings import RunConfig
 
 
@@ -40,8 +39,8 @@ class NetworkMethod(ContinualMethod):
             layers = [n for n in layers if n in settings.protect]
         if settings.feature is not None and settings.feature not in layers:
             raise ValueError(f"{where}.feature = {settings.feature!r}: expected one of {layers}")
-        self.reg = IntactRegularizer(run.intact, self.model, layers, feature=settings.feature)
-        self.penalties.append(IntactPenalty(self.reg))
+        self.intact = watch_layers(run.intact, self.model, layers, feature=settings.feature)
+        self.penalties.append(self.intact)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -53,7 +52,7 @@ class NetworkMethod(ContinualMethod):
         return self.model(x), None, None
 
     def intact_teacher(self, batch: Batch) -> dict[str, Any]:
-        return {"teacher": lambda teacher: self.reg.teacher_feature(batch.x)}
+        return {"teacher": lambda teacher: self.intact.tracker.teacher_feature(batch.x)}
 
     # LwF's view of the family: what its snapshot holds and how it computes logits
     def snapshot_modules(self) -> dict[str, nn.Module]:

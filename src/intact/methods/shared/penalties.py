@@ -2,8 +2,9 @@
 ``begin_task`` / ``terms`` / ``end_task`` hooks.
 
 A method's declaration names its penalties (``Method(penalties=("ewc",))``) and :func:`attach_penalties`
-builds them from the method's settings; InTAct's (the family's :class:`IntactRegularizer`) is always
-last, so the loss sums CE, the auxiliary loss, the method's own penalty, then InTAct's terms.
+builds them from the method's settings; InTAct's (:func:`watch_layers`: :class:`IntactPenalty` with ``+intact``,
+else the :class:`HypercubeRecorder` of the hypercubes alone) is always last, so the loss sums CE, the auxiliary
+loss, the method's own penalty, then InTAct's terms.
 """
 
 from __future__ import annotations
@@ -20,26 +21,29 @@ from torch.utils.data import Dataset
 from intact.data.loader import eval_batches
 from intact.methods.shared.base import Batch, ContinualMethod, Penalty
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
+from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.lwf import distillation_loss
-from intact.regularizers.regularizer import IntactRegularizer, frozen_copy
+from intact.regularizers.regularizer import HypercubeTracker, IntactRegularizer, frozen_copy
+from intact.settings import IntactConfig
 
 
-class IntactPenalty(Penalty):
-    """InTAct's four terms (with ``+intact``) and, always, the hypercubes and certificate of each task."""
+class HypercubeRecorder(Penalty):
+    """The hypercubes and the certificate of each task, kept on the method's prediction head (InTAct's books,
+    :class:`HypercubeTracker`): what a method without ``+intact`` records, adding no term to its loss."""
 
-    logged_only = frozenset({"feat_gate"})
+    def __init__(self, tracker: HypercubeTracker):
+        self.tracker = tracker
 
-    def __init__(self, reg: IntactRegularizer):
-        self.reg = reg
+    @property
+    def teacher(self) -> nn.Module | None:
+        """InTAct's L_Feat teacher of the current task (the previous task's frozen copy); None without the terms."""
+        return None
 
     def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
-        # the anchors and the teacher are the previous task's model, before the method moves on: the anchors are
+        # the anchors (and the teacher) are the previous task's model, before the method moves on: the anchors are
         # the head it predicted with (ContinualMethod.prediction_head), the one the certificate is about
-        with self.reg.watching(method.prediction_head()):
-            self.reg.begin_task(task)
-
-    def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
-        return self.reg.penalty(**method.intact_teacher(batch))
+        with self.tracker.watching(method.prediction_head()):
+            self.tracker.begin_task(task)
 
     def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
         """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``,
@@ -49,13 +53,62 @@ class IntactPenalty(Penalty):
         method.eval()
         # (where the job cached the training images' queries, predict reads them in the pass: method.batches)
         try:
-            with self.reg.watching(method.prediction_head()):  # the hypercubes and certificate of the head predicting
-                acts = self.reg.collect(method.predict, (x for x, _ in method.batches(train_set)))
+            with self.tracker.watching(method.prediction_head()):  # the boxes and certificate of the head predicting
+                acts = self.tracker.collect(method.predict, (x for x, _ in method.batches(train_set)))
                 # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
                 # the running statistics that are saved with the task
-                return self.reg.end_task(task, acts)
+                return self.tracker.end_task(task, acts)
         finally:
             method.train(was_training)
+
+
+class IntactPenalty(HypercubeRecorder):
+    """InTAct (``+intact``): the recorder's books and the four terms of :class:`IntactRegularizer`.
+    ``doubles_ce``: the reference code's CE counted twice (``intact.double_ce``, for a family that honours it)."""
+
+    logged_only = frozenset({"feat_gate"})
+    tracker: IntactRegularizer
+
+    def __init__(self, reg: IntactRegularizer, doubles_ce: bool = False):
+        super().__init__(reg)
+        self.doubles_ce = doubles_ce
+
+    @property
+    def teacher(self) -> nn.Module | None:
+        return self.tracker.teacher if self.tracker.task > 0 else None
+
+    def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
+        return self.tracker.penalty(**method.intact_teacher(batch))
+
+
+def watch_layers(intact: IntactConfig | None, model: nn.Module, layers: Sequence[str], feature: str | None = None,
+                 teacher_source: nn.Module | None = None, doubles_ce: bool = False) -> HypercubeRecorder:
+    """InTAct's penalty on ``layers`` of ``model`` with ``+intact`` (``intact``: the run's section), else the
+    recorder of their hypercubes alone: the one a family appends last to its penalties."""
+    if intact is None:
+        return HypercubeRecorder(HypercubeTracker(model, layers))
+    reg = IntactRegularizer(intact, model, layers, feature=feature, teacher_source=teacher_source)
+    return IntactPenalty(reg, doubles_ce=doubles_ce and intact.double_ce)
+
+
+def hypercube_recorder(method: ContinualMethod) -> HypercubeRecorder | None:
+    """The penalty that keeps ``method``'s hypercubes (saved and restored with each task); None: it keeps none."""
+    return next((p for p in method.penalties if isinstance(p, HypercubeRecorder)), None)
+
+
+def kept_hypercubes(method: ContinualMethod) -> dict[str, Hypercube]:
+    """The cumulative hypercubes ``method`` carries to its next task (``hypercube.safetensors``); {} for none."""
+    recorder = hypercube_recorder(method)
+    return recorder.tracker.hypercubes if recorder is not None else {}
+
+
+def restore_hypercubes(method: ContinualMethod, cubes: dict[str, Hypercube]) -> None:
+    """Give ``method`` the hypercubes its previous task saved (refused for a method that keeps none)."""
+    recorder = hypercube_recorder(method)
+    if recorder is not None:
+        recorder.tracker.hypercubes = cubes
+    elif cubes:
+        raise ValueError(f"{type(method).__name__} keeps no hypercubes")
 
 
 class TensorStore(nn.Module):

@@ -1,11 +1,11 @@
 """Shared machinery of prompt-based methods: query -> prompt pool -> prompted [CLS] -> head.
 
 Subclasses build the pool (CODA-Prompt, L2P, DualPrompt, ...); ``create_method`` refuses prompt layers past the
-backbone's depth (the declaration's ``layer_keys``). Every prompt method carries an
-:class:`~intact.regularizers.regularizer.IntactRegularizer` on its head (every Linear protected against
-its own input's box; the feature is the [CLS] token read by the first Linear; the teacher is the
-previous task's pool): without ``+intact`` it only records the hypercubes and the certificate, with
-``+intact`` it adds the four terms.
+backbone's depth (the declaration's ``layer_keys``). Every prompt method watches its head
+(:func:`~intact.methods.shared.penalties.watch_layers`: every Linear protected against its own input's box; the
+feature is the [CLS] token read by the first Linear; the teacher is the previous task's pool): without
+``+intact`` the last penalty only records the hypercubes and the certificate, with ``+intact`` it is InTAct's,
+with the four terms.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from intact.methods.shared.base import Batch, ContinualMethod
-from intact.methods.shared.penalties import IntactPenalty
+from intact.methods.shared.penalties import watch_layers
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 from intact.models.prefix import Prefix
-from intact.regularizers.regularizer import IntactRegularizer
 from intact.settings import RunConfig
 
 
@@ -35,10 +34,10 @@ class PromptMethod(ContinualMethod):
         self.pool = self.build_pool(backbone.embed_dim, num_tasks)
         self.head = Head(backbone.embed_dim, num_classes, run.head)
         layers = [n for n, _ in self.head.linears()]
-        self.reg = IntactRegularizer(run.intact, self.head, layers, feature=layers[0], teacher_source=self.pool)
-        self.penalties.append(IntactPenalty(self.reg))
         # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
-        self.double_ce = run.intact is not None and run.intact.double_ce
+        self.intact = watch_layers(run.intact, self.head, layers, feature=layers[0], teacher_source=self.pool,
+                                   doubles_ce=True)
+        self.penalties.append(self.intact)
 
     @abstractmethod
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
@@ -47,9 +46,10 @@ class PromptMethod(ContinualMethod):
     # ---- forward ------------------------------------------------------------------------------
     def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
         fns: dict[str, Callable[..., torch.Tensor]] = {"query": self.query}
-        if self.reg.cfg is not None and self.reg.teacher is not None and self.reg.task > 0:
+        teacher = self.intact.teacher
+        if teacher is not None:
             # the teacher's [CLS] of an image (given its query): fixed for the whole task
-            fns["teacher"] = lambda x, q: self.features(x, q, self.reg.teacher)[0]
+            fns["teacher"] = lambda x, q: self.features(x, q, teacher)[0]
         return fns
 
     def prompt(self, pool: nn.Module, q: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
