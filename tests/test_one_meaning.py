@@ -76,15 +76,21 @@ def test_the_table_writer_writes_the_experiments_plain_markdown_and_csv(tmp_path
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["p.csv", "p.md", "q.csv"]
 
 
-def test_a_plugin_method_that_still_says_stored_query_is_refused_naming_cached_query():
+def test_a_plugin_method_that_still_names_the_feature_cache_is_refused_naming_frozen_feature():
+    """0.1's ``stored_query``, 0.2's former ``cached_query`` / ``feature_fns`` / ``self.cached``: each line names the
+    removal and ``@frozen_feature``."""
     import ast
 
     source = ("class M:\n    stored_query = False\n    cached_query = True\n\n"
-              "class N:\n    def __init__(self):\n        self.stored_query = True\n")
+              "class N:\n    def __init__(self):\n        self.stored_query = True\n"
+              "    def feature_fns(self):\n        return self.cached\n")
     found = removed_uses(ast.parse(source), "m.py")
-    assert found == ["m.py:2: removed in version 0.2.0: ContinualMethod.stored_query is ContinualMethod.cached_query "
-                     "(CHANGELOG.md)", "m.py:7: removed in version 0.2.0: ContinualMethod.stored_query is "
-                     "ContinualMethod.cached_query (CHANGELOG.md)"]
+    assert [f.split(": removed in version 0.2.0: ")[0] for f in found] == ["m.py:2", "m.py:3", "m.py:7", "m.py:8",
+                                                                           "m.py:9"]
+    assert found[0].endswith("ContinualMethod.stored_query is gone: mark the query @frozen_feature(QUERY, "
+                             "benchmark_cache=True) (intact.methods.shared.frozen) (CHANGELOG.md)")
+    assert all("@frozen_feature" in f for f in found)
+    assert "ContinualMethod.feature_fns is gone" in found[3] and "ContinualMethod.cached is gone" in found[4]
 
 
 def test_a_plugin_method_that_reads_intacts_state_from_the_method_is_refused_naming_its_penalty():

@@ -30,6 +30,7 @@ from tqdm import tqdm
 from intact.data.base import Benchmark
 from intact.data.loader import _parts, eval_batches
 from intact.io import atomic_path, read_json, write_json
+from intact.methods.shared.frozen import frozen_features, reads_benchmark_queries
 
 #: what a feature function sees: the (augmented) images of a batch -> one feature row per image
 FeatureFn = Callable[[torch.Tensor], torch.Tensor]
@@ -37,7 +38,7 @@ META = "query.json"
 #: what a cached query depends on besides the weights' and the data's sha256; a cache written under any
 #: other value is refused by name (by every reader: the Snakemake jobs, ``intact speed``, the Python API)
 SETTINGS = ("timm_model", "input_mean", "input_std", "image_size", "precision")
-#: the largest cache of a method's own feature (``feature_fns`` beyond the query and the teacher: whole token
+#: the largest cache of a method's own feature (a frozen feature beyond the query and the teacher: whole token
 #: sequences, e.g. KA-Prompt's ``old_trunk``, 197 x 768 values per image and variant on ViT-B/16: 1.2 MB
 #: per image in fp32, ~1.9 GB for an ImageNet-R task); above it training takes the live path, same result
 MAX_SEQUENCE_CACHE_BYTES = 4 * 2**30
@@ -196,7 +197,7 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
     ``train.json`` records about them. The query comes from the cache where it covers the data,
     else it is computed here (one pass per image and variant, shared by all epochs); the teacher is
     always computed here (it changes with every task)."""
-    fns = method.feature_fns()
+    fns = frozen_features(method)
     if not fns:
         return {}, {"used": False, "reason": "the method has no frozen features to cache"}
     if not enabled:
@@ -209,7 +210,7 @@ def task_caches(method, bench: Benchmark, train_set: Dataset, *, eval_split: str
     caches: dict[str, torch.Tensor] = {}
     record: dict = {"used": True, "variants": v}
     tasks = cache_tasks(train_set, bench, "train",
-                        eval_split) if (query_cache is not None and "query" in fns and method.cached_query) else None
+                        eval_split) if (query_cache is not None and reads_benchmark_queries(method)) else None
     cached = query_cache.for_tasks("train", tasks, device) if tasks is not None else None
     if "query" not in fns:  # a method without a query (InfLoRA): only its teacher is cached
         pass

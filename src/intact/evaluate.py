@@ -14,6 +14,7 @@ from intact.settings import RunConfig
 from intact.hashing import sha256_file
 from intact.io import write_record
 from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.frozen import reads_benchmark_queries, serving_pass
 from intact.seeding import configure_torch
 from intact.restore import build_method
 
@@ -25,7 +26,7 @@ def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | Non
     method.eval()
     correct = torch.zeros((), dtype=torch.int64, device=next(method.parameters()).device)
     total = 0
-    with method.using(**({"eval_query": queries} if queries is not None else {})):
+    with serving_pass(method, queries):
         for x, y in method.batches(data):
             correct += (method.predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
             total += len(y)
@@ -50,7 +51,7 @@ def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, d
     ``state_sha256``: the sha256 of the ``state.safetensors`` it holds (the record says what it evaluated)."""
     cached = (QueryCache(query_cache, bench, backbone_sha256,
                          query_settings(run.backbone, bench, device, run.optim.amp))
-              if (query_cache and run.optim.feature_cache and method.feature_fns() and method.cached_query) else None)
+              if (query_cache and run.optim.feature_cache and reads_benchmark_queries(method)) else None)
     t0 = time.perf_counter()
     accs, sizes = [], []
     for i in range(bench.num_tasks):

@@ -39,16 +39,24 @@ REMOVED = {
        for n, m in (("StoredRun", "intact.results"), ("Stat", "intact.metrics"), ("Paired", "intact.metrics"),
                     ("files_digest", "intact.hashing"))},
     "intact.models.arch.DIGITS_VIT": "intact.models.arch.DIGITS_VIT is intact.models.DIGITS_VIT",
-    "stored_query": "ContinualMethod.stored_query is ContinualMethod.cached_query",
+    "stored_query": "ContinualMethod.stored_query is gone: mark the query @frozen_feature(QUERY, "
+                    "benchmark_cache=True) (intact.methods.shared.frozen)",
+    "cached_query": "ContinualMethod.cached_query is gone: mark the query @frozen_feature(QUERY, "
+                    "benchmark_cache=...) (intact.methods.shared.frozen)",
+    "feature_fns": "ContinualMethod.feature_fns is gone: mark each function of frozen parts @frozen_feature "
+                   "(intact.methods.shared.frozen); the job finds them",
+    "cached": "ContinualMethod.cached is gone: a function marked @frozen_feature returns the batch's cached rows "
+              "itself (intact.methods.shared.frozen)",
     "double_ce": "ContinualMethod.double_ce is gone: InTAct's penalty doubles CE (watch_layers(..., doubles_ce=True))",
     "reg": "ContinualMethod.reg is gone: InTAct's state lives in its penalty (a family's self.intact, "
            "intact.methods.shared.penalties.watch_layers; its .tracker holds the hypercubes and the anchors)",
     "IntactRegularizer(None)": "IntactRegularizer(None, ...) is gone: HypercubeTracker(model, layers) keeps the "
                                "hypercubes without InTAct's terms",
 }
-#: what a plugin's implementation module may not use (read from its source: unambiguous names only; ``self.reg`` where
-#: the module only reads it, as 0.1's families set it)
-SCANNED = ("with_queries", "load_target", "BENCHMARK_TYPES", "stored_query", "double_ce")
+#: what a plugin's implementation module may not use (read from its source: unambiguous names only)
+SCANNED = ("with_queries", "load_target", "BENCHMARK_TYPES", "stored_query", "double_ce", "cached_query", "feature_fns")
+#: what a plugin's implementation may only read as 0.1's base class set it (``self.<name>`` read and never set)
+READ_FROM_BASE = ("reg", "cached")
 #: what the messages of an import that uses a removed name say, and where the name is in them
 _ERRORS = (re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>[\w.]+)'"),
            re.compile(r"module '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'"),
@@ -80,17 +88,18 @@ def removal_hint(error: BaseException) -> str:
 
 def removed_uses(tree: ast.Module, filename: str) -> list[str]:
     """Where the module ``tree`` (parsed from ``filename``) uses a removed name (:data:`SCANNED`, also as a class
-    attribute; ``self.reg`` read and never set; a class that defines ``draw_preview``):
+    attribute or a method; ``self.reg`` / ``self.cached`` read and never set; a class that defines ``draw_preview``):
     ``"<filename>:<line>: removed in version 0.2.0: ..."`` each."""
     out = []
-    self_reg = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "reg"
+    for name in READ_FROM_BASE:
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == name
                 and isinstance(n.value, ast.Name) and n.value.id == "self"]
-    if not any(isinstance(n.ctx, ast.Store) for n in self_reg):
-        out += [(n.lineno, "reg") for n in self_reg]
+        if not any(isinstance(n.ctx, ast.Store) for n in uses):
+            out += [(n.lineno, name) for n in uses]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
-            out += [(f.lineno, "draw_preview") for f in node.body
-                    if isinstance(f, ast.FunctionDef) and f.name == "draw_preview"]
+            out += [(f.lineno, f.name) for f in node.body
+                    if isinstance(f, ast.FunctionDef) and f.name in ("draw_preview", *SCANNED)]
             out += [(f.lineno, t.id) for f in node.body if isinstance(f, (ast.Assign, ast.AnnAssign))
                     for t in getattr(f, "targets", [getattr(f, "target", None)])
                     if isinstance(t, ast.Name) and t.id in SCANNED]

@@ -49,6 +49,7 @@ from intact.data.prepared import PreparedImages
 from intact.efficiency import parameter_counts
 from intact.io import write_json
 from intact.methods import create_method
+from intact.methods.shared.frozen import QUERY, serving
 from intact.models.backbone import FrozenViT, create_vit
 from intact.speed_report import format_table, ratios
 from intact.train import build_optimizer
@@ -166,7 +167,7 @@ class Row:
         m, before = self.m, self.counter.total
         _sync(self.device)
         t = time.perf_counter()
-        with self.autocast, m.using(**{k: lookup(c, *keys) for k, c in self.caches.items()}):
+        with self.autocast, serving(m, {k: lookup(c, *keys) for k, c in self.caches.items()}):
             loss, _ = m.loss(x, y)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -184,7 +185,7 @@ class Row:
         q = self.caches["query"][:self.batch, 0] if "query" in self.caches else None
         _sync(self.device)
         t = time.perf_counter()
-        with self.autocast, self.m.using(**({"query": q} if q is not None else {})):
+        with self.autocast, serving(self.m, {QUERY: q} if q is not None else {}):
             self.m.predict(self.x_eval)
         _sync(self.device)
         self.m.train()

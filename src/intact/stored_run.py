@@ -33,6 +33,11 @@ class StoredRun:
         return len(self.evals)
 
     @property
+    def eval_split(self) -> str:
+        """The split R was measured on (``metrics.json`` has recorded it since the first version)."""
+        return str(self.metrics["eval_split"])
+
+    @property
     def run_name(self) -> str:
         return f"{self.benchmark}/{self.method}/seed{self.seed}"
 

@@ -38,6 +38,7 @@ from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_record
 from intact.methods import METHODS
 from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.frozen import serving, serving_pass
 from intact.methods.shared.penalties import kept_hypercubes
 from intact.protocols import optimizer_name
 from intact.provenance import provenance
@@ -253,7 +254,7 @@ def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | 
     for x, y, *keys in bar:
         cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
         guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics
-        with job.amp, method.using(**cached):
+        with job.amp, serving(method, cached):
             loss, terms = method.loss(x, y)
         job.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -295,7 +296,7 @@ def end_of_task(job: TaskRun) -> TrainRecord:
     hyper_data = hypercube_data(run, job.bench, job.task, job.train_set)
     # the hypercube pass walks the training images in order, unflipped: variant 0 of the query cache
     queries = job.caches["query"][:, 0] if ("query" in job.caches and hyper_data is job.train_set) else None
-    with method.using(**({"eval_query": queries} if queries is not None else {})):
+    with serving_pass(method, queries):
         end = method.end_task(job.task, hyper_data)
     # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing saved
     efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device,

@@ -210,7 +210,7 @@ def upsert_run(run: RunFolder, uri: str, tracking: TrackingConfig, force: bool) 
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    name = tracking.experiment_name(run.benchmark, str(run.metrics.get("eval_split", "test")))
+    name = tracking.experiment_name(run.benchmark, run.eval_split)
     exp_id = experiment_id(client, name, uri)
     chash = run.content_hash()
     runs = client.search_runs(

@@ -90,7 +90,7 @@ def read_run_folder(path: str | os.PathLike, config_hash: str | None = None) -> 
 def tune_choice(path: Path, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
     """The tune study's choice record (``<results>/tune/<benchmark>/<run>/choice.json``) that chose this run
     for the test split, with its path; None for any other run."""
-    if metrics.get("eval_split", "test") != "test" or len(path.parents) < 4:
+    if metrics["eval_split"] != "test" or len(path.parents) < 4:
         return None
     for f in sorted((path.parents[3] / "tune" / str(metrics["benchmark"])).glob("*/choice.json")):
         choice = json.loads(f.read_text())
@@ -142,7 +142,7 @@ def _params(run: RunFolder) -> dict[str, str]:
     params = flatten(run.config)
     params.setdefault("method", run.method)
     params.setdefault("seed", str(run.seed))
-    params["eval_split"] = str(run.metrics.get("eval_split", "test"))
+    params["eval_split"] = run.eval_split
     params["num_tasks"] = str(run.num_tasks)
     params["task_names"] = json.dumps(run.metrics.get("task_names"))
     return params
@@ -198,7 +198,7 @@ def _tags(run: RunFolder) -> dict[str, str]:
         "intact.benchmark": run.benchmark,
         "intact.method": run.method,
         "intact.seed": str(run.seed),
-        "intact.eval_split": str(run.metrics.get("eval_split", "test")),
+        "intact.eval_split": run.eval_split,
         "intact.results_dir": str(run.path.resolve()),
         "intact.tracker_version": str(TRACKER_VERSION),
         "mlflow.note.content": (

@@ -34,6 +34,7 @@ from torch import nn
 from torch.func import functional_call
 
 from intact.methods.compositional_prompt import ema_h, task_steps
+from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.methods.shared.prompt import PromptMethod
 from intact.models.prefix import Prefix
 from intact.models.shared_prompt import check_length, split_prompt
@@ -197,7 +198,6 @@ class CompositionalPrompt(PromptMethod):
     def build_pool(self, embed_dim: int, num_tasks: int) -> nn.Module:
         s = self.cfg
         expert = tuple(range(s.expert_first, s.expert_last + 1))  # inside the backbone: check() says so
-        self.cached_query = s.query == "cls"
         return CompositionalPool(embed_dim, num_tasks, s.per_task, s.length, s.top_n, s.general_length,
                                  s.general_layers, expert, s.key_weight, s.test_pool)
 
@@ -208,9 +208,8 @@ class CompositionalPrompt(PromptMethod):
         self._live_head = False  # set while a pass must use the live head at test time
 
     # ---- forward: the query token, the qkv prefix, the EMA head ----------------------------------------
+    @frozen_feature(QUERY, benchmark_cache=lambda self: self.cfg.query == "cls")
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        if "query" in self.cached:
-            return self.cached["query"]
         with torch.no_grad():
             return self.backbone.query(x, self.cfg.query)
 

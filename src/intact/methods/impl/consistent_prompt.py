@@ -23,6 +23,7 @@ from torch import nn
 from torch.func import functional_call
 
 from intact.methods.shared.base import Batch, ContinualMethod, Penalty
+from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.models.esn import linear_init_, prompted_tokens
 from intact.models.heads import Head
 
@@ -69,8 +70,6 @@ class ConsistencyTerms(Penalty):
 class ConsistentPrompt(ContinualMethod):
     """Per-domain prompt pairs and classifiers on a frozen ViT; the domain by the nearest (domain, class) key."""
 
-    cached_query = False      # the query is [CLS] before the final LayerNorm: computed per task (exact)
-
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
         super().__init__(run, settings, backbone, num_classes, num_tasks)
         D, L = backbone.embed_dim, self.cfg.length
@@ -87,14 +86,10 @@ class ConsistentPrompt(ContinualMethod):
         self.penalties.insert(0, ConsistencyTerms())
 
     # ---- forward: the domain's own prompts in training, the nearest key's at test ---------------------
+    @frozen_feature(QUERY)  # [CLS] before the final LayerNorm, not the benchmark's: computed per task (exact)
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        if "query" in self.cached:
-            return self.cached["query"]
         with torch.no_grad():
             return prompted_tokens(self.backbone, x, {})[:, 0]
-
-    def feature_fns(self) -> dict[str, Any]:
-        return {"query": self.query}
 
     def features(self, x: torch.Tensor, prompts: torch.Tensor) -> torch.Tensor:
         """[CLS] before the final LayerNorm with ``prompts`` ((2, L, D) or (B, 2, L, D)) inserted."""

@@ -30,8 +30,6 @@ class EnergyAlign(Penalty):
 class ESN(ContinualMethod):
     """Stage-isolated class-attention classifiers on a frozen, prompted ViT; the stage chosen by an energy vote."""
 
-    cached_query = False      # no query: the stage is chosen by energies
-
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
         super().__init__(run, settings, backbone, num_classes, num_tasks)
         D, heads = backbone.embed_dim, backbone.vit.blocks[0].attn.num_heads   # the code: 12, ViT-B's

@@ -221,13 +221,8 @@ class InfLoRA(PromptMethod):
     def query(self, x: torch.Tensor) -> torch.Tensor:
         return x.new_zeros(len(x), 0)
 
-    def feature_fns(self) -> dict[str, Any]:
-        # the previous task's model is frozen for the whole task: its feature of an image is fixed (exact
-        # to cache); there is no query - the backbone itself changes, so no unprompted pass stands for it
-        teacher = self.intact.teacher
-        if teacher is not None:
-            return {"teacher": lambda x: self.features(x, None, teacher)[0]}
-        return {}
+    # (not a frozen feature: the backbone itself changes, so no unprompted pass stands for a query; the previous
+    # task's model is frozen for the whole task, so its teacher_feature is, and is cached)
 
     def features(self, x: torch.Tensor, q: torch.Tensor | None,
                  pool: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:

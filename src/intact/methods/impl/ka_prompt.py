@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from intact.methods.impl.compositional_prompt import CompositionalPrompt
 from intact.methods.shared.base import Batch, ContinualMethod, Penalty
+from intact.methods.shared.frozen import frozen_feature
 from intact.regularizers.regularizer import frozen_copy
 
 
@@ -71,7 +72,8 @@ class KAPrompt(CompositionalPrompt):
         model reads its own general prompts alone, frozen with it when the task began."""
         return min(self.old["pool"].expert_layers)
 
-    def old_trunk(self, x: torch.Tensor) -> torch.Tensor:
+    @frozen_feature(when=lambda self: bool(self.old) and self.cfg.aux_weight > 0)
+    def old_trunk(self, x: torch.Tensor, q: torch.Tensor | None = None) -> torch.Tensor:
         """The previous model's tokens of ``x`` after blocks ``0..trunk_end-1``: a function of the image
         for the whole task (cached once per task as ``old_trunk``, see :mod:`intact.cache`)."""
         old, end, B = self.old["pool"], self.trunk_end, x.shape[0]
@@ -94,14 +96,8 @@ class KAPrompt(CompositionalPrompt):
         for l in old.expert_layers:
             both = torch.cat((self.pool.prompts[str(l)][new_idx], old.prompts[str(l)][old_idx]), dim=1)
             raw[l] = (both * w).sum(1) / w.sum(1)
-        h = self.cached["old_trunk"] if "old_trunk" in self.cached else self.old_trunk(x)
+        h = self.old_trunk(x)
         return self.old["head"](self.backbone.cls_token(self.backbone.blocks_from(h, self.to_prefix(raw), end)))
-
-    def feature_fns(self) -> dict[str, Any]:
-        fns = super().feature_fns()
-        if self.old and self.cfg.aux_weight > 0:
-            fns["old_trunk"] = lambda x, q: self.old_trunk(x)
-        return fns
 
     # ---- the task hooks ------------------------------------------------------------------------------------
     def begin_task(self, task: int, train_set: Any) -> None:

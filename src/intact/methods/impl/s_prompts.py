@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -21,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 
@@ -65,8 +65,9 @@ class SPrompts(ContinualMethod):
         self.register_buffer("centres", torch.zeros(num_tasks, self.cfg.clusters, D))
         self.register_buffer("domains", torch.tensor(0, dtype=torch.long))   #: domains with centres
 
-    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
-        return {"query": self.query}
+    @frozen_feature(QUERY, benchmark_cache=True)
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        return super().query(x)
 
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         t = self.task

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +25,7 @@ from torch.utils.data import Dataset
 
 from intact.data.base import Benchmark
 from intact.data.loader import eval_batches
+from intact.methods.shared.frozen import QUERY, pass_queries, serving
 from intact.seeding import task_generator
 from intact.settings import RunConfig
 
@@ -88,9 +88,6 @@ def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
 class ContinualMethod(nn.Module, ABC):
     """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
 
-    #: the benchmark's query cache (the unprompted [CLS]) is this method's query ``feature_fns()["query"]``;
-    #: False for a method whose query is another token: its query is then computed per task (still exact)
-    cached_query: bool = True
 
     def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__()
@@ -102,45 +99,26 @@ class ContinualMethod(nn.Module, ABC):
         self.num_classes = num_classes
         self.num_tasks = num_tasks
         self.task = 0
-        #: the current batch's features read from the job's caches (:mod:`intact.cache`), by the names
-        #: :meth:`feature_fns` gives (``"query"``, ``"teacher"``, ...): absent where the job has no cache
-        self.cached: dict[str, torch.Tensor] = {}
 
-    # ---- feature caches -------------------------------------------------------------------------------
+    # ---- passes over data ------------------------------------------------------------------------------
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        """The frozen backbone's unprompted [CLS] of ``x``, read from the cache when the batch has it."""
-        if "query" in self.cached:
-            return self.cached["query"]
+        """The frozen backbone's unprompted [CLS] of ``x`` (a family that uses it marks its own as a frozen
+        feature, :func:`~intact.methods.shared.frozen.frozen_feature`, so that the job may serve it cached)."""
         with torch.no_grad():
             return self.backbone.query(x)
-
-    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
-        """The per-image feature functions of frozen parts that ``loss`` / ``predict`` may read from a cache:
-        ``"query"``: x -> q(x); ``"teacher"``: (x, q(x)) -> the teacher's feature. None by default."""
-        return {}
-
-    @contextmanager
-    def using(self, **features: torch.Tensor) -> Iterator[None]:
-        """Within the block, ``loss`` / ``predict`` take these features of the batch instead of computing them."""
-        self.cached = features
-        try:
-            yield
-        finally:
-            self.cached = {}
 
     def batches(self, data: Dataset) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """``data``'s ``(x, y)`` batches in order, unaugmented, at ``optim.eval_batch_size`` on the method's device: a
         pass over data inside a hook (``end_task``'s over the task's data, statistics in ``start_task``). Where
-        the job cached this pass's queries (the end-of-task pass over the training images, as ``cached``'s
-        ``"eval_query"``), :meth:`query` reads each batch's own inside the loop."""
-        queries = self.cached.get("eval_query")
+        the job cached this pass's queries, :meth:`query` returns each batch's own inside the loop."""
+        queries = pass_queries(self)
         device = next(itertools.chain(self.parameters(), self.buffers())).device
         start = 0
         for x, y in eval_batches(data, self.run.optim.eval_batch_size, device):
             if queries is None:
                 yield x, y
                 continue
-            with self.using(query=queries[start:start + len(x)].to(x.device)):
+            with serving(self, {QUERY: queries[start:start + len(x)].to(x.device)}):
                 yield x, y
             start += len(x)
 

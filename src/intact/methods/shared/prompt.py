@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from typing import Any
-from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset
 
 from intact.methods.shared.base import Batch, ContinualMethod
+from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.methods.shared.penalties import watch_layers
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
@@ -44,13 +44,14 @@ class PromptMethod(ContinualMethod):
         """The prompt pool: ``pool(query) -> (prefix, auxiliary loss)``, with ``pool.begin_task``."""
 
     # ---- forward ------------------------------------------------------------------------------
-    def feature_fns(self) -> dict[str, Callable[..., torch.Tensor]]:
-        fns: dict[str, Callable[..., torch.Tensor]] = {"query": self.query}
-        teacher = self.intact.teacher
-        if teacher is not None:
-            # the teacher's [CLS] of an image (given its query): fixed for the whole task
-            fns["teacher"] = lambda x, q: self.features(x, q, teacher)[0]
-        return fns
+    @frozen_feature(QUERY, benchmark_cache=True)
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        return super().query(x)
+
+    @frozen_feature("teacher", when=lambda self: self.intact.teacher is not None)
+    def teacher_feature(self, x: torch.Tensor, q: torch.Tensor | None = None) -> torch.Tensor:
+        """InTAct's teacher's [CLS] of an image (given its query): fixed for the whole task."""
+        return self.features(x, q, self.intact.teacher)[0]
 
     def prompt(self, pool: nn.Module, q: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
         return pool(q)
@@ -76,9 +77,7 @@ class PromptMethod(ContinualMethod):
         return self.head(z), aux, q
 
     def intact_teacher(self, batch: Batch) -> dict[str, Any]:
-        if "teacher" in self.cached:
-            return {"z_teacher": self.cached["teacher"]}
-        return {"teacher": lambda pool: self.features(batch.x, batch.q, pool)[0]}
+        return {"teacher": lambda pool: self.teacher_feature(batch.x, batch.q)}
 
     # LwF's view of the family: what its snapshot holds and how it computes logits
     def snapshot_modules(self) -> dict[str, nn.Module]:
