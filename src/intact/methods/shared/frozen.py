@@ -27,16 +27,12 @@ QUERY = "query"
 
 @dataclass(frozen=True)
 class FrozenFeature:
-    """A marked function's declaration: its cache name, whether the method uses it now, whether it is the
-    benchmark's cached query."""
+    """A marked function's declaration: its cache name, whether the method uses it now (``when(method)``), whether
+    it is the benchmark's cached query (``benchmark_cache(method)``)."""
 
     name: str
     when: Callable[[Any], bool]
     benchmark_cache: Callable[[Any], bool]
-
-
-def _always(value: bool | Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return value if callable(value) else (lambda method: value)
 
 
 def frozen_feature(name: str | None = None, *, when: Callable[[Any], bool] | None = None,
@@ -55,7 +51,8 @@ def frozen_feature(name: str | None = None, *, when: Callable[[Any], bool] | Non
                 return served[key]
             return fn(self, x, *args)
 
-        serve.frozen_feature = FrozenFeature(key, when or _always(True), _always(benchmark_cache))
+        cached = benchmark_cache if callable(benchmark_cache) else (lambda method: benchmark_cache)
+        serve.frozen_feature = FrozenFeature(key, when or (lambda method: True), cached)
         return serve
 
     return mark
