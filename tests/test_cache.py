@@ -115,18 +115,18 @@ def test_a_cached_step_makes_one_backbone_pass(tiny_bench, tmp_path, monkeypatch
         return orig_forward(self, x, prefix)
 
     per_step = []
-    from intact.methods.shared.base import ContinualMethod as PromptMethod
-    orig_loss = PromptMethod.loss
+    import intact.train
+    orig_loss = intact.train.batch_loss
 
-    def loss(self, x, y):
+    def loss(method, x, y):
         before = dict(calls)
-        out = orig_loss(self, x, y)
+        out = orig_loss(method, x, y)
         per_step.append({k: calls[k] - before[k] for k in calls})
         return out
 
     monkeypatch.setattr(FrozenViT, "query", query)
     monkeypatch.setattr(FrozenViT, "forward", forward)
-    monkeypatch.setattr(PromptMethod, "loss", loss)
+    monkeypatch.setattr(intact.train, "batch_loss", loss)
     train_task(run, 1, manifest=manifest, backbone_weights=w, out_dir=tmp_path / "task1", prev_dir=tmp_path / "task0",
                threads=1, progress=False, query_cache=qdir)
     assert per_step

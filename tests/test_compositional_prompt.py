@@ -12,6 +12,7 @@ from torch import nn
 from intact.config import resolve_run
 from intact.data.loader import eval_batches
 from intact.io import load_tensors, read_json
+from intact.methods.shared.base import enter_task, trainable_state
 from intact.models.backbone import FrozenViT, create_vit
 from intact.methods.impl.compositional_prompt import AdaptiveEma, CompositionalPool, qkv_prefix
 from intact.methods.impl.ka_prompt import greedy_slots
@@ -166,12 +167,12 @@ def test_greedy_initialisation_picks_the_highest_coverage_keys():
 def test_ka_prompt_copies_the_greedy_slots_into_the_new_slice(tiny_bench):
     run = resolve_run(tiny_bench["config"], "digits", "ka_prompt", 0)
     bench, m, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
-    m.begin_task(0, m.training_data(bench, 0))
+    enter_task(m, 0, m.training_data(bench, 0))
     with torch.no_grad():  # distinct old keys, as training would leave them
         m.pool.keys[:3] = torch.randn(3, m.pool.keys.shape[1], generator=torch.Generator().manual_seed(0))
-    before = {k: v.detach().clone() for k, v in m.trainable_state().items()}
+    before = {k: v.detach().clone() for k, v in trainable_state(m).items()}
     data = m.training_data(bench, 1)
-    m.begin_task(1, data)
+    enter_task(m, 1, data)
     q = torch.cat([m.backbone.query(x, "patch_mean") for x, _ in eval_batches(data, 64, torch.device("cpu"))])
     sim = (F.normalize(before["pool.keys"][:3], dim=1) @ F.normalize(q, dim=1).T + 1) / 2
     assert len(m.greedy) == 3 and m.greedy[0] == (_greedy_by_brute_force(sim, 1)[0],
@@ -261,23 +262,23 @@ def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
 
 def _tokens_per_step(monkeypatch) -> list[int]:
     """Calls of the backbone's token embedding inside each training step's loss (one per pass begun)."""
-    from intact.methods.shared.base import ContinualMethod
+    import intact.train
 
     calls, per_step = [0], []
-    orig_tokens, orig_loss = FrozenViT.tokens, ContinualMethod.loss
+    orig_tokens, orig_loss = FrozenViT.tokens, intact.train.batch_loss
 
     def tokens(self, x):
         calls[0] += 1
         return orig_tokens(self, x)
 
-    def loss(self, x, y):
+    def loss(method, x, y):
         before = calls[0]
-        out = orig_loss(self, x, y)
+        out = orig_loss(method, x, y)
         per_step.append(calls[0] - before)
         return out
 
     monkeypatch.setattr(FrozenViT, "tokens", tokens)
-    monkeypatch.setattr(ContinualMethod, "loss", loss)
+    monkeypatch.setattr(intact.train, "batch_loss", loss)
     return per_step
 
 

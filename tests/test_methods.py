@@ -12,7 +12,7 @@ from torch.func import functional_call
 
 from intact.config import resolve_run
 from intact.io import load_tensors, read_json
-from intact.methods.shared.base import Batch, frozen_prefixes
+from intact.methods.shared.base import Batch, batch_loss, enter_task, frozen_prefixes, trainable_state
 from intact.methods import create_method
 from intact.methods.impl.dualprompt import DualPromptPool
 from intact.methods.impl.l2p import L2PPool
@@ -308,19 +308,19 @@ def test_lwf_loss_is_zero_while_prompt_and_head_are_unchanged(zoo, tiny_bench):
     bench, method, _ = build_method(zoo["lwf"]["run"], tiny_bench["manifest"], tiny_bench["weights"],
                                    torch.device("cpu"),
                                    state=folder / "task0/state.safetensors")
-    method.begin_task(1, bench.train_set(1))
+    enter_task(method, 1, bench.train_set(1))
     method.train()
     x, y = next(iter(torch.utils.data.DataLoader(bench.train_set(1), batch_size=16)))
-    _, terms = method.loss(x, y)
+    _, terms = batch_loss(method, x, y)
     assert terms["lwf"].item() == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():
         method.pool.prompts["0"].add_(0.5)
-    assert method.loss(x, y)[1]["lwf"].item() > 1e-4
+    assert batch_loss(method, x, y)[1]["lwf"].item() > 1e-4
     with torch.no_grad():
         method.pool.prompts["0"].sub_(0.5)
         method.head.fc0.bias.add_(torch.linspace(-1, 1, 10))
-    assert method.loss(x, y)[1]["lwf"].item() > 1e-4
-    assert not any(k.startswith("previous.") for k in method.trainable_state())
+    assert batch_loss(method, x, y)[1]["lwf"].item() > 1e-4
+    assert not any(k.startswith("previous.") for k in trainable_state(method))
     assert read_json(folder / "task1/train.json")["epochs"][0]["lwf"] > 0
 
 

@@ -105,3 +105,30 @@ def test_a_plugin_method_that_reads_intacts_state_from_the_method_is_refused_nam
     assert "lives in its penalty (a family's self.intact" in found[1]
     owns = "class M:\n    def __init__(self):\n        self.reg = 1\n    def f(self):\n        return self.reg\n"
     assert removed_uses(ast.parse(owns), "m.py") == []
+
+
+def test_a_plugin_method_using_what_left_continual_method_is_refused_naming_the_replacement():
+    """0.2.0's contract (docs/adding-a-method.md): a method class (or its base in the same module) that defines a
+    hook that left ContinualMethod, reads a helper it no longer has, or derives from it directly and reads a
+    constructor argument it no longer keeps, is refused at load; its own attributes of those names are not."""
+    import ast
+
+    old = ("class Base(ContinualMethod):\n"
+           "    def __init__(self, run, settings, backbone, num_classes, num_tasks):\n"
+           "        super().__init__(run, settings, backbone, num_classes, num_tasks)\n"
+           "    def loss(self, x, y):\n        return self.backbone(x)\n"
+           "class M(Base):\n    def start_task(self, task, data):\n"
+           "        return self.generator(task, 'p'), self.batches(data), self.num_classes\n"
+           "class Other:\n    def loss(self):\n        return self.batches\n")
+    found = removed_uses(ast.parse(old), "m.py", "M")
+    assert [f.split(": ")[0] for f in found] == ["m.py:3", "m.py:4", "m.py:5", "m.py:7", "m.py:8", "m.py:8", "m.py:8"]
+    said = " | ".join(found)
+    for replacement in ("ContinualMethod.__init__(run, settings) keeps no backbone", "base.batch_loss(method, x, y)",
+                        "start_task is begin_task", "task_generator(self.run.seed, task, purpose)",
+                        "base.batches(self, data)"):
+        assert replacement in said
+    assert removed_uses(ast.parse(old), "m.py") == []        # a benchmark's class is not a method's
+    own = ("class M(ContinualMethod):\n    def __init__(self, run, settings, backbone):\n"
+           "        super().__init__(run, settings)\n        self.backbone = backbone\n"
+           "    def batches(self):\n        return self.backbone\n")
+    assert removed_uses(ast.parse(own), "m.py", "M") == []

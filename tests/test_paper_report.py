@@ -244,8 +244,8 @@ def test_efficiency_fields_count_parameters_and_time_inference():
         def predict(self, x):
             return self.head(self.backbone(x))
 
-        def num_trainable_parameters(self):
-            return sum(p.numel() for p in self.head.parameters())
+        def param_groups(self):
+            return [{"params": list(self.head.parameters()), "lr": 0.1}]
 
     data = TensorDataset(torch.randn(40, 4), torch.zeros(40, dtype=torch.long))
     rec = efficiency_record(Toy(), data, 8, torch.device("cpu"), steps=5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import textwrap
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +16,7 @@ from torch.utils.data import TensorDataset
 
 from conftest import snakemake, tiny_config, write_config
 from intact.data.declare import BenchmarkSettings, BenchmarkType
-from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.base import ContinualMethod, batch_loss, enter_task, leave_task
 from intact.methods.shared.penalties import HypercubeRecorder, kept_hypercubes
 from intact.regularizers.certificate import drift_certificate, width
 from intact.regularizers.hypercube import Hypercube
@@ -98,14 +99,14 @@ class TwoHeads(ContinualMethod):
     """Trains ``head`` and predicts with ``ema``, a copy of other weights (as an EMA head would be)."""
 
     def __init__(self):
-        super().__init__(SimpleNamespace(optim=SimpleNamespace(eval_batch_size=16), seed=0), None, None, 3, 2)
+        super().__init__(SimpleNamespace(optim=SimpleNamespace(eval_batch_size=16), seed=0), None)
         torch.manual_seed(0)
         self.head = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
         self.ema = copy.deepcopy(self.head).requires_grad_(False)
         with torch.no_grad():
             self.ema[0].weight.mul_(2)
         self.books = HypercubeTracker(self.head, ["0", "2"])
-        self.penalties.append(HypercubeRecorder(self.books))
+        self.penalties.append(HypercubeRecorder(self.books, predicting=self.predicting_head))
 
     def forward_train(self, x):
         return self.head(x), None, None
@@ -113,8 +114,9 @@ class TwoHeads(ContinualMethod):
     def predict(self, x):
         return self.ema(x)
 
-    def prediction_head(self):
-        return self.ema
+    @contextmanager
+    def predicting_head(self):
+        yield self.ema
 
     def param_groups(self):
         return [{"params": list(self.head.parameters()), "lr": 0.1}]
@@ -123,23 +125,23 @@ class TwoHeads(ContinualMethod):
 def test_the_certificate_and_hypercubes_are_those_of_the_head_a_method_predicts_with():
     method = TwoHeads()
     data = TensorDataset(torch.randn(40, 4, generator=torch.Generator().manual_seed(1)), torch.zeros(40).long())
-    method.begin_task(0, data)
-    method.end_task(0, data)
+    enter_task(method, 0, data)
+    leave_task(method, 0, data)
     hidden = torch.relu(method.ema[0](data.tensors[0])).detach()   # the input of the predicting head's layer "2"
     cube = Hypercube.from_activations(hidden, method.books.alpha, method.books.percentile_method)
     kept = kept_hypercubes(method)["2"]
     assert torch.equal(kept.lower, cube.lower) and torch.equal(kept.upper, cube.upper)
     box = kept_hypercubes(method)["0"]
     before = copy.deepcopy(method.ema)
-    method.begin_task(1, data)
+    enter_task(method, 1, data)
     with torch.no_grad():
         method.ema[2].weight.add_(0.5)  # the predicting head drifts; the trained one does not
-    info = method.end_task(1, data)
+    info = leave_task(method, 1, data)
     expected = drift_certificate(list(method.ema), list(before), box.lower, box.upper)
     assert info["certificate"] == width(expected["lower"], expected["upper"]) > 0
     assert torch.equal(method.books.previous[2].weight, before[2].weight)  # the anchors: the predicting head's copy
     # the hooks went back to the trained head: a training step's terms read its layers' inputs
-    method.loss(data.tensors[0][:4], data.tensors[1][:4])
+    batch_loss(method, data.tensors[0][:4], data.tensors[1][:4])
     assert method.books.inputs["0"].shape == (4, 4) and method.books.model is method.head
 
 
@@ -166,9 +168,9 @@ from intact.methods.impl.finetune import Finetune
 
 
 class OldWay(Finetune):
-    def start_task(self, task, train_set):
+    def begin_task(self, task, train_set):
         warnings.warn("oldway: started a task the old way", DeprecationWarning)
-        super().start_task(task, train_set)
+        super().begin_task(task, train_set)
 ''',
 }
 
@@ -205,3 +207,30 @@ def test_a_plugins_deprecations_at_import_and_in_a_hook_are_in_the_jobs_log(oldw
     for log in logs:
         for said in ("imported the old way", "started a task the old way"):
             assert f"DeprecationWarning: oldway: {said}" in log.read_text(), log.read_text()[-2000:]
+
+
+# ---- the method contract: what ContinualMethod promises is what the page lists ------------------------------------
+def test_the_method_surface_is_the_pages_and_at_most_eight_names_beyond_the_three_required_hooks():
+    """Every public name of ``ContinualMethod`` beyond ``nn.Module``'s - its methods and the attributes its
+    constructor sets - is a row of the first table of docs/adding-a-method.md's contract, and the reverse."""
+    import re
+    from pathlib import Path
+
+    class Bare(ContinualMethod):
+        def forward_train(self, x):
+            return x, None, None
+
+        def predict(self, x):
+            return x
+
+        def param_groups(self):
+            return []
+
+    torch_names = set(dir(nn.Module)) | set(vars(nn.Module()))
+    names = {n for n in [*dir(ContinualMethod), *vars(Bare(None, None))] if not n.startswith("_")} - torch_names
+    page = (Path(__file__).parents[1] / "docs/adding-a-method.md").read_text()
+    table = page.split("## The contract")[1].split("\n\n")[2]
+    listed = {re.match(r"\| `(?:self\.)?(\w+)", row).group(1) for row in table.splitlines()[2:]}
+    assert names == listed
+    required = {"forward_train", "predict", "param_groups"}
+    assert required <= names and len(names - required) <= 8, sorted(names - required)

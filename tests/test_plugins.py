@@ -75,7 +75,11 @@ BROKEN = {
                          .format(name="v01_with_queries") + "\nclass Impl:\n    def end_task(self, data):\n"
                          "        return self.with_queries(None, None)\n",
                          "v01_with_queries_mod.py:14: removed in version 0.2.0: ContinualMethod.with_queries is "
-                         "gone: iterate over self.batches(data)"),
+                         "gone: iterate over intact.methods.shared.base.batches(self, data)"),
+    "v01_start_task": (GOOD.replace("intact.methods.shared.network:NetworkMethod", "v01_start_task_mod:Impl")
+                       .format(name="v01_start_task") + "\nclass Base:\n    def start_task(self, task, data):\n"
+                       "        pass\n\nclass Impl(Base):\n    pass\n",
+                       "v01_start_task_mod.py:13: removed in version 0.2.0: ContinualMethod.start_task is begin_task"),
 }
 
 

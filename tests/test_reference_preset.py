@@ -6,6 +6,7 @@ import torch
 
 from conftest import tiny_config
 from intact.config import resolve_run
+from intact.methods.shared.base import batch_loss, enter_task
 from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube, percentile
 from intact.regularizers.terms import align_loss_reference, feat_loss_reference
@@ -98,8 +99,8 @@ def test_only_intacts_penalty_counts_ce_twice_and_a_method_without_it_builds_no_
     for name in ("coda_p+intact@preset=reference", "coda_p+intact@preset=reference,double_ce=false", "coda_p"):
         torch.manual_seed(1)
         methods[name] = method = create_method(resolve_run(tiny_config(), "digits", name, 0), backbone, 10, 3)
-        method.begin_task(0, None)
-        losses[name] = method.loss(x, y)
+        enter_task(method, 0, None)
+        losses[name] = batch_loss(method, x, y)
     (doubled, terms), (single, same) = losses["coda_p+intact@preset=reference"], \
         losses["coda_p+intact@preset=reference,double_ce=false"]
     assert torch.equal(terms["ce"], same["ce"]) and "var" in terms

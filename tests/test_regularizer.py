@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from intact.config import resolve_run
+from intact.methods.shared.base import enter_task, leave_task, trainable_state
 from intact.settings import IntactConfig
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.interval import layer_drift_bounds, sequential_drift_bounds
@@ -176,26 +177,26 @@ def test_snapshots_stay_in_eval_mode_when_the_method_trains():
     x = torch.rand(4, 1, 32, 32)
     for name in ("dualprompt+intact", "lwf"):
         method = create_method(resolve_run(tiny_config(), "digits", name, 0), backbone, 10, 3)
-        method.begin_task(0, None)
+        enter_task(method, 0, None)
         method.intact.tracker.hypercubes = {"fc0": Hypercube(-torch.ones(64), torch.ones(64))}
-        method.begin_task(1, None)
+        enter_task(method, 1, None)
         method.train()
         books = method.intact.tracker
         own = [books.teacher] if name.endswith("+intact") else list(method.penalties[0].previous.values())
         snapshots = [books.previous] + own
         assert all(not m.training for s in snapshots for m in s.modules())
-        state = method.trainable_state()
+        state = trainable_state(method)
         assert not any(k.startswith(("backbone.", "teacher.",
                                      "previous.")) for k in state) and "head.fc0.weight" in state
     # DualPrompt's teacher after task 1 picks each image's best key among tasks 0-1 (not E-prompt 1 for all)
     method = create_method(resolve_run(tiny_config(), "digits", "dualprompt+intact", 0), backbone, 10, 3)
-    method.begin_task(0, None)
-    method.begin_task(1, None)
+    enter_task(method, 0, None)
+    enter_task(method, 1, None)
     q = method.query(x)
     with torch.no_grad():
         method.pool.keys[0].copy_(q[0])
         method.pool.keys[1].copy_(-q[0])
-    method.begin_task(2, None)
+    enter_task(method, 2, None)
     method.train()
     _, idx = method.intact.tracker.teacher.select(q)
     assert int(method.intact.tracker.teacher.task) == 1 and idx[0] == 0
@@ -213,7 +214,7 @@ def _after_task0(digits, tmp_path):
                                    state=tmp_path / "task0/state.safetensors",
                                    hypercubes=tmp_path / "task0/hypercube.safetensors", state_task=0)
     train_set = method.training_data(bench, 1)
-    method.begin_task(1, train_set)
+    enter_task(method, 1, train_set)
     torch.manual_seed(0)
     with torch.no_grad():  # a large update, so that the drift is far from zero
         for p in method.model.parameters():
@@ -227,12 +228,12 @@ def test_the_certificate_is_computed_in_eval_mode_whatever_the_callers_mode(digi
     twin, _ = _after_task0(digits, tmp_path)                              # the same state, loaded again
     stats = {k: v.clone() for k, v in method.model.state_dict().items() if "running" in k}
     method.train()
-    info = method.end_task(1, train_set)
+    info = leave_task(method, 1, train_set)
     assert method.training                                               # the caller's mode is restored
     after = method.model.state_dict()
     assert all(torch.equal(stats[k], after[k]) for k in stats)            # the samples left the statistics alone
     twin.eval()
-    ref = twin.end_task(1, train_set)
+    ref = leave_task(twin, 1, train_set)
     assert info["sampled_drift"] == ref["sampled_drift"] and info["certificate"] == ref["certificate"]
     assert info["sampled_drift"] <= info["certificate"]
 

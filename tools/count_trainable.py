@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO / "src"))
 from intact.config import resolve_run  # noqa: E402
 from intact.layering import read_layers  # noqa: E402
 from intact.methods import create_method  # noqa: E402
-from intact.methods.shared.base import frozen_prefixes  # noqa: E402
+from intact.methods.shared.base import frozen_prefixes, num_trainable_parameters  # noqa: E402
 from intact.models.backbone import FrozenViT, create_vit  # noqa: E402
 from intact.report.paper import paper_numbers  # noqa: E402
 
@@ -47,7 +47,7 @@ def counts(cfg: dict, benchmark: str, method: str, classes: int, tasks: int) -> 
     learned = sum(p.numel() for n, p in m.named_parameters() if not n.startswith(frozen))
     buffers = sum(b.numel() for n, b in m.named_buffers() if not n.startswith(frozen) and b.dim() > 0
                   and n.split(".")[-1] in ("A", "basis"))
-    return {"per_task": m.num_trainable_parameters(), "all_tasks": learned, "fixed_buffers": buffers}
+    return {"per_task": num_trainable_parameters(m), "all_tasks": learned, "fixed_buffers": buffers}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from intact.data.loader import eval_batches
+from intact.methods.shared.base import num_trainable_parameters
 
 #: submodules that are copies of other parameters (the L_Feat teacher), not part of the model
 _COPIES = ("teacher.",)
@@ -69,7 +70,7 @@ def device_name(device: torch.device) -> str:
 def efficiency_record(method: Any, data: Dataset, batch_size: int, device: torch.device, steps: int) -> dict[str, Any]:
     """The ``train.json`` fields of the efficiency table (``steps``: optimizer steps the task took)."""
     return {
-        **parameter_counts(method, method.num_trainable_parameters()),
+        **parameter_counts(method, num_trainable_parameters(method)),
         "train_batches": steps,
         "inference_batch_seconds": inference_seconds_per_batch(method, data, batch_size, device),
         "inference_batch_size": batch_size,

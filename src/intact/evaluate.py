@@ -13,7 +13,7 @@ from intact.cache import QueryCache, cache_tasks, query_settings
 from intact.settings import RunConfig
 from intact.hashing import sha256_file
 from intact.io import write_record
-from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.base import ContinualMethod, batches
 from intact.methods.shared.frozen import reads_benchmark_queries, serving_pass
 from intact.seeding import configure_torch
 from intact.restore import build_method
@@ -27,7 +27,7 @@ def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | Non
     correct = torch.zeros((), dtype=torch.int64, device=next(method.parameters()).device)
     total = 0
     with serving_pass(method, queries):
-        for x, y in method.batches(data):
+        for x, y in batches(method, data):
             correct += (method.predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
             total += len(y)
     return 100.0 * int(correct) / max(total, 1), total

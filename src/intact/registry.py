@@ -120,11 +120,11 @@ def hook_problem(hook: Callable[..., Any], count: int, expected: str) -> str | N
     return f"hook {name} does not fit the signature {expected}"
 
 
-def check_implementation(target: str, where: str) -> None:
+def check_implementation(target: str, where: str, method: bool = False) -> None:
     """A declaration's ``implementation``, checked when the declaration is made: a ``"package.module:Class"``
     string that resolves (:func:`target_problem`: found without importing it, so without torch) in a module that
-    uses no name version 0.2.0 removed (:func:`intact.removed.removed_uses`, read from its source); a TypeError
-    naming ``where`` otherwise."""
+    uses no name version 0.2.0 removed (:func:`intact.removed.removed_uses`, read from its source; for a ``method``'s
+    class, also what left ContinualMethod); a TypeError naming ``where`` otherwise."""
     if callable(target):   # 0.1 also took a function returning the class
         function = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
         raise TypeError(f"{where}: implementation {function} is a function; removed in version 0.2.0: name a "
@@ -133,7 +133,8 @@ def check_implementation(target: str, where: str) -> None:
     if problem:
         raise TypeError(f"{where}: implementation {target!r} does not resolve: {problem}")
     origin = getattr(importlib.util.find_spec(target.partition(":")[0]), "origin", None)
-    uses = removed_uses(module_ast(origin), origin) if origin and origin.endswith(".py") else []
+    cls = target.partition(":")[2] if method else None
+    uses = removed_uses(module_ast(origin), origin, cls) if origin and origin.endswith(".py") else []
     if uses:
         raise TypeError(f"{where}: implementation {target!r}: {uses[0]}")
 

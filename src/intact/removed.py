@@ -28,8 +28,8 @@ REMOVED = {
     "BenchmarkType.load": "BenchmarkType.load() is BenchmarkType.import_class()",
     "load_target": "intact.registry.load_target is intact.registry.import_target",
     "BENCHMARK_TYPES": "intact.data.BENCHMARK_TYPES is intact.data.BENCHMARKS",
-    "with_queries": "ContinualMethod.with_queries is gone: iterate over self.batches(data), where self.query(x) reads "
-                    "the job's cached queries",
+    "with_queries": "ContinualMethod.with_queries is gone: iterate over intact.methods.shared.base.batches(self, "
+                    "data), where the query reads the job's cached queries",
     "draw_preview": "Benchmark.draw_preview(path) is gone: return an intact.data.base.Preview from preview(), and the "
                     "report layer draws it",
     "FrozenViT._tokens": "FrozenViT._tokens is FrozenViT.tokens",
@@ -52,7 +52,29 @@ REMOVED = {
            "intact.methods.shared.penalties.watch_layers; its .tracker holds the hypercubes and the anchors)",
     "IntactRegularizer(None)": "IntactRegularizer(None, ...) is gone: HypercubeTracker(model, layers) keeps the "
                                "hypercubes without InTAct's terms",
+    # the method contract of 0.2.0 (docs/adding-a-method.md, "The contract"): what left ContinualMethod
+    "ContinualMethod.start_task": "ContinualMethod.start_task is begin_task (it runs after the penalties' "
+                                  "begin_task, as start_task did)",
+    "ContinualMethod.loss": "ContinualMethod.loss is the job's intact.methods.shared.base.batch_loss(method, x, y): a "
+                            "method adds to its loss through forward_train's auxiliary loss or a Penalty",
+    **{f"ContinualMethod.{n}": f"ContinualMethod.{n}() is intact.methods.shared.base.{n}(method)"
+       for n in ("trainable_state", "load_trainable_state", "num_trainable_parameters")},
+    "ContinualMethod.prediction_head": "ContinualMethod.prediction_head is gone: HypercubeRecorder(tracker, "
+                                       "predicting=...) (intact.methods.shared.penalties) names the head that predicts",
+    "ContinualMethod.intact_teacher": "ContinualMethod.intact_teacher is gone: watch_layers(..., teacher_feature=fn) "
+                                      "gives L_Feat's teacher feature fn(x, q)",
+    "ContinualMethod.generator": "self.generator(task, purpose) is intact.seeding.task_generator(self.run.seed, task, "
+                                 "purpose)",
+    "ContinualMethod.batches": "self.batches(data) is intact.methods.shared.base.batches(self, data)",
+    "ContinualMethod.__init__": "ContinualMethod.__init__(run, settings) keeps no backbone, num_classes or num_tasks "
+                                "and has no query(): a method keeps what its constructor gets (as PromptMethod does)",
 }
+#: what a method class may no longer define (0.1's hooks of ContinualMethod that left it)
+DEFINED_BY_METHOD = ("start_task", "loss", "trainable_state", "load_trainable_state", "num_trainable_parameters",
+                     "prediction_head", "intact_teacher")
+#: what a method class may no longer read from ContinualMethod (all of them), or from it directly (the rest)
+READ_BY_METHOD = ("generator", "batches")
+READ_BY_DIRECT_SUBCLASS = ("backbone", "num_classes", "num_tasks", "query")
 #: what a plugin's implementation module may not use (read from its source: unambiguous names only)
 SCANNED = ("with_queries", "load_target", "BENCHMARK_TYPES", "stored_query", "double_ce", "cached_query", "feature_fns")
 #: what a plugin's implementation may only read as 0.1's base class set it (``self.<name>`` read and never set)
@@ -86,11 +108,12 @@ def removal_hint(error: BaseException) -> str:
     return ""
 
 
-def removed_uses(tree: ast.Module, filename: str) -> list[str]:
+def removed_uses(tree: ast.Module, filename: str, cls: str | None = None) -> list[str]:
     """Where the module ``tree`` (parsed from ``filename``) uses a removed name (:data:`SCANNED`, also as a class
-    attribute or a method; ``self.reg`` / ``self.cached`` read and never set; a class that defines ``draw_preview``):
+    attribute or a method; ``self.reg`` / ``self.cached`` read and never set; a class that defines ``draw_preview``;
+    the implementation class ``cls`` using what left ContinualMethod: :func:`_contract_uses`):
     ``"<filename>:<line>: removed in version 0.2.0: ..."`` each."""
-    out = []
+    out = _contract_uses(tree, cls) if cls else []
     for name in READ_FROM_BASE:
         uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == name
                 and isinstance(n.value, ast.Name) and n.value.id == "self"]
@@ -108,3 +131,33 @@ def removed_uses(tree: ast.Module, filename: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             out += [(node.lineno, a.name) for a in node.names if a.name in SCANNED]
     return [f"{filename}:{line}: {removal(name)}" for line, name in sorted(out)]
+
+
+def _contract_uses(tree: ast.Module, cls: str) -> list[tuple[int, str]]:
+    """Where the method class ``cls`` and its ancestors in the same module use what left ContinualMethod in 0.2.0:
+    define one of :data:`DEFINED_BY_METHOD`; read ``self.<name>`` of :data:`READ_BY_METHOD` (or, deriving from
+    ContinualMethod itself, of :data:`READ_BY_DIRECT_SUBCLASS`) that the module never sets nor defines; or pass
+    ContinualMethod's constructor more than (run, settings)."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    chain: list[ast.ClassDef] = []
+    todo = [cls]
+    while todo:
+        node = classes.get(todo.pop())
+        if node is not None and node not in chain:
+            chain.append(node)
+            todo += [b.id for b in node.bases if isinstance(b, ast.Name)]
+    defined = {f.name for c in chain for f in c.body if isinstance(f, ast.FunctionDef)}
+    out = [(f.lineno, f"ContinualMethod.{f.name}") for c in chain for f in c.body
+           if isinstance(f, ast.FunctionDef) and f.name in DEFINED_BY_METHOD]
+    direct = [c for c in chain if any(getattr(b, "id", getattr(b, "attr", None)) == "ContinualMethod"
+                                      for b in c.bases)]
+    names = READ_BY_METHOD + (READ_BY_DIRECT_SUBCLASS if direct else ())
+    attrs = [n for c in chain for n in ast.walk(c) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in names]
+    stored = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    out += [(n.lineno, "ContinualMethod." + (n.attr if n.attr in READ_BY_METHOD else "__init__")) for n in attrs
+            if n.attr not in stored and n.attr not in defined]
+    out += [(n.lineno, "ContinualMethod.__init__") for c in direct for n in ast.walk(c) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__" and isinstance(n.func.value, ast.Call)
+            and getattr(n.func.value.func, "id", None) == "super" and len(n.args) > 2]
+    return out

@@ -11,6 +11,7 @@ import torch
 from intact.data import open_benchmark
 from intact.io import damaged, load_tensors
 from intact.methods import METHODS, create_method
+from intact.methods.shared.base import load_trainable_state
 from intact.methods.shared.penalties import restore_hypercubes
 from intact.models.backbone import create_backbone
 from intact.regularizers.hypercube import load_hypercubes
@@ -39,7 +40,7 @@ def build_method(run: RunConfig, manifest: Path, backbone_weights: Path, device:
     if state is not None:
         tensors = load_tensors(state, expect)
         try:
-            method.load_trainable_state(tensors)
+            load_trainable_state(method, tensors)
         except (ValueError, RuntimeError) as err:
             raise damaged(state, str(err)) from None
     if hypercubes is not None:

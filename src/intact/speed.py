@@ -49,6 +49,7 @@ from intact.data.prepared import PreparedImages
 from intact.efficiency import parameter_counts
 from intact.io import write_json
 from intact.methods import create_method
+from intact.methods.shared.base import batch_loss, enter_task, leave_task, num_trainable_parameters
 from intact.methods.shared.frozen import QUERY, serving
 from intact.models.backbone import FrozenViT, create_vit
 from intact.speed_report import format_table, ratios
@@ -138,11 +139,11 @@ class Row:
         bf16 = device.type == "cuda" and amp
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else nullcontext()
         # task 0 left untrained: its hypercube (needed by the InTAct terms at task 1) from one pass over the images
-        m.begin_task(0, data)
+        enter_task(m, 0, data)
         m.eval()
         with self.autocast:
-            m.end_task(0, data)
-        m.begin_task(1, data)
+            leave_task(m, 0, data)
+        enter_task(m, 1, data)
         m.train()
         self.counter = PassCounter(m.backbone)
         if device.type == "cuda":
@@ -168,7 +169,7 @@ class Row:
         _sync(self.device)
         t = time.perf_counter()
         with self.autocast, serving(m, {k: lookup(c, *keys) for k, c in self.caches.items()}):
-            loss, _ = m.loss(x, y)
+            loss, _ = batch_loss(m, x, y)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -193,7 +194,7 @@ class Row:
         return self.eval_times[-1]
 
     def result(self) -> dict[str, Any]:
-        counts = parameter_counts(self.m, self.m.num_trainable_parameters())
+        counts = parameter_counts(self.m, num_trainable_parameters(self.m))
         step, ev = spread(self.times), spread(self.eval_times)
         return {
             "method": self.method, "cache": self.cache, "step_s": step["median"], "step_min_s": step["min"],

@@ -37,7 +37,8 @@ from intact.evaluate import evaluate_method
 from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_record
 from intact.methods import METHODS
-from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.base import (ContinualMethod, batch_loss, enter_task, leave_task, load_trainable_state,
+                                        trainable_state)
 from intact.methods.shared.frozen import serving, serving_pass
 from intact.methods.shared.penalties import kept_hypercubes
 from intact.protocols import optimizer_name
@@ -182,7 +183,7 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
         state=prev / STATE if prev else None, hypercubes=prev / HYPERCUBE if prev else None, state_task=task - 1,
     )
     train_set = method.training_data(bench, task)
-    method.begin_task(task, train_set)
+    enter_task(method, task, train_set)
     o = run.optim
     steps_per_epoch = count_steps(len(train_set), o.batch_size, o.drop_last)
     opt, sched = build_optimizer(method, o, steps_per_epoch, first_task=task == 0)
@@ -203,7 +204,7 @@ def resume(job: TaskRun) -> None:
     if job.ckpt_path.exists():
         ck = load_checkpoint(job.ckpt_path)
         if ck["run_hash"] == run.hash() and ck["task"] == job.task:
-            job.method.load_trainable_state(ck["method"])
+            load_trainable_state(job.method, ck["method"])
             job.opt.load_state_dict(ck["optimizer"])
             job.sched.load_state_dict(ck["scheduler"])
             set_rng_state(ck["rng"] if "rng" in ck else {"torch": ck["rng_cpu"]})  # (a checkpoint of before)
@@ -233,7 +234,7 @@ def checkpoint(job: TaskRun) -> None:
     job.guard.check(job.kept())
     save_checkpoint(job.ckpt_path, {
         "run_hash": job.run.hash(), "task": job.task, "epoch": job.epoch, "step": job.step,
-        "method": job.method.trainable_state(), "optimizer": job.opt.state_dict(), "scheduler": job.sched.state_dict(),
+        "method": trainable_state(job.method), "optimizer": job.opt.state_dict(), "scheduler": job.sched.state_dict(),
         "rng": rng_state(), "history": job.history,
         "running": {**{k: float(v) for k, v in job.sums.items()}, "_n": job.count} if job.count else {},
         "elapsed": job.elapsed + time.perf_counter() - job.t0, "guard": job.guard.state_dict(),
@@ -255,7 +256,7 @@ def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | 
         cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
         guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics
         with job.amp, serving(method, cached):
-            loss, terms = method.loss(x, y)
+            loss, terms = batch_loss(method, x, y)
         job.opt.zero_grad(set_to_none=True)
         loss.backward()
         good = not guard.skips or guard.batch_ok(loss, terms, job.epoch, job.step)
@@ -297,7 +298,7 @@ def end_of_task(job: TaskRun) -> TrainRecord:
     # the hypercube pass walks the training images in order, unflipped: variant 0 of the query cache
     queries = job.caches["query"][:, 0] if ("query" in job.caches and hyper_data is job.train_set) else None
     with serving_pass(method, queries):
-        end = method.end_task(job.task, hyper_data)
+        end = leave_task(method, job.task, hyper_data)
     # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing saved
     efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device,
                                    steps=o.epochs * job.steps_per_epoch)
@@ -321,9 +322,9 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     then the checkpoint goes."""
     run, out_dir = job.run, job.out_dir
     cubes = kept_hypercubes(job.method)
-    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, job.method.trainable_state(), cubes)
+    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, trainable_state(job.method), cubes)
     try:
-        record.state_sha256 = save_tensors(out_dir / STATE, job.method.trainable_state(), written_by(run, job.task))
+        record.state_sha256 = save_tensors(out_dir / STATE, trainable_state(job.method), written_by(run, job.task))
         record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, cubes, written_by(run, job.task))
         write_record(train_record_path(out_dir), record.to_json())
         if eval_out is not None:

@@ -95,7 +95,7 @@ def _check_declaration(method: Method) -> None:
     and its implementation (:func:`intact.registry.check_implementation`)."""
     where = f"method {method.name!r}"
     check_declared(method.settings, where)
-    check_implementation(method.implementation, where)
+    check_implementation(method.implementation, where, method=True)
     problem = hook_problem(method.check, 3, CHECK_SIGNATURE) if method.check is not None else None
     if problem and accepts(method.check, 2):   # check(settings, benchmark): the form of 0.1 before the backbone
         problem += ("; removed in version 0.2.0: the two-argument check(settings, benchmark) is "

@@ -124,9 +124,9 @@ class HypercubeTracker:
     @contextmanager
     def watching(self, model: nn.Module) -> Iterator[None]:
         """Within the block, ``model`` stands in for the watched one: a module with the same protected layers (the
-        head a method predicts with, :meth:`~intact.methods.shared.base.ContinualMethod.prediction_head`, where
-        it trains another). Its copy becomes the anchors (:meth:`begin_task`), its layers' inputs are captured
-        (:meth:`collect`, the hypercubes) and the certificate bounds its drift (:meth:`end_task`)."""
+        head a method predicts with where it trains another: ``HypercubeRecorder.predicting``). Its copy becomes the
+        anchors (:meth:`begin_task`), its layers' inputs are captured (:meth:`collect`, the hypercubes) and the
+        certificate bounds its drift (:meth:`end_task`)."""
         if model is self.model:
             yield
             return

@@ -203,9 +203,11 @@ class CompositionalPrompt(PromptMethod):
 
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
         super().__init__(run, settings, backbone, num_classes, num_tasks)
+        self.num_tasks = num_tasks
         s = self.cfg
         self.ema = AdaptiveEma(self.head, self.pool.general, s.h, s.gamma_eps) if s.ema_head else None
         self._live_head = False  # set while a pass must use the live head at test time
+        self.intact.predicting = self.evaluated_head
 
     # ---- forward: the query token, the qkv prefix, the EMA head ----------------------------------------
     @frozen_feature(QUERY, benchmark_cache=lambda self: self.cfg.query == "cls")
@@ -240,14 +242,10 @@ class CompositionalPrompt(PromptMethod):
             self.ema.h = ema_h(self.cfg.ema_span, task_steps(self.run, bench, self.num_tasks))
         return super().training_data(bench, task)
 
-    def start_task(self, task: int, train_set: Any) -> None:
-        super().start_task(task, train_set)   # after the penalties' snapshots: the pool moves on
+    def begin_task(self, task: int, train_set: Any) -> None:
+        super().begin_task(task, train_set)   # after the penalties' snapshots: the pool moves on
         if self.ema is not None and int(self.ema.registered) == 0:
             self.ema.start(self.pool.general)
-        anchors = self.intact.tracker.previous
-        if self.protects_ema and anchors is not None:
-            # the anchors are the head that was evaluated after the previous task
-            anchors.load_state_dict(self.ema.shadow())
 
     @property
     def protects_ema(self) -> bool:
@@ -258,14 +256,17 @@ class CompositionalPrompt(PromptMethod):
             self.ema.step(self.head, self.pool.general)
 
     def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
-        # the hypercubes and the certificate of the protected head: the EMA head swapped into the live
-        # modules (the hooks sit on them), or the live head itself
+        if self.ema is None:
+            return {}
+        return {"ema_gamma": float(self.ema.gamma), "ema_h": float(self.ema.h)}
+
+    @contextmanager
+    def evaluated_head(self) -> Iterator[nn.Module]:
+        """The head that is tested, in the live modules (InTAct's hooks sit on them): the EMA head's weights
+        swapped in where it is the protected one (``protect: ema``), else the live head, used as it is at test
+        time. Its copy is the anchors; its hypercubes and certificate are recorded."""
         with (self.ema.swapped(self.head) if self.protects_ema else self.live_head()):
-            out = super().end_task(task, train_set)
-        if self.ema is not None:
-            out["ema_gamma"] = float(self.ema.gamma)
-            out["ema_h"] = float(self.ema.h)
-        return out
+            yield self.head
 
     @contextmanager
     def live_head(self) -> Iterator[None]:

@@ -26,6 +26,7 @@ from intact.methods.shared.base import Batch, ContinualMethod, Penalty
 from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.models.esn import linear_init_, prompted_tokens
 from intact.models.heads import Head
+from intact.seeding import task_generator
 
 
 def ccl_loss(old_logits: torch.Tensor, current_logits: torch.Tensor, margin: float, tau: float) -> torch.Tensor:
@@ -71,7 +72,8 @@ class ConsistentPrompt(ContinualMethod):
     """Per-domain prompt pairs and classifiers on a frozen ViT; the domain by the nearest (domain, class) key."""
 
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
-        super().__init__(run, settings, backbone, num_classes, num_tasks)
+        super().__init__(run, settings)
+        self.backbone, self.num_classes = backbone, num_classes
         D, L = backbone.embed_dim, self.cfg.length
         self.prompts = nn.ParameterList([nn.Parameter(torch.zeros(2, L, D)) for _ in range(num_tasks)])
         self.heads = nn.ModuleList([Head(D, num_classes, run.head) for _ in range(num_tasks)])
@@ -100,7 +102,7 @@ class ConsistentPrompt(ContinualMethod):
         t = self.task
         self.own_features = self.features(x, self.prompts[t])
         # prompt consistency: a random domain's prompts per image (earlier domains' fixed), domain t's classifier
-        g = self.generator(t, f"pcl{int(self.step)}")
+        g = task_generator(self.run.seed, t, f"pcl{int(self.step)}")
         m = torch.randint(0, t + 1, (len(x),), generator=g).to(x.device)
         bank = torch.stack([p if j == t else p.detach() for j, p in enumerate(self.prompts[:t + 1])])
         return self.heads[t](self.features(x, bank[m])), None, self.query(x)
@@ -113,9 +115,9 @@ class ConsistentPrompt(ContinualMethod):
 
     # ---- the task hooks ----------------------------------------------------------------------------------
     @torch.no_grad()
-    def start_task(self, task: int, train_set: Any) -> None:
+    def begin_task(self, task: int, train_set: Any) -> None:
         self.step.zero_()
-        g = self.generator(task, "prompts")
+        g = task_generator(self.run.seed, task, "prompts")
         if task == 0:
             # the code: keys orthogonal (tensor_prompt(..., ortho=True)); prompts nn.Linear(D, L) weights
             nn.init.orthogonal_(self.keys, generator=g)

@@ -11,9 +11,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from intact.methods.shared.base import Batch, ContinualMethod, Penalty
+from intact.methods.shared.base import Batch, ContinualMethod, Penalty, batches
 from intact.models.esn import ClassAttentionBlock, choose_temperature, free_energy, linear_init_, prompted_tokens, vote
 from intact.models.heads import Head
+from intact.seeding import task_generator
 
 
 class EnergyAlign(Penalty):
@@ -31,7 +32,8 @@ class ESN(ContinualMethod):
     """Stage-isolated class-attention classifiers on a frozen, prompted ViT; the stage chosen by an energy vote."""
 
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
-        super().__init__(run, settings, backbone, num_classes, num_tasks)
+        super().__init__(run, settings)
+        self.backbone = backbone
         D, heads = backbone.embed_dim, backbone.vit.blocks[0].attn.num_heads   # the code: 12, ViT-B's
         self.prompt = nn.Parameter(torch.zeros(self.cfg.length, D))
         self.tokens = nn.ParameterList([nn.Parameter(torch.zeros(1, 1, D)) for _ in range(num_tasks)])
@@ -78,8 +80,8 @@ class ESN(ContinualMethod):
         return groups
 
     # ---- the task hooks --------------------------------------------------------------------------------
-    def start_task(self, task: int, train_set: Any) -> None:
-        g = self.generator(task, "stage")
+    def begin_task(self, task: int, train_set: Any) -> None:
+        g = task_generator(self.run.seed, task, "stage")
         with torch.no_grad():
             if task == 0 and self.cfg.length:
                 # the code's prompt is an nn.Linear(D, length) weight: U(-1/sqrt(D), 1/sqrt(D))
@@ -96,7 +98,7 @@ class ESN(ContinualMethod):
         if task == 0:
             temp = self.cfg.first_temperature
         else:
-            logits = torch.cat([self.all_logits(x, task + 1) for x, _ in self.batches(train_set)])
+            logits = torch.cat([self.all_logits(x, task + 1) for x, _ in batches(self, train_set)])
             temp = choose_temperature(logits, task, self.cfg.temperatures)
         self.temperature[task] = temp
         self.domains.fill_(task + 1)

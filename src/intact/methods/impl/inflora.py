@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from timm.layers import Attention
 from torch import nn
 
+from intact.methods.shared.base import batches
 from intact.methods.shared.prompt import PromptMethod
 from intact.models.backbone import FrozenViT
 from intact.models.task_index import TaskIndexed
@@ -244,13 +245,13 @@ class InfLoRA(PromptMethod):
             sums[block].add_(a.T @ a)
             tokens[0] += a.shape[0] if block == 0 else 0
 
-        for x, _ in self.batches(data):
+        for x, _ in batches(self, data):
             lora_forward(self.backbone, x, self.pool, capture)
         self.train(was_training)
         return [s / max(tokens[0], 1) for s in sums]
 
-    def start_task(self, task: int, train_set: Any) -> None:
-        super().start_task(task, train_set)   # after the anchors + teacher: the LoRA makes ``task`` current
+    def begin_task(self, task: int, train_set: Any) -> None:
+        super().begin_task(task, train_set)   # after the anchors + teacher: the LoRA makes ``task`` current
         # the current B is zero: the covariance is that of the model after the previous task
         for b, c in enumerate(self.input_covariances(train_set)):
             free = self.gpm.free_projector(b).to(c)
@@ -258,6 +259,6 @@ class InfLoRA(PromptMethod):
 
     def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
         info = super().end_task(task, train_set)
-        thr = threshold(task, self.num_tasks, self.cfg.lamb, self.cfg.lame)
+        thr = threshold(task, len(self.pool.B), self.cfg.lamb, self.cfg.lame)   # B: one per task
         info["dualgpm"] = {"threshold": thr, "blocks": self.gpm.update(self.input_covariances(train_set), thr)}
         return info

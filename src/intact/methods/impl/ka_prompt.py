@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from intact.methods.impl.compositional_prompt import CompositionalPrompt
-from intact.methods.shared.base import Batch, ContinualMethod, Penalty
+from intact.methods.shared.base import Batch, ContinualMethod, Penalty, batches
 from intact.methods.shared.frozen import frozen_feature
 from intact.regularizers.regularizer import frozen_copy
+from intact.seeding import task_generator
 
 
 def greedy_slots(sim: torch.Tensor, count: int, generator: torch.Generator,
@@ -113,11 +114,11 @@ class KAPrompt(CompositionalPrompt):
         """Fill the slice of ``task`` from the old slots with the greatest coverage of its training queries."""
         was_training = self.training
         self.eval()
-        q = torch.cat([self.query(x) for x, _ in self.batches(train_set)])
+        q = torch.cat([self.query(x) for x, _ in batches(self, train_set)])
         self.train(was_training)
         s, f = self.pool.slice(task)
         sim = (F.normalize(self.pool.keys[:s], dim=1) @ F.normalize(q.float(), dim=1).T + 1) / 2
-        slots = greedy_slots(sim, self.pool.per_task, self.generator(task, "greedy_init"),
+        slots = greedy_slots(sim, self.pool.per_task, task_generator(self.run.seed, task, "greedy_init"),
                              always_argmax=self.pool.keys.shape[0] < 5)
         for new, (i, j) in zip(range(s, f), slots):
             self.pool.keys[new] = (self.pool.keys[i] + self.pool.keys[j]) / 2

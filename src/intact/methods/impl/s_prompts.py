@@ -19,10 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from intact.methods.shared.base import ContinualMethod
+from intact.methods.shared.base import ContinualMethod, batches
 from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
+from intact.seeding import task_generator
 
 DISTANCES = ("l1", "l2")
 
@@ -58,7 +59,8 @@ class SPrompts(ContinualMethod):
     """Per-domain prompt tokens and heads on a frozen ViT; the domain chosen by the nearest k-means centre."""
 
     def __init__(self, run, settings, backbone, num_classes: int, num_tasks: int):
-        super().__init__(run, settings, backbone, num_classes, num_tasks)
+        super().__init__(run, settings)
+        self.backbone = backbone
         D = backbone.embed_dim
         self.prompts = nn.ParameterList([nn.Parameter(torch.zeros(self.cfg.length, D)) for _ in range(num_tasks)])
         self.heads = nn.ModuleList([Head(D, num_classes, run.head) for _ in range(num_tasks)])
@@ -67,7 +69,8 @@ class SPrompts(ContinualMethod):
 
     @frozen_feature(QUERY, benchmark_cache=True)
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        return super().query(x)
+        with torch.no_grad():
+            return self.backbone.query(x)
 
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         t = self.task
@@ -90,10 +93,10 @@ class SPrompts(ContinualMethod):
             {"params": [self.prompts[t]], "lr": o.lr_prompt, "name": "prompts"},
         ]
 
-    def start_task(self, task: int, train_set: Any) -> None:
+    def begin_task(self, task: int, train_set: Any) -> None:
         # the official prompt is an nn.Linear(D, L) weight: U(-1/sqrt(D), 1/sqrt(D)); drawn from the task's generator
         bound = 1 / math.sqrt(self.backbone.embed_dim)
-        g = self.generator(task, "prompts")
+        g = task_generator(self.run.seed, task, "prompts")
         with torch.no_grad():
             p = self.prompts[task]
             p.copy_((torch.rand(p.shape, generator=g, dtype=p.dtype) * 2 - 1) * bound)
@@ -101,7 +104,7 @@ class SPrompts(ContinualMethod):
     @torch.no_grad()
     def end_task(self, task: int, train_set: Any) -> dict[str, Any]:
         """The domain's k-means centres of its training images' normalised unprompted [CLS]."""
-        feats = torch.cat([self.query(x) for x, _ in self.batches(train_set)])
+        feats = torch.cat([self.query(x) for x, _ in batches(self, train_set)])
         self.centres[task] = kmeans_centres(F.normalize(feats.float(), dim=1), self.cfg.clusters).to(self.centres)
         self.domains.fill_(task + 1)
         return {"kmeans": {"clusters": self.cfg.clusters, "images": len(feats)}}

@@ -1,13 +1,13 @@
 """The method interface (Mammoth-style hooks) every continual-learning method implements, and the one
 place where a batch's loss is assembled.
 
-A training job calls, for one task: ``begin_task`` -> ``loss`` per batch (the job owns the optimizer)
--> ``end_task``. A method supplies ``forward_train`` (logits, an auxiliary loss, its query); ``loss`` adds
-cross-entropy, the auxiliary loss and the terms of every penalty (:mod:`intact.methods.shared.penalties`:
-EWC, LwF, InTAct), and the penalties' ``begin_task`` / ``end_task`` hooks run around the method's own.
-Everything a later task needs is in ``trainable_state()`` (+ the hypercubes InTAct's penalty keeps): what is
-trainable, decided by ``requires_grad`` - a frozen module (the backbone) is never saved, and snapshots
-(teachers, anchors) live outside the module tree, in the penalties.
+A training job calls, for one task: :func:`enter_task` -> :func:`batch_loss` per batch (the job owns the
+optimizer) -> :func:`leave_task`. A method supplies ``forward_train`` (logits, an auxiliary loss, its query);
+``batch_loss`` adds cross-entropy, the auxiliary loss and the terms of every penalty
+(:mod:`intact.methods.shared.penalties`: EWC, LwF, InTAct), and the penalties' ``begin_task`` / ``end_task`` hooks
+run before the method's own. Everything a later task needs is in :func:`trainable_state` (+ the hypercubes InTAct's
+penalty keeps): what is trainable, decided by ``requires_grad`` - a frozen module (the backbone) is never saved, and
+snapshots (teachers, anchors) live outside the module tree, in the penalties.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from torch.utils.data import Dataset
 from intact.data.base import Benchmark
 from intact.data.loader import eval_batches
 from intact.methods.shared.frozen import QUERY, pass_queries, serving
-from intact.seeding import task_generator
 from intact.settings import RunConfig
 
 
@@ -86,144 +85,133 @@ def frozen_prefixes(module: nn.Module) -> tuple[str, ...]:
 
 
 class ContinualMethod(nn.Module, ABC):
-    """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time."""
+    """Base class: a module (a prompt pool on a frozen backbone, or a whole network) trained one task at a time.
 
+    Its surface (docs/adding-a-method.md, "The contract"): the three hooks a method must define
+    (:meth:`forward_train`, :meth:`predict`, :meth:`param_groups`); four it may (:meth:`training_data`,
+    :meth:`begin_task`, :meth:`after_step`, :meth:`end_task`); and four attributes (``run``, ``cfg``, ``task``,
+    ``penalties``). What the job does around them - the penalties' hooks, a batch's loss, the state saved with a
+    task - is this module's functions (:func:`enter_task`, :func:`batch_loss`, :func:`leave_task`,
+    :func:`trainable_state`), not the method's.
+    """
 
-    def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
+    def __init__(self, run: RunConfig, settings: Any):
         super().__init__()
-        self.run = run
-        self.cfg = settings  #: the method's own settings (its declared dataclass, ``methods.<name>``)
+        self.run = run             #: the run's settings (:class:`~intact.settings.RunConfig`: seed, optim, ...)
+        self.cfg = settings        #: the method's own settings (its declared dataclass, ``methods.<name>``)
+        self.task = 0              #: the task being trained (set by :func:`enter_task`)
         #: composed around the loss, in the order their terms are added (see create_method)
         self.penalties: list[Penalty] = []
-        self.backbone = backbone
-        self.num_classes = num_classes
-        self.num_tasks = num_tasks
-        self.task = 0
 
-    # ---- passes over data ------------------------------------------------------------------------------
-    def query(self, x: torch.Tensor) -> torch.Tensor:
-        """The frozen backbone's unprompted [CLS] of ``x`` (a family that uses it marks its own as a frozen
-        feature, :func:`~intact.methods.shared.frozen.frozen_feature`, so that the job may serve it cached)."""
-        with torch.no_grad():
-            return self.backbone.query(x)
-
-    def batches(self, data: Dataset) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """``data``'s ``(x, y)`` batches in order, unaugmented, at ``optim.eval_batch_size`` on the method's device: a
-        pass over data inside a hook (``end_task``'s over the task's data, statistics in ``start_task``). Where
-        the job cached this pass's queries, :meth:`query` returns each batch's own inside the loop."""
-        queries = pass_queries(self)
-        device = next(itertools.chain(self.parameters(), self.buffers())).device
-        start = 0
-        for x, y in eval_batches(data, self.run.optim.eval_batch_size, device):
-            if queries is None:
-                yield x, y
-                continue
-            with serving(self, {QUERY: queries[start:start + len(x)].to(x.device)}):
-                yield x, y
-            start += len(x)
-
-    def generator(self, task: int, purpose: str) -> torch.Generator:
-        """A CPU generator seeded by (the run's seed, ``task``, ``purpose``) (:func:`intact.seeding.task_generator`):
-        the draws of one purpose of one task (a prompt's initialisation, a per-step choice), the same in a resumed
-        task - unlike torch's global RNG, which a resumed job does not replay."""
-        return task_generator(self.run.seed, task, purpose)
-
-    # ---- hooks ----------------------------------------------------------------------------------
-    def training_data(self, bench: Benchmark, task: int) -> Dataset:
-        """The data ``task`` trains on (and ``end_task`` sees): by default the task's own training split."""
-        return bench.train_set(task, self.run.eval_split)
-
-    def begin_task(self, task: int, train_set: Dataset) -> None:
-        """Prepare for ``task``: the penalties first (snapshots of the previous task's model), then the
-        method's own :meth:`start_task`."""
-        self.task = task
-        for penalty in self.penalties:
-            penalty.begin_task(self, task, train_set)
-        self.start_task(task, train_set)
-
-    def start_task(self, task: int, train_set: Dataset) -> None:
-        """The method's own preparation for ``task`` (new prompt components, ...); nothing by default."""
-
+    # ---- the hooks a method must define ------------------------------------------------------------------
     @abstractmethod
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Training forward pass of a batch: (logits, auxiliary loss or None, query or None)."""
-
-    def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The training loss of one batch and its named terms (detached values for logging):
-        CE (twice where a penalty ``doubles_ce``) + the auxiliary loss + every penalty's terms, in that order."""
-        logits, aux, q = self.forward_train(x)
-        ce = F.cross_entropy(logits, y)
-        terms: dict[str, torch.Tensor] = {"ce": ce}
-        total = 2 * ce if any(p.doubles_ce for p in self.penalties) else ce
-        # a pool without an auxiliary loss returns a constant zero (no grad): no host read needed to tell
-        if aux is not None and aux.requires_grad:
-            terms["aux"] = aux
-            total = total + aux
-        batch = Batch(x, y, logits, q)
-        for penalty in self.penalties:
-            for name, value in penalty.terms(self, batch).items():
-                terms[name] = value
-                if name not in penalty.logged_only:
-                    total = total + value
-        terms["acc"] = (logits.argmax(1) == y).float().mean()
-        return total, {k: v.detach() for k, v in terms.items()}
-
-    def after_step(self) -> None:
-        """Called after every optimizer step the job takes (C-Prompt's EMA head); nothing by default."""
-
-    def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
-        """Finish ``task``: the penalties' ``end_task`` (InTAct's hypercubes and certificate first, then
-        e.g. EWC's Fisher); return what ``train.json`` should record."""
-        info: dict[str, Any] = {}
-        for penalty in reversed(self.penalties):
-            info.update(penalty.end_task(self, task, train_set))
-        return info
 
     @abstractmethod
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """Logits at test time (no task identity)."""
 
-    def prediction_head(self) -> nn.Module:
-        """The module ``predict`` computes the logits with, the head InTAct protects (its previous-task copy is
-        the anchors) and certifies (hypercubes and certificate of its layers): ``self.head`` by default. A method
-        that trains one head and predicts with another of the same layers (an EMA copy) returns that one."""
-        return self.head
+    @abstractmethod
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Optimizer parameter groups with their learning rates."""
+
+    # ---- the hooks a method may define -------------------------------------------------------------------
+    def training_data(self, bench: Benchmark, task: int) -> Dataset:
+        """The data ``task`` trains on (and ``end_task`` sees): by default the task's own training split."""
+        return bench.train_set(task, self.run.eval_split)
+
+    def begin_task(self, task: int, train_set: Dataset) -> None:
+        """Prepare for ``task`` (new prompt components, ...), after the penalties' ``begin_task`` took their
+        snapshots of the previous task's model; nothing by default."""
+
+    def after_step(self) -> None:
+        """Called after every optimizer step the job takes (C-Prompt's EMA head); nothing by default."""
+
+    def end_task(self, task: int, train_set: Dataset) -> dict[str, Any]:
+        """Finish ``task``, after the penalties' ``end_task`` (InTAct's hypercubes and certificate, EWC's
+        Fisher); return what ``train.json`` should record beside theirs. Nothing by default."""
+        return {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # a module needs a forward (EWC's functional_call): the test-time prediction
         return self.predict(x)
 
-    # ---- what LwF distils and InTAct's L_Feat compares: the family's view of its previous model ------
-    def snapshot_modules(self) -> dict[str, nn.Module]:
-        """The trainable modules whose previous-task copy is LwF's teacher."""
-        raise NotImplementedError(f"{type(self).__name__} does not support LwF")
 
-    def logits_with(self, modules: dict[str, nn.Module], batch: Batch) -> torch.Tensor:
-        """Logits of ``batch`` computed with ``modules`` (a snapshot) in place of the trainable ones."""
-        raise NotImplementedError(f"{type(self).__name__} does not support LwF")
+# ---- what the job does with a method ------------------------------------------------------------------------
+def enter_task(method: ContinualMethod, task: int, train_set: Dataset) -> None:
+    """Prepare ``method`` for ``task``: the penalties first (snapshots of the previous task's model), then the
+    method's own :meth:`~ContinualMethod.begin_task`."""
+    method.task = task
+    for penalty in method.penalties:
+        penalty.begin_task(method, task, train_set)
+    method.begin_task(task, train_set)
 
-    def intact_teacher(self, batch: Batch) -> dict[str, Any]:
-        """How InTAct's L_Feat gets the teacher's feature of ``batch``: ``{"z_teacher": tensor}`` or
-        ``{"teacher": fn(teacher_modules) -> feature}``."""
-        return {}
 
-    # ---- optimisation & state ---------------------------------------------------------------------
-    @abstractmethod
-    def param_groups(self) -> list[dict[str, Any]]:
-        """Optimizer parameter groups with their learning rates."""
+def batch_loss(method: ContinualMethod, x: torch.Tensor,
+               y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The training loss of one batch and its named terms (detached values for logging):
+    CE (twice where a penalty ``doubles_ce``) + the auxiliary loss + every penalty's terms, in that order."""
+    logits, aux, q = method.forward_train(x)
+    ce = F.cross_entropy(logits, y)
+    terms: dict[str, torch.Tensor] = {"ce": ce}
+    total = 2 * ce if any(p.doubles_ce for p in method.penalties) else ce
+    # a pool without an auxiliary loss returns a constant zero (no grad): no host read needed to tell
+    if aux is not None and aux.requires_grad:
+        terms["aux"] = aux
+        total = total + aux
+    batch = Batch(x, y, logits, q)
+    for penalty in method.penalties:
+        for name, value in penalty.terms(method, batch).items():
+            terms[name] = value
+            if name not in penalty.logged_only:
+                total = total + value
+    terms["acc"] = (logits.argmax(1) == y).float().mean()
+    return total, {k: v.detach() for k, v in terms.items()}
 
-    def trainable_state(self) -> dict[str, torch.Tensor]:
-        """Everything a later task needs: the state outside frozen submodules (trainable parameters, the
-        buffers that go with them: BatchNorm statistics, EWC's Fisher, a pool's task counter)."""
-        frozen = frozen_prefixes(self)
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(frozen)}
 
-    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
-        missing, unexpected = self.load_state_dict(state, strict=False)
-        frozen = frozen_prefixes(self)
-        missing = [k for k in missing if not k.startswith(frozen)]
-        if missing or unexpected:
-            raise ValueError(f"state does not fit {type(self).__name__}: missing {missing}, unexpected {unexpected}")
+def leave_task(method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
+    """Finish ``task``: the penalties' ``end_task`` (InTAct's hypercubes and certificate first, then e.g. EWC's
+    Fisher), then the method's own; what ``train.json`` records."""
+    info: dict[str, Any] = {}
+    for penalty in reversed(method.penalties):
+        info.update(penalty.end_task(method, task, train_set))
+    info.update(method.end_task(task, train_set))
+    return info
 
-    def num_trainable_parameters(self) -> int:
-        return sum(p.numel() for g in self.param_groups() for p in g["params"])
+
+def batches(method: ContinualMethod, data: Dataset) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``data``'s ``(x, y)`` batches in order, unaugmented, at ``optim.eval_batch_size`` on ``method``'s device: a
+    pass over data inside a hook (``end_task``'s over the task's data, statistics in ``begin_task``). Where the job
+    cached this pass's queries, the method's query returns each batch's own inside the loop."""
+    queries = pass_queries(method)
+    device = next(itertools.chain(method.parameters(), method.buffers())).device
+    start = 0
+    for x, y in eval_batches(data, method.run.optim.eval_batch_size, device):
+        if queries is None:
+            yield x, y
+            continue
+        with serving(method, {QUERY: queries[start:start + len(x)].to(x.device)}):
+            yield x, y
+        start += len(x)
+
+
+def trainable_state(method: nn.Module) -> dict[str, torch.Tensor]:
+    """Everything a later task needs: the state outside frozen submodules (trainable parameters, the buffers that go
+    with them: BatchNorm statistics, EWC's Fisher, a pool's task counter)."""
+    frozen = frozen_prefixes(method)
+    return {k: v for k, v in method.state_dict().items() if not k.startswith(frozen)}
+
+
+def load_trainable_state(method: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Give ``method`` the state :func:`trainable_state` saved (refused where it does not fit)."""
+    missing, unexpected = method.load_state_dict(state, strict=False)
+    frozen = frozen_prefixes(method)
+    missing = [k for k in missing if not k.startswith(frozen)]
+    if missing or unexpected:
+        raise ValueError(f"state does not fit {type(method).__name__}: missing {missing}, unexpected {unexpected}")
+
+
+def num_trainable_parameters(method: ContinualMethod) -> int:
+    """What the optimizer trains, counted from the method's parameter groups."""
+    return sum(p.numel() for g in method.param_groups() for p in g["params"])

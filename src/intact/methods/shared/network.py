@@ -27,7 +27,7 @@ class NetworkMethod(ContinualMethod):
     ``settings``: :class:`intact.methods.net_finetune.NetworkSettings` or a subclass."""
 
     def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
-        super().__init__(run, settings, None, num_classes, num_tasks)
+        super().__init__(run, settings)
         where = f"methods.{run.base}"
         size = run.benchmark.image_size
         self.model = build_network(settings.model, (settings.channels, size, size), settings.widths, num_classes)
@@ -45,16 +45,10 @@ class NetworkMethod(ContinualMethod):
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
 
-    def prediction_head(self) -> nn.Module:
-        return self.model  # the whole network is protected
-
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         return self.model(x), None, None
 
-    def intact_teacher(self, batch: Batch) -> dict[str, Any]:
-        return {"teacher": lambda teacher: self.intact.tracker.teacher_feature(batch.x)}
-
-    # LwF's view of the family: what its snapshot holds and how it computes logits
+    # LwF's view of the family (LwfPenalty): what its snapshot holds and how it computes logits
     def snapshot_modules(self) -> dict[str, nn.Module]:
         return {"model": self.model}
 

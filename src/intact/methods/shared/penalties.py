@@ -9,8 +9,9 @@ loss, the method's own penalty, then InTAct's terms.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +20,7 @@ from torch.func import functional_call
 from torch.utils.data import Dataset
 
 from intact.data.loader import eval_batches
-from intact.methods.shared.base import Batch, ContinualMethod, Penalty
+from intact.methods.shared.base import Batch, ContinualMethod, Penalty, batches
 from intact.regularizers.ewc import empirical_fisher, ewc_penalty
 from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.lwf import distillation_loss
@@ -29,32 +30,45 @@ from intact.settings import IntactConfig
 
 class HypercubeRecorder(Penalty):
     """The hypercubes and the certificate of each task, kept on the method's prediction head (InTAct's books,
-    :class:`HypercubeTracker`): what a method without ``+intact`` records, adding no term to its loss."""
+    :class:`HypercubeTracker`): what a method without ``+intact`` records, adding no term to its loss.
 
-    def __init__(self, tracker: HypercubeTracker):
+    ``predicting``: a context in which the method's ``predict`` computes with the watched layers, yielding the module
+    that holds them (default: the tracker's own model). A method that trains one head and predicts with another of the
+    same layers (an EMA copy) yields that one, or swaps its weights in: its copy becomes the anchors, and the
+    hypercubes and the certificate are those of the head that predicts.
+    """
+
+    def __init__(self, tracker: HypercubeTracker,
+                 predicting: Callable[[], AbstractContextManager[nn.Module]] | None = None):
         self.tracker = tracker
+        self.predicting = predicting
 
     @property
     def teacher(self) -> nn.Module | None:
         """InTAct's L_Feat teacher of the current task (the previous task's frozen copy); None without the terms."""
         return None
 
+    @contextmanager
+    def _predicting_head(self) -> Iterator[None]:
+        with self.predicting() if self.predicting is not None else nullcontext(self.tracker.model) as head:
+            with self.tracker.watching(head):
+                yield
+
     def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
         # the anchors (and the teacher) are the previous task's model, before the method moves on: the anchors are
-        # the head it predicted with (ContinualMethod.prediction_head), the one the certificate is about
-        with self.tracker.watching(method.prediction_head()):
+        # the head it predicted with, the one the certificate is about
+        with self._predicting_head():
             self.tracker.begin_task(task)
 
     def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
         """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``,
-        both in eval mode whatever the caller's mode (which is restored afterwards), of the method's
-        :meth:`~intact.methods.shared.base.ContinualMethod.prediction_head`."""
+        both in eval mode whatever the caller's mode (which is restored afterwards), of the head that predicts."""
         was_training = method.training
         method.eval()
-        # (where the job cached the training images' queries, predict reads them in the pass: method.batches)
+        # (where the job cached the training images' queries, predict reads them in the pass: base.batches)
         try:
-            with self.tracker.watching(method.prediction_head()):  # the boxes and certificate of the head predicting
-                acts = self.tracker.collect(method.predict, (x for x, _ in method.batches(train_set)))
+            with self._predicting_head():
+                acts = self.tracker.collect(method.predict, (x for x, _ in batches(method, train_set)))
                 # still in eval mode: the certificate's samples must neither see batch statistics nor overwrite
                 # the running statistics that are saved with the task
                 return self.tracker.end_task(task, acts)
@@ -64,31 +78,39 @@ class HypercubeRecorder(Penalty):
 
 class IntactPenalty(HypercubeRecorder):
     """InTAct (``+intact``): the recorder's books and the four terms of :class:`IntactRegularizer`.
-    ``doubles_ce``: the reference code's CE counted twice (``intact.double_ce``, for a family that honours it)."""
+    ``doubles_ce``: the reference code's CE counted twice (``intact.double_ce``, for a family that honours it).
+    ``teacher_feature(x, q)``: L_Feat's teacher feature of a batch (default: the tracker's, the feature layer's input
+    in the teacher copy of the watched model)."""
 
     logged_only = frozenset({"feat_gate"})
     tracker: IntactRegularizer
 
-    def __init__(self, reg: IntactRegularizer, doubles_ce: bool = False):
+    def __init__(self, reg: IntactRegularizer, doubles_ce: bool = False,
+                 teacher_feature: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None):
         super().__init__(reg)
         self.doubles_ce = doubles_ce
+        self.teacher_feature = teacher_feature
 
     @property
     def teacher(self) -> nn.Module | None:
         return self.tracker.teacher if self.tracker.task > 0 else None
 
     def terms(self, method: ContinualMethod, batch: Batch) -> dict[str, torch.Tensor]:
-        return self.tracker.penalty(**method.intact_teacher(batch))
+        if self.teacher_feature is None:
+            return self.tracker.penalty(teacher=lambda teacher: self.tracker.teacher_feature(batch.x))
+        return self.tracker.penalty(teacher=lambda teacher: self.teacher_feature(batch.x, batch.q))
 
 
 def watch_layers(intact: IntactConfig | None, model: nn.Module, layers: Sequence[str], feature: str | None = None,
-                 teacher_source: nn.Module | None = None, doubles_ce: bool = False) -> HypercubeRecorder:
+                 teacher_source: nn.Module | None = None, doubles_ce: bool = False,
+                 teacher_feature: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None,
+                 ) -> HypercubeRecorder:
     """InTAct's penalty on ``layers`` of ``model`` with ``+intact`` (``intact``: the run's section), else the
     recorder of their hypercubes alone: the one a family appends last to its penalties."""
     if intact is None:
         return HypercubeRecorder(HypercubeTracker(model, layers))
     reg = IntactRegularizer(intact, model, layers, feature=feature, teacher_source=teacher_source)
-    return IntactPenalty(reg, doubles_ce=doubles_ce and intact.double_ce)
+    return IntactPenalty(reg, doubles_ce=doubles_ce and intact.double_ce, teacher_feature=teacher_feature)
 
 
 def hypercube_recorder(method: ContinualMethod) -> HypercubeRecorder | None:
@@ -159,7 +181,7 @@ class EwcPenalty(Penalty):
             return F.cross_entropy(functional_call(method, p, (x,), strict=False), y, reduction="sum")
 
         device = next(iter(params.values())).device
-        # per-sample gradients of the live forward: not method.batches, whose loop may hand predict a batch's
+        # per-sample gradients of the live forward: not base.batches, whose loop may hand predict a batch's
         # cached queries
         batches = eval_batches(train_set, method.run.optim.eval_batch_size, device)
         fisher_t = empirical_fisher(nll, params, batches, chunk_size=64)
@@ -177,9 +199,10 @@ class LwfPenalty(Penalty):
     """Learning without Forgetting (Li & Hoiem, 2017): ``lambda_lwf * T^2 * KL(old || new)`` on the logits.
 
     Domain-incremental: old and new tasks share the output layer, so the distillation covers all its
-    logits. The teacher is the previous task's trainable modules (``method.snapshot_modules()``): a frozen
-    eval-mode snapshot taken at ``begin_task`` from the loaded state, held outside the module tree
-    (``train()`` cannot reach it, it is never saved).
+    logits. It needs the method's view of its previous model (both families define it): ``snapshot_modules()``, the
+    trainable modules whose frozen eval-mode copy, taken at ``begin_task`` from the loaded state, is the teacher (held
+    outside the module tree: ``train()`` cannot reach it, it is never saved), and ``logits_with(modules, batch)``, the
+    logits of ``batch`` computed with such a copy in place of the trainable modules.
     """
 
     def __init__(self, method: ContinualMethod, lambda_lwf: float, temperature: float):
@@ -212,4 +235,7 @@ def attach_penalties(method: ContinualMethod, names: Sequence[str], settings: An
     unknown = [n for n in names if n not in PENALTIES]
     if unknown:
         raise ValueError(f"method {method.run.base!r} declares unknown penalties {unknown}; known: {sorted(PENALTIES)}")
+    if "lwf" in names and not all(hasattr(method, n) for n in ("snapshot_modules", "logits_with")):
+        raise TypeError(f"method {method.run.base!r} declares the penalty 'lwf', but {type(method).__name__} defines "
+                        "no snapshot_modules() / logits_with() (LwF's view of the previous model: LwfPenalty)")
     method.penalties[:0] = [PENALTIES[n](method, settings) for n in names]

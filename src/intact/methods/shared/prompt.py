@@ -23,6 +23,7 @@ from intact.methods.shared.penalties import watch_layers
 from intact.models.backbone import FrozenViT
 from intact.models.heads import Head
 from intact.models.prefix import Prefix
+from intact.seeding import task_generator
 from intact.settings import RunConfig
 
 
@@ -30,13 +31,14 @@ class PromptMethod(ContinualMethod):
     """A prompt pool + shared head on a frozen ViT, optionally regularised by InTAct."""
 
     def __init__(self, run: RunConfig, settings: Any, backbone: FrozenViT, num_classes: int, num_tasks: int):
-        super().__init__(run, settings, backbone, num_classes, num_tasks)
+        super().__init__(run, settings)
+        self.backbone = backbone
         self.pool = self.build_pool(backbone.embed_dim, num_tasks)
         self.head = Head(backbone.embed_dim, num_classes, run.head)
         layers = [n for n, _ in self.head.linears()]
         # the reference code counts CE twice whenever InTAct is on (kept only behind its switch)
         self.intact = watch_layers(run.intact, self.head, layers, feature=layers[0], teacher_source=self.pool,
-                                   doubles_ce=True)
+                                   teacher_feature=self.teacher_feature, doubles_ce=True)
         self.penalties.append(self.intact)
 
     @abstractmethod
@@ -46,7 +48,9 @@ class PromptMethod(ContinualMethod):
     # ---- forward ------------------------------------------------------------------------------
     @frozen_feature(QUERY, benchmark_cache=True)
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        return super().query(x)
+        """The frozen backbone's unprompted [CLS] of ``x``."""
+        with torch.no_grad():
+            return self.backbone.query(x)
 
     @frozen_feature("teacher", when=lambda self: self.intact.teacher is not None)
     def teacher_feature(self, x: torch.Tensor, q: torch.Tensor | None = None) -> torch.Tensor:
@@ -67,19 +71,16 @@ class PromptMethod(ContinualMethod):
         return self.head(z)
 
     # ---- hooks ----------------------------------------------------------------------------------
-    def start_task(self, task: int, train_set: Dataset) -> None:
+    def begin_task(self, task: int, train_set: Dataset) -> None:
         # after the penalties' snapshots: the anchors and the teacher are the previous task's head and pool
-        self.pool.begin_task(task, self.generator(task, "prompts"))
+        self.pool.begin_task(task, task_generator(self.run.seed, task, "prompts"))
 
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q = self.query(x)
         z, aux = self.features(x, q)
         return self.head(z), aux, q
 
-    def intact_teacher(self, batch: Batch) -> dict[str, Any]:
-        return {"teacher": lambda pool: self.teacher_feature(batch.x, batch.q)}
-
-    # LwF's view of the family: what its snapshot holds and how it computes logits
+    # LwF's view of the family (LwfPenalty): what its snapshot holds and how it computes logits
     def snapshot_modules(self) -> dict[str, nn.Module]:
         return {"pool": self.pool, "head": self.head}
 
