@@ -4,12 +4,11 @@ schema, defaults and reference come from here. Their defaults are the paper's se
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Mapping
 
-from intact.settings.fields import build_dataclass, check_declared, recorded, setting, type_hints
+from intact.settings.fields import build_dataclass, check_declared, recorded, setting
 
 _PAIR = {"minItems": 2, "maxItems": 2}
 
@@ -73,17 +72,7 @@ for _cls in EXPERIMENTS.values():
 def experiment_settings(cfg: Mapping[str, Any], name: str) -> Any:
     """The typed settings of ``experiments.<name>``: what the config sets over the declared defaults (nested lists
     as tuples, an integer where a float is declared as a float)."""
-    cls = EXPERIMENTS[name]
-    hints = type_hints(cls)
-    raw = {k: _as_hinted(v, hints.get(k)) for k, v in ((cfg.get("experiments") or {}).get(name) or {}).items()}
-    return build_dataclass(cls, raw, f"experiments.{name}")
-
-
-def _as_hinted(value: Any, hint: Any) -> Any:
-    if isinstance(value, list) and typing.get_origin(hint) is tuple:
-        args = typing.get_args(hint)
-        return tuple(_as_hinted(v, args[0] if args[-1] is Ellipsis else args[i]) for i, v in enumerate(value))
-    return float(value) if hint is float and isinstance(value, int) and not isinstance(value, bool) else value
+    return build_dataclass(EXPERIMENTS[name], (cfg.get("experiments") or {}).get(name), f"experiments.{name}")
 
 
 def experiments_params(cfg: Mapping[str, Any]) -> dict[str, Any]:

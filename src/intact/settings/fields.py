@@ -225,10 +225,8 @@ def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
 
 
 def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str, as_written: bool = False) -> Any:
-    """Construct settings dataclass ``cls`` from a mapping: unknown keys are errors, lists become tuples,
-    a nested settings dataclass is built too, and an integer becomes a float where the field is a float
-    (``as_written=True``: numbers stay as the config writes them, as a method's settings do - they enter
-    the run's hash as written, so ``lambda_ewc=1`` keeps the hash it was recorded with)."""
+    """Construct settings dataclass ``cls`` from a mapping: unknown keys are errors, a nested settings dataclass is
+    built too, and every value takes its declared form (:func:`_as_declared`)."""
     data = dict(data or {})
     hints = type_hints(cls)
     names = hints.keys()
@@ -240,12 +238,22 @@ def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str, as_wr
         hint = _unwrap_optional(hints[key])
         if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
             value = build_dataclass(hint, value, f"{where}.{key}")
-        elif typing.get_origin(hint) is tuple and isinstance(value, list):
-            value = tuple(value)
-        elif hint is float and isinstance(value, int) and not isinstance(value, bool) and not as_written:
-            value = float(value)
-        kwargs[key] = value
+        kwargs[key] = _as_declared(value, hint, as_written)
     return cls(**kwargs)
+
+
+def _as_declared(value: Any, hint: Any, as_written: bool) -> Any:
+    """``value`` in the form its ``hint`` declares: a list as a tuple (its elements too, at any depth), an integer
+    as a float where a float is declared (``as_written=True``: numbers stay as the config writes them, as a method's
+    settings do - they enter the run's hash as written, so ``lambda_ewc=1`` keeps the hash it was recorded with)."""
+    hint = _unwrap_optional(hint)
+    if isinstance(value, list) and typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        return tuple(_as_declared(v, args[0] if args[-1] is Ellipsis else args[i], as_written)
+                     for i, v in enumerate(value))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool) and not as_written:
+        return float(value)
+    return value
 
 
 @functools.cache
