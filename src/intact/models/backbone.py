@@ -134,10 +134,12 @@ class FrozenViT(nn.Module):
             h = block_with_prefix(self.vit.blocks[i], h, prefix.get(i))
         return h
 
+    @torch.no_grad()
     def query(self, x: torch.Tensor, token: str = "cls") -> torch.Tensor:
-        """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature.
-        ``token``: ``token1`` reads output token 1 instead (C-Prompt), ``patch_mean`` the mean of the
-        patch tokens (KA-Prompt); both after the final LayerNorm, as the reference codes read them."""
+        """[CLS] of the unprompted backbone: the query q(x) of prompt pools, and the plain feature (a function of
+        frozen parts: no graph is recorded). ``token``: ``token1`` reads output token 1 instead (C-Prompt),
+        ``patch_mean`` the mean of the patch tokens (KA-Prompt); both after the final LayerNorm, as the reference
+        codes read them."""
         h = self.vit.norm(self.vit.blocks(self.tokens(x)))
         if token == "cls":
             return h[:, 0]

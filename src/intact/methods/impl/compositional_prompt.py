@@ -212,8 +212,7 @@ class CompositionalPrompt(PromptMethod):
     # ---- forward: the query token, the qkv prefix, the EMA head ----------------------------------------
     @frozen_feature(QUERY, benchmark_cache=lambda self: self.cfg.query == "cls")
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return self.backbone.query(x, self.cfg.query)
+        return self.backbone.query(x, self.cfg.query)
 
     def prompt(self, pool: nn.Module, q: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
         raw, aux = pool(q)

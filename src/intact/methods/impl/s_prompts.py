@@ -69,8 +69,7 @@ class SPrompts(ContinualMethod):
 
     @frozen_feature(QUERY, benchmark_cache=True)
     def query(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return self.backbone.query(x)
+        return self.backbone.query(x)
 
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         t = self.task

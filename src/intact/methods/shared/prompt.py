@@ -49,8 +49,7 @@ class PromptMethod(ContinualMethod):
     @frozen_feature(QUERY, benchmark_cache=True)
     def query(self, x: torch.Tensor) -> torch.Tensor:
         """The frozen backbone's unprompted [CLS] of ``x``."""
-        with torch.no_grad():
-            return self.backbone.query(x)
+        return self.backbone.query(x)
 
     @frozen_feature("teacher", when=lambda self: self.intact.teacher is not None)
     def teacher_feature(self, x: torch.Tensor, q: torch.Tensor | None = None) -> torch.Tensor:
