@@ -321,10 +321,10 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     """``state.safetensors``, ``hypercube.safetensors``, ``train.json`` (and ``eval.json``), all or none;
     then the checkpoint goes."""
     run, out_dir = job.run, job.out_dir
-    cubes = kept_hypercubes(job.method)
-    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, trainable_state(job.method), cubes)
+    cubes, state = kept_hypercubes(job.method), trainable_state(job.method)
+    check_saved(f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, state, cubes)
     try:
-        record.state_sha256 = save_tensors(out_dir / STATE, trainable_state(job.method), written_by(run, job.task))
+        record.state_sha256 = save_tensors(out_dir / STATE, state, written_by(run, job.task))
         record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, cubes, written_by(run, job.task))
         write_record(train_record_path(out_dir), record.to_json())
         if eval_out is not None:
