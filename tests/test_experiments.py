@@ -31,7 +31,8 @@ def test_toy_intact_keeps_earlier_intervals_while_finetuning_moves_them(tmp_path
     cfg = _config()
     cfg["experiments"]["toy"].update(steps=300, samples_per_task=100, grid_points=201)
     torch.set_num_threads(1)
-    out = study_toy(cfg, tmp_path / "toy.png", tmp_path / "t.csv", tmp_path / "t.md", tmp_path / "s.json")
+    out = study_toy(experiment_settings(cfg, "toy"), tmp_path / "toy.png", tmp_path / "t.csv", tmp_path / "t.md",
+                    tmp_path / "s.json")
     assert (tmp_path / "toy.png").stat().st_size > 10_000
     rows = (tmp_path / "t.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 3                         # (after 2: task 1), (after 3: tasks 1, 2) per method
@@ -46,7 +47,8 @@ def test_drift_study_writes_figure_tables_and_drift_per_hidden_layer(tmp_path):
     cfg["experiments"]["drift"].update(pairs=[[0, 1], [2, 3], [4, 5]], epochs=5, seeds=[0], hidden=[16, 16])
     torch.set_num_threads(1)
     o = tmp_path
-    summary = study_drift(cfg, o / "d.png", o / "d.csv", o / "d.md", o / "R.md", o / "s.json", progress=False)
+    summary = study_drift(experiment_settings(cfg, "drift"), o / "d.png", o / "d.csv", o / "d.md", o / "R.md",
+                          o / "s.json", progress=False)
     assert (o / "d.png").stat().st_size > 10_000
     assert set(summary) >= {"finetune", "lwf", "intact"}
     for m in ("finetune", "lwf", "intact"):

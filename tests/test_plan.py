@@ -120,6 +120,18 @@ def test_no_script_reads_the_raw_config():
     assert not offenders, offenders
 
 
+def test_every_script_reads_its_params_through_the_one_helper():
+    """Each adapter's body is ``with job(snakemake) as params:`` (intact.runtime.joblog): its log, and its params
+    in their typed forms; none reads ``snakemake.params`` or builds a setting itself."""
+    scripts = sorted((REPO / "workflow/scripts").glob("*.py"))
+    assert len(scripts) >= 18
+    for path in scripts:
+        text = path.read_text()
+        assert "with job(snakemake) as params:" in text, path.name
+        assert not re.search(r"snakemake\.params|log_to|build_dataclass|run_from_dict|benchmark_settings", text), \
+            path.name
+
+
 # --------------------------------------------------------------------------------------------------
 # intact.sources
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 
 from conftest import REPO
+from intact.config import resolve_run, run_from_dict
+from intact.layering import read_files
 
 TABLE = REPO / "tests" / "data" / "run_hashes.tsv"
 
@@ -43,3 +45,18 @@ def test_the_table_covers_every_kind_of_run():
     tune = {r[2] for r in rows if r[0] == "config.yaml" and r[1] == "digits_3"}
     assert any(n.endswith(",run.eval_split=val") for n in tune) and "finetune" in tune   # search points, baseline
     assert "ewc@methods.ewc.lambda_ewc=10" in tune                                        # a final run
+
+
+def test_every_shipped_run_rebuilds_from_its_plain_form():
+    """The plain form (``RunConfig.to_dict``: a job's ``params.run``, a record's ``config``) is lossless: what it
+    leaves out (a key declared ``later``, at its default) is rebuilt in one place, ``build_dataclass`` from the
+    declarations, so every shipped run comes back equal, and writes the same plain form again."""
+    tool, checked = _tool(), 0
+    for path in tool.default_paths(REPO):
+        cfg = read_files([REPO / path] if path == tool.BASE else [REPO / tool.BASE, REPO / path])
+        for benchmark, method in set(tool.runs(cfg)):
+            run = resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0])
+            back = run_from_dict(run.to_dict())
+            assert back == run and back.to_dict() == run.to_dict(), (path, benchmark, method)
+            checked += 1
+    assert checked == len(TABLE.read_text().splitlines()) - 1

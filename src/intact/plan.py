@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from intact.config import ConfigError, benchmark_config, missing_data, missing_weights, resolve_run, tracking_config
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
 from intact.rehearsal import made_backbones, synthetic_benchmarks
+from intact.settings import RunSection, build_dataclass
 from intact.studies import Study, expand_studies
 from intact.tune import TuneStudy, expand_tune
 
@@ -116,10 +117,15 @@ class Plan:
         """Whether finished runs are logged to MLflow (``tracking.enabled``)."""
         return tracking_config(self.cfg).enabled
 
+    @cached_property
+    def run(self) -> RunSection:
+        """The ``run`` section, typed: what target ``all`` runs."""
+        return build_dataclass(RunSection, self.cfg["run"], "run")
+
     @property
     def benchmarks(self) -> list[str]:
         """The benchmarks every target runs on (``run.benchmarks``)."""
-        return list(self.cfg["run"]["benchmarks"])
+        return list(self.run.benchmarks)
 
     def num_tasks(self, benchmark: str) -> int:
         if benchmark not in self._num_tasks:
@@ -130,8 +136,7 @@ class Plan:
 
     def default_runs(self) -> Runs:
         """The runs of target ``all``: ``run.methods`` x ``run.seeds`` on every benchmark."""
-        r = self.cfg["run"]
-        return {b: {m: tuple(r["seeds"]) for m in r["methods"]} for b in self.benchmarks}
+        return {b: {m: self.run.seeds for m in self.run.methods} for b in self.benchmarks}
 
     def study_runs(self, study: str) -> Runs:
         s = self.studies[study]
@@ -298,7 +303,7 @@ class Plan:
         are present."""
         out = []
         for b in self.benchmarks:
-            parts = [(self.cfg["run"]["methods"], tuple(self.cfg["run"]["seeds"]), self.default_reports(b))]
+            parts = [(self.run.methods, self.run.seeds, self.default_reports(b))]
             parts += [(s.methods, s.seeds, self.study_reports(name, b)) for name, s in self.studies.items()]
             out += [({b: {m: tuple(seeds) for m in methods}}, reports) for methods, seeds, reports in parts
                     if all(exists(f) for f in self.metrics_files(b, methods, seeds))]

@@ -20,6 +20,7 @@ from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
 from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
+from intact.rehearsal import settings as rehearsal_settings
 from intact.sources import source_files
 
 try:

@@ -29,8 +29,8 @@ rule rehearsal_backbone:
     wildcard_constraints:
         backbone=one_of(REHEARSAL_BACKBONES),
     params:
-        model=lambda w: config["backbones"][w.backbone]["model"],
-        seed=lambda w: config["rehearsal"]["seed"],
+        model=lambda w: backbone_config(config, w.backbone).model,
+        seed=lambda w: rehearsal_settings(config).seed,
     conda:
         "../../envs/intact.yaml"
     script:

@@ -1,8 +1,8 @@
 rule report_default_run:
     """The default run (`run.methods` x `run.seeds`, not a study): mean +- std over seeds of AA / forgetting / BWT per method, InTAct's paired gain with its 95 % interval, and the AA-evolution plot."""
     input:
-        metrics=run_metrics(config["run"]["methods"], config["run"]["seeds"]),
-        R=r_csv(run_metrics(config["run"]["methods"], config["run"]["seeds"])),
+        metrics=run_metrics(PLAN.run.methods, PLAN.run.seeds),
+        R=r_csv(run_metrics(PLAN.run.methods, PLAN.run.seeds)),
         code=script_code("report_main.py"),
     output:
         csv=report(DEFAULT_RUN_REPORT["csv"], caption="../report/main.rst", category="Default run", subcategory="{benchmark}"),
@@ -12,7 +12,7 @@ rule report_default_run:
     log:
         "results/logs/report_default_run/{benchmark}.log",
     params:
-        methods=config["run"]["methods"],
+        methods=list(PLAN.run.methods),
     localrule: True
     conda:
         "../../envs/intact.yaml"

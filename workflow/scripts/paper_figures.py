@@ -3,15 +3,14 @@ from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 from intact.plan import PAPER_FIGURES
 from intact.report.paper import stored_results
 from intact.report.figures import paper_figures
 from intact.report.paper_tables import main_methods
 
-with log_to(snakemake.log[0], snakemake.rule):
-    settings = snakemake.params.settings
-    stored = stored_results(settings, "results")
+with job(snakemake) as params:
+    stored = stored_results(params.settings, "results")
     outputs = {f: [snakemake.output[f"{f}_png"], snakemake.output[f"{f}_pdf"]] for f in PAPER_FIGURES}
-    spec = (settings.get("studies") or {}).get("sensitivity")
-    paper_figures(stored, snakemake.wildcards.benchmark, main_methods(settings), spec, outputs)
+    spec = (params.settings.get("studies") or {}).get("sensitivity")
+    paper_figures(stored, snakemake.wildcards.benchmark, main_methods(params.settings), spec, outputs)

@@ -3,16 +3,16 @@ from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 from intact.report.paper import stored_results
 from intact.plan import PAPER_TABLES
 from intact.report.paper_tables import paper_tables
 from intact.rehearsal import banner
 from intact.report.render import write_table
 
-with log_to(snakemake.log[0], snakemake.rule):
-    stored = stored_results(snakemake.params.settings, "results")
-    tables = paper_tables(snakemake.params.settings, stored)
+with job(snakemake) as params:
+    stored = stored_results(params.settings, "results")
+    tables = paper_tables(params.settings, stored)
     for name in PAPER_TABLES:
         out = snakemake.output
         write_table(tables[name], out[f"{name}_csv"], out[f"{name}_md"], out[f"{name}_tex"],

@@ -3,12 +3,11 @@ from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.data import benchmark_settings, open_benchmark, prepare_benchmark
+from intact.data import open_benchmark, prepare_benchmark
 from intact.report.plots import draw_preview
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 
-with log_to(snakemake.log[0], snakemake.rule):
-    cfg = benchmark_settings(snakemake.params.benchmark)
+with job(snakemake) as params:
     # the manifest it writes is checked against the config (intact.data.manifest): refused before any training
-    manifest = prepare_benchmark(cfg, snakemake.output.manifest.rsplit("/", 1)[0])
+    manifest = prepare_benchmark(params.benchmark, snakemake.output.manifest.rsplit("/", 1)[0])
     draw_preview(open_benchmark(manifest), snakemake.output.preview)

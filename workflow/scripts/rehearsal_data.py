@@ -4,8 +4,8 @@ from intact.runtime.warm import hand_off
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.rehearsal import make_tree
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 
-with log_to(snakemake.log[0], snakemake.rule):
-    info = make_tree(snakemake.params.tree, snakemake.output.tree)
+with job(snakemake) as params:
+    info = make_tree(params.tree, snakemake.output.tree)
     print(f"{info['files']} files for {len(info['tasks'])} tasks of {info['type']}")

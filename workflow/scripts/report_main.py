@@ -3,11 +3,10 @@ from intact.runtime.warm import hand_off
 
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 from intact.report.studies import write_default_report
 from intact.results import StoredResults
 
-with log_to(snakemake.log[0], snakemake.rule):
+with job(snakemake) as params:
     stored = StoredResults.read(snakemake.input.metrics)
-    write_default_report(stored, snakemake.params.methods, dict(snakemake.output.items()),
-                         snakemake.wildcards.benchmark)
+    write_default_report(stored, params.methods, dict(snakemake.output.items()), snakemake.wildcards.benchmark)

@@ -4,12 +4,11 @@ from intact.runtime.warm import hand_off
 hand_off()  # before the imports: a warm parent runs this job in a fresh child (docs/design.md)
 
 from intact.io import read_json
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 from intact.report.tune import write_tune_report
 from intact.results import StoredResults
 
-with log_to(snakemake.log[0], snakemake.rule):
+with job(snakemake) as params:
     choices = [read_json(p) for p in snakemake.input.choices]
     stored = StoredResults.read(snakemake.input.metrics)
-    write_tune_report(choices, stored, snakemake.params.seeds, dict(snakemake.output.items()),
-                      snakemake.wildcards.benchmark)
+    write_tune_report(choices, stored, params.seeds, dict(snakemake.output.items()), snakemake.wildcards.benchmark)

@@ -6,10 +6,10 @@ hand_off()  # before the imports: a warm parent runs this job in a fresh child (
 import torch
 
 from intact.experiments.drift_report import study_drift
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 
-with log_to(snakemake.log[0], snakemake.rule):
+with job(snakemake) as params:
     torch.set_num_threads(snakemake.threads)
     o = snakemake.output
-    summary = study_drift({"experiments": snakemake.params.experiments}, o.figure, o.csv, o.md, o.R, o.summary)
+    summary = study_drift(params.experiments["drift"], o.figure, o.csv, o.md, o.R, o.summary)
     print({m: summary[m]["final_drift"] for m in ("finetune", "lwf", "intact")})

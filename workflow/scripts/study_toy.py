@@ -6,9 +6,9 @@ hand_off()  # before the imports: a warm parent runs this job in a fresh child (
 import torch
 
 from intact.experiments.toy import study_toy
-from intact.runtime.joblog import log_to
+from intact.runtime.joblog import job
 
-with log_to(snakemake.log[0], snakemake.rule):
+with job(snakemake) as params:
     torch.set_num_threads(snakemake.threads)
     o = snakemake.output
-    print(study_toy({"experiments": snakemake.params.experiments}, o.figure, o.csv, o.md, o.summary))
+    print(study_toy(params.experiments["toy"], o.figure, o.csv, o.md, o.summary))

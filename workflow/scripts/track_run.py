@@ -6,9 +6,8 @@ hand_off()  # before the imports: a warm parent runs this job in a fresh child (
 
 from pathlib import Path
 
-from intact.runtime.joblog import log_to
-from intact.tracking import TrackingConfig, track_run
+from intact.runtime.joblog import job
+from intact.tracking import track_run
 
-with log_to(snakemake.log[0], snakemake.rule):
-    tracking = TrackingConfig(**snakemake.params.tracking)
-    track_run(Path(snakemake.output.marker).parent, tracking, force=False, config_hash=snakemake.params.config_hash)
+with job(snakemake) as params:
+    track_run(Path(snakemake.output.marker).parent, params.tracking, force=False, config_hash=params.config_hash)

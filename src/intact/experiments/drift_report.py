@@ -13,7 +13,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from intact.experiments.drift import HIDDEN, METHODS, mean_drift_curves, run_drift, split_tasks
-from intact.settings.experiments import experiment_settings
+from intact.settings.experiments import DriftConfig
 from intact.io import write_json
 from intact.report.plots import plt, write_figure
 from intact.report.render import Column, Table, write_table
@@ -67,10 +67,10 @@ def _drift_table(table: pd.DataFrame, seeds: int) -> Table:
     return out
 
 
-def study_drift(cfg: Mapping[str, Any], figure: Path, drift_csv: Path, drift_md: Path, r_md: Path,
+def study_drift(dcfg: DriftConfig, figure: Path, drift_csv: Path, drift_md: Path, r_md: Path,
                 summary_json: Path, progress: bool = True) -> dict[str, Any]:
-    """Every method x seed of ``experiments.drift``; the figure, the drift table, R and a summary."""
-    dcfg = experiment_settings(cfg, "drift")
+    """Every method x seed of ``experiments.drift`` (its typed settings); the figure, the drift table, R and a
+    summary."""
     tasks = split_tasks(dcfg)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     jobs = [(m, s) for m in METHODS for s in dcfg.seeds]

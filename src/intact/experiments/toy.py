@@ -26,7 +26,7 @@ from intact.regularizers.regularizer import IntactRegularizer
 from intact.report.plots import plt, write_figure
 from intact.report.render import Column, Table, write_table
 from intact.settings import IntactConfig
-from intact.settings.experiments import ToyConfig, experiment_settings
+from intact.settings.experiments import ToyConfig
 
 METHODS = ("finetune", "intact")
 
@@ -130,12 +130,12 @@ def plot_toy(results: Mapping[str, Mapping[str, Any]], cfg: ToyConfig, path) -> 
     write_figure(fig, [path])
 
 
-def study_toy(cfg: Mapping[str, Any], figure: Path, table_csv: Path, table_md: Path,
+def study_toy(tcfg: ToyConfig, figure: Path, table_csv: Path, table_md: Path,
               summary_json: Path) -> dict[str, float]:
-    """Both runs, the three-panel figure, the drift table (CSV + Markdown) and its summary."""
+    """Both runs of ``experiments.toy`` (its typed settings), the three-panel figure, the drift table (CSV +
+    Markdown) and its summary."""
     import pandas as pd
 
-    tcfg = experiment_settings(cfg, "toy")
     results = {m: run_toy(tcfg, m) for m in METHODS}
     rows = drift_table(results)
     plot_toy(results, tcfg, figure)

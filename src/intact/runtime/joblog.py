@@ -1,5 +1,6 @@
-"""Send a job's stdout/stderr (Python and C level) to its log file, as Snakemake's ``log:`` expects, with the
-deprecations a plugin raises (:func:`show_deprecations`)."""
+"""A workflow script's job: its stdout/stderr (Python and C level) to its log file, as Snakemake's ``log:`` expects,
+with the deprecations a plugin raises (:func:`show_deprecations`), and the rule's params in their typed forms
+(:func:`job`, the one way every adapter in ``workflow/scripts`` reads its settings)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,62 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
-from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+
+
+def _run(data: Mapping[str, Any]) -> Any:
+    from intact.config import run_from_dict
+
+    return run_from_dict(data)
+
+
+def _backbone(data: Mapping[str, Any]) -> Any:
+    from intact.settings import BackboneConfig, build_dataclass
+
+    return build_dataclass(BackboneConfig, data, "backbone")
+
+
+def _benchmark(data: Any) -> Any:
+    """A benchmark's typed settings; a rule whose params hold them typed already (Snakemake then records nothing
+    of them: their plain form would be a new params entry, and rerun every stored query cache) hands them on."""
+    from intact.data import benchmark_settings
+    from intact.data.declare import BenchmarkSettings
+
+    return data if isinstance(data, BenchmarkSettings) else benchmark_settings(data)
+
+
+def _tracking(data: Mapping[str, Any]) -> Any:
+    from intact.settings import TrackingConfig, build_dataclass
+
+    return build_dataclass(TrackingConfig, data, "tracking")
+
+
+def _experiments(data: Mapping[str, Any]) -> dict[str, Any]:
+    from intact.settings.experiments import EXPERIMENTS, experiment_settings
+
+    return {name: experiment_settings({"experiments": data}, name) for name in EXPERIMENTS}
+
+
+#: the typed form of each ``params`` entry a rule hands its script, by the entry's name; any other entry is plain
+#: data (a hash, a name, a list of seeds), handed on as it is
+PARAM_FORMS: dict[str, Callable[[Any], Any]] = {
+    "run": _run, "backbone": _backbone, "benchmark": _benchmark, "tracking": _tracking, "experiments": _experiments,
+}
+
+
+def job_params(params: Any) -> SimpleNamespace:
+    """A rule's named params (Snakemake's ``snakemake.params``, or any mapping), each in its :data:`PARAM_FORMS`."""
+    return SimpleNamespace(**{k: PARAM_FORMS.get(k, lambda v: v)(v) for k, v in params.items()})
+
+
+@contextlib.contextmanager
+def job(snakemake: Any) -> Iterator[SimpleNamespace]:
+    """A workflow script's body: logged to the rule's log (:func:`log_to`), it gets the rule's params typed
+    (:func:`job_params`); a setting that does not build fails the job, its message in the log."""
+    with log_to(snakemake.log[0], snakemake.rule):
+        yield job_params(snakemake.params)
 
 
 def show_deprecations() -> None:
