@@ -32,6 +32,8 @@ from conftest import assert_config_error, snakemake, tiny_config, write_config
     (lambda c: c["backbones"]["vit_digits"].update(model="vit_tiny_patch16_224"),
      ["benchmarks.digits.backbone", "3-channel"]),
     (lambda c: c["backbones"]["vit_digits"].update(model="resnet18"), ["backbones.vit_digits.model", "not a ViT"]),
+    (lambda c: c["backbones"]["vit_digits"].update(pretrain={"benchmark": "mnist"}),
+     ["backbones.vit_digits.pretrain.benchmark", "'mnist' is not defined under 'benchmarks'"]),
     (lambda c: c["backbones"]["vit_digits"].update(model="vit_nonexistent"),
      ["backbones.vit_digits.model", "Unknown model"]),
     # overrides the run would silently ignore

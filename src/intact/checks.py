@@ -20,7 +20,8 @@ from intact.methods import METHODS
 from intact.methods.declare import problems
 from intact.models.arch import Arch, backbone_arch
 from intact.naming import parse_method_name
-from intact.settings import ConfigError, RunConfig
+from intact.settings import ConfigError, RunConfig, build_dataclass
+from intact.settings.studies import SensitivityStudy
 from intact.studies import expand_studies
 from intact.tune import expand_tune, tune_run_count
 
@@ -105,7 +106,8 @@ def _fail(msg: str):
 
 
 def _check_grids(cfg: Mapping[str, Any]) -> None:
-    grid = ((cfg.get("studies") or {}).get("sensitivity") or {}).get("grid", {})
+    spec = (cfg.get("studies") or {}).get("sensitivity")
+    grid = build_dataclass(SensitivityStudy, spec, "studies.sensitivity").grid if spec else {}
     for key, values in grid.items():
         for i, v in enumerate(values):
             if v <= 0:

@@ -31,7 +31,7 @@ from intact.protocols import (SECTIONS, contradictions, declared, named_backbone
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (
-    EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, PretrainConfig, RunConfig,
+    EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, RunConfig,
     TrackingConfig, build_dataclass,
 )
 
@@ -206,9 +206,9 @@ def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:
 
 def _check_backbone(cfg: Mapping[str, Any], name: str, load: bool = True) -> None:
     """A pretrained backbone's source benchmark is declared and (``load``: importing its type) one that pretrains."""
-    bb = cfg["backbones"][name]
-    if bb["weights"] == "pretrain":
-        src = bb.get("pretrain", {}).get("benchmark", PretrainConfig.benchmark)
+    backbone = backbone_config(cfg, name)
+    if backbone.weights == "pretrain":
+        src = backbone.pretrain.benchmark
         if src not in cfg["benchmarks"]:
             raise ConfigError(f"config: key 'backbones.{name}.pretrain.benchmark' = {src!r} is not defined under "
                               "'benchmarks'")
