@@ -10,8 +10,7 @@ from __future__ import annotations
 import importlib.util
 
 from conftest import REPO
-from intact.config import resolve_run, run_from_dict
-from intact.layering import read_files
+from intact.config import run_from_dict
 
 TABLE = REPO / "tests" / "data" / "run_hashes.tsv"
 
@@ -53,9 +52,7 @@ def test_every_shipped_run_rebuilds_from_its_plain_form():
     declarations, so every shipped run comes back equal, and writes the same plain form again."""
     tool, checked = _tool(), 0
     for path in tool.default_paths(REPO):
-        cfg = read_files([REPO / path] if path == tool.BASE else [REPO / tool.BASE, REPO / path])
-        for benchmark, method in set(tool.runs(cfg)):
-            run = resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0])
+        for (benchmark, method), run in tool.resolved_runs(path, REPO).items():
             back = run_from_dict(run.to_dict())
             assert back == run and back.to_dict() == run.to_dict(), (path, benchmark, method)
             checked += 1

@@ -20,6 +20,7 @@ from typing import Any
 
 from intact.checks import declared_runs
 from intact.config import resolve_run
+from intact.settings import RunConfig
 from intact.layering import read_files
 from intact.tune import expand_tune
 
@@ -49,12 +50,18 @@ def runs(cfg: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield from (("digits", m) for m in EXTRA)
 
 
-def rows(path: str, root: Path) -> list[tuple[str, str, str, str]]:
-    """The table's rows of one config (``path`` relative to ``root``; config.yaml alone, or an overlay over it)."""
+def resolved_runs(path: str, root: Path) -> dict[tuple[str, str], RunConfig]:
+    """(benchmark, method name) -> the resolved run, at the first seed, of every run one config declares (``path``
+    relative to ``root``; config.yaml alone, or an overlay over it)."""
     files = [root / path] if path == BASE else [root / BASE, root / path]
     cfg = read_files(files)
     seed = cfg["run"]["seeds"][0]
-    return sorted({(path, b, m, resolve_run(cfg, b, m, seed).hash()) for b, m in runs(cfg)})
+    return {(b, m): resolve_run(cfg, b, m, seed) for b, m in dict.fromkeys(runs(cfg))}
+
+
+def rows(path: str, root: Path) -> list[tuple[str, str, str, str]]:
+    """The table's rows of one config."""
+    return sorted((path, b, m, run.hash()) for (b, m), run in resolved_runs(path, root).items())
 
 
 def table(root: Path, paths: list[str] | None = None) -> list[tuple[str, str, str, str]]:
