@@ -17,6 +17,8 @@ from conftest import snakemake, tiny_config, write_config
 from test_workflow import job_counts
 from intact.config import ConfigError, resolve_run, validate_config
 from intact.plan import Plan
+from intact.settings import build_dataclass
+from intact.settings.studies import RandomSearch
 from intact.tune import Search, expand_tune, grid_points, random_points, select
 
 GRID = {"lambda_feat": [0.1, 30.0], "lambda_intdrift": [1e-3]}
@@ -58,12 +60,27 @@ def test_an_intact_search_is_compared_with_its_baseline_unless_it_declares_anoth
     assert [s.baseline for s in expand_tune(cfg).searches] == ["coda_p@optim.epochs=2", None, None]
 
 
+@pytest.mark.parametrize("both", [True, False])
+def test_a_search_declares_a_grid_or_random_points_not_both_nor_neither(both):
+    points = {"points": 2, "space": {"methods.ewc.lambda_ewc": {"uniform": [1, 10]}}}
+    entry = {"run": "ewc", "random": points if both else None, **({"grid": GRID} if both else {})}
+    with pytest.raises(ConfigError, match=f"run 'ewc' declares {'both' if both else 'neither'} of 'grid' and 'random'"):
+        validate_config(tune_config(searches=[entry]))
+
+
+def random_search(**spec) -> RandomSearch:
+    return build_dataclass(RandomSearch, spec, "random")
+
+
 def test_any_setting_can_be_searched_and_random_points_are_seeded():
     assert grid_points({"a": [1, 2], "b": [3]}) == [(("a", 1), ("b", 3)), (("a", 2), ("b", 3))]
     spec = {"points": 5, "seed": 3,
             "space": {"methods.ewc.lambda_ewc": {"log_uniform": [1, 1000]}, "optim.epochs": {"choice": [1, 2]}}}
-    points = random_points(spec)
-    assert points == random_points(spec) and len(set(points)) == 5 and points != random_points({**spec, "seed": 4})
+    points = random_points(random_search(**spec))
+    assert points == random_points(random_search(**spec)) and len(set(points)) == 5
+    assert points != random_points(random_search(**{**spec, "seed": 4}))
+    unseeded = {k: v for k, v in spec.items() if k != "seed"}  # the declared default seed, 0
+    assert random_points(random_search(**unseeded)) == random_points(random_search(**unseeded, seed=0)) != points
     assert all(1 <= dict(p)["methods.ewc.lambda_ewc"] <= 1000 and dict(p)["optim.epochs"] in (1, 2) for p in points)
     cfg = tune_config(searches=[{"run": "ewc", "baseline": "finetune", "random": spec}])
     validate_config(cfg)

@@ -24,6 +24,7 @@ from intact.naming import NAME_MAX_LENGTH
 from intact.schema import MAX_ITEMS, schema
 from intact.settings.experiments import EXPERIMENTS
 from intact.settings.studies import STUDY_REQUIRED, STUDY_SETTINGS
+from intact.settings.fields import nested_settings, type_hints
 from intact.settings import (BACKBONE_REQUIRED, RUN_REQUIRED, SECTIONS, BackboneConfig, PretrainConfig, RunSection,
                              defaults, section_schema)
 
@@ -44,7 +45,7 @@ def _type(prop: dict[str, Any]) -> str:
         return " | ".join(f"`{e}`" for e in prop["enum"])
     t = prop.get("type", "")
     types = t if isinstance(t, list) else [t]
-    names = [f"list of {prop['items']['type']}" if x == "array" and "type" in prop["items"] else
+    names = [f"list of {_type({'type': prop['items']['type']})}" if x == "array" and "type" in prop["items"] else
              "list" if x == "array" else x for x in types if x not in ("", "null")]
     return " or ".join(names)
 
@@ -64,12 +65,14 @@ def _facts(prop: dict[str, Any], default_shown: bool) -> str:
     return ", ".join(shown + _bounds(prop))
 
 
-def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: dict[tuple, tuple]) -> list[str]:
+def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: dict[tuple, tuple],
+           cls: type | None = None) -> list[str]:
     """Every key of ``section``, one line each: ``* `key` = `default` (type, bounds): meaning``. A key declared
     exactly so (bounds and meaning) in an earlier section is listed on one line naming that section, with its
     default where that differs; where ``section`` has every key of that one, the line says so and names only the
     differing defaults. ``seen`` collects the keys (and their defaults) across sections, and each section's keys
-    under ``("keys", section)``."""
+    under ``("keys", section)``. A key of settings dataclass ``cls`` that holds settings of its own (a list of them,
+    a mapping to them) is followed by their keys, indented (:func:`_nested_table`)."""
     lines, same = [], {}
     seen[("keys", section)] = (section, set(props))
     for key, prop in props.items():
@@ -82,6 +85,10 @@ def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: di
             continue
         head = f"* `{key}`{default}" + (f" ({facts})" if facts else "")
         lines.append(f"{head}: {prop['description']}" if prop.get("description") else head)
+        inner = nested_settings(type_hints(cls)[key]) if cls else None
+        text, keys = _nested_table(inner, prop, f"{section}.{key}", seen) if inner else ("", [])
+        lines += keys
+        lines[-1 - len(keys)] += text
     for first, keys in same.items():
         if seen[("keys", first)][1] <= set(props):
             differ = ", ".join(f"`{k}`{d}" for k, d in keys if d)
@@ -89,6 +96,17 @@ def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: di
         else:
             lines.append(f"* as in `{first}`: {', '.join(f'`{k}`{d}' for k, d in keys)}")
     return lines
+
+
+def _nested_table(cls: type, prop: dict[str, Any], section: str, seen: dict[tuple, tuple]) -> tuple[str, list[str]]:
+    """The settings ``cls`` that key ``section`` holds (itself, each element of its list or each value of its
+    mapping: ``prop``'s schema): the keys it must set, for the key's line (its description says what it is), and
+    its keys' lines, indented."""
+    node = prop.get("items") or prop.get("additionalProperties") if "properties" not in prop else prop
+    required = node.get("required", [])
+    text = f"; required: {', '.join(f'`{k}`' for k in required)}" if required else ""
+    values = {k: v for k, v in defaults(cls).items() if k not in required and v is not None}  # None: not given
+    return text, ["  " + line for line in _table(node["properties"], values, section, seen, cls)]
 
 
 def method_section(m: Method, seen: dict[tuple, tuple]) -> list[str]:
@@ -164,7 +182,7 @@ def files_section() -> list[str]:
         "in its own anchor. `snakemake` runs it before reading `config.yaml` but after parsing a `--configfile`, so",
         "**a mapping alias bomb in a `--configfile` hangs `snakemake`** (`intact validate` refuses it).", "",
         "Values: numbers finite, integers in 64 bits, seeds once; at most",
-        ", ".join(f"{n:,} {what}" for what, n in lists.items()) + f", 1,000 random `points`, {MAX_ITEMS:,} in",
+        ", ".join(f"{n:,} {what}" for what, n in lists.items()) + f", {MAX_ITEMS:,} in",
         f"any other list; run names of {NAME_MAX_LENGTH} characters, no whitespace or control character; {MAX_RUNS:,}",
         "declared runs, counted before any grid is expanded.", ""]
 
@@ -195,4 +213,4 @@ def _section(title: str, cls: type, seen: dict[tuple, tuple], required: tuple[st
     key without its placeholder default)."""
     text = " ".join(cls.__doc__.split()) + (f" Required: {', '.join(f'`{k}`' for k in required)}." if required else "")
     values = {k: v for k, v in defaults(cls).items() if k not in required}
-    return [f"### `{title}`", "", text, "", *_table(section_schema(cls)["properties"], values, title, seen), ""]
+    return [f"### `{title}`", "", text, "", *_table(section_schema(cls)["properties"], values, title, seen, cls), ""]

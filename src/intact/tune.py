@@ -34,8 +34,8 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from intact.naming import MethodNameError, baseline, format_value, with_overrides
-from intact.settings import build_dataclass
-from intact.settings.studies import TuneSection
+from intact.settings import ConfigError, build_dataclass, plain
+from intact.settings.studies import DERIVED_BASELINE, Distribution, RandomSearch, TuneSearch, TuneSection
 from intact.studies import default_seeds
 
 #: the name suffix of a search point (intact.config.RUN_KEYS allows it)
@@ -109,57 +109,70 @@ def _round(value: float) -> float:
     return float(f"{value:.{RANDOM_DIGITS}g}")
 
 
-def _draw(rng: random.Random, dist: Mapping[str, Any]) -> Any:
-    (kind, arg), = dist.items()
-    if kind == "choice":
-        return rng.choice(list(arg))
-    lo, hi = arg
-    if kind == "uniform":
-        return _round(rng.uniform(lo, hi))
-    return _round(math.exp(rng.uniform(math.log(lo), math.log(hi))))  # log_uniform
+def _draw(rng: random.Random, dist: Distribution) -> Any:
+    if dist.choice is not None:
+        return rng.choice(list(dist.choice))
+    if dist.uniform is not None:
+        return _round(rng.uniform(*dist.uniform))
+    lo, hi = dist.log_uniform
+    return _round(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
 
-def random_points(spec: Mapping[str, Any]) -> list[tuple[tuple[str, Any], ...]]:
-    """``spec['points']`` distinct points drawn from ``spec['space']`` with ``random.Random(spec['seed'])``:
-    the same declaration gives the same points on every machine (Python's Mersenne Twister is portable)."""
-    rng, space, out = random.Random(spec.get("seed", 0)), spec["space"], []
-    for _ in range(100 * spec["points"]):
+def random_points(spec: RandomSearch) -> list[tuple[tuple[str, Any], ...]]:
+    """``spec.points`` distinct points drawn from ``spec.space`` with ``random.Random(spec.seed)``: the same
+    declaration gives the same points on every machine (Python's Mersenne Twister is portable)."""
+    rng, space, out = random.Random(spec.seed), spec.space, []
+    for _ in range(100 * spec.points):
         point = tuple((k, _draw(rng, space[k])) for k in space)
         if point not in out:
             out.append(point)
-        if len(out) == spec["points"]:
+        if len(out) == spec.points:
             return out
-    raise ValueError(f"studies.tune: cannot draw {spec['points']} distinct points from {dict(space)} (rounded to "
+    raise ValueError(f"studies.tune: cannot draw {spec.points} distinct points from {plain(space)} (rounded to "
                      f"{RANDOM_DIGITS} digits)")
 
 
-def search_baseline(entry: Mapping[str, Any]) -> str | None:
+def search_baseline(entry: TuneSearch) -> str | None:
     """What a search's chosen point is compared with: its declared ``baseline`` (null: none), else, for an InTAct
     run, the same method without InTAct (:func:`intact.naming.baseline`)."""
-    if "baseline" in entry:
-        return entry["baseline"]
+    if entry.baseline != DERIVED_BASELINE:
+        return entry.baseline
     try:
-        return baseline(entry["run"])
+        return baseline(entry.run)
     except MethodNameError:
         return None  # a malformed name: validation refuses it, naming where it is declared
 
 
-def expand_search(entry: Mapping[str, Any]) -> Search:
-    points = grid_points(entry["grid"]) if "grid" in entry else random_points(entry["random"])
-    return Search(run=entry["run"], baseline=search_baseline(entry), points=tuple(points))
+def expand_search(entry: TuneSearch) -> Search:
+    points = grid_points(entry.grid) if entry.grid is not None else random_points(entry.random)
+    return Search(run=entry.run, baseline=search_baseline(entry), points=tuple(points))
+
+
+def tune_section(cfg: Mapping[str, Any]) -> TuneSection | None:
+    """The declared ``studies.tune``, typed (None if it is not declared); a search with both or neither of ``grid``
+    and ``random`` is a ConfigError naming its run."""
+    spec = (cfg.get("studies") or {}).get("tune")
+    if spec is None:
+        return None
+    section = build_dataclass(TuneSection, spec, "studies.tune")
+    for entry in section.searches:
+        if (entry.grid is None) == (entry.random is None):
+            declared = "both" if entry.grid is not None else "neither"
+            raise ConfigError(f"config: key 'studies.tune.searches': run {entry.run!r} declares {declared} of 'grid' "
+                              "and 'random' (one of the two)")
+    return section
 
 
 def expand_tune(cfg: Mapping[str, Any]) -> TuneStudy | None:
     """The declared ``studies.tune`` (None if it is not declared)."""
-    spec = (cfg.get("studies") or {}).get("tune")
-    if spec is None:
+    section = tune_section(cfg)
+    if section is None:
         return None
-    return TuneStudy(**_tune_frame(cfg), searches=tuple(expand_search(e) for e in spec["searches"]))
+    return TuneStudy(**_tune_frame(cfg, section), searches=tuple(map(expand_search, section.searches)))
 
 
-def _tune_frame(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _tune_frame(cfg: Mapping[str, Any], spec: TuneSection) -> dict[str, Any]:
     """The fields of the declared ``studies.tune`` but its searches (benchmarks and seeds with their defaults)."""
-    spec = build_dataclass(TuneSection, cfg["studies"]["tune"], "studies.tune")
     return dict(
         benchmarks=tuple(spec.benchmarks or cfg["run"]["benchmarks"]),
         seeds=tuple(spec.seeds or default_seeds(cfg)),
@@ -172,12 +185,11 @@ def _tune_frame(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def tune_run_count(cfg: Mapping[str, Any]) -> int:
     """How many runs ``studies.tune`` declares on its benchmarks: each search point on the selection seeds, each
     baseline and each chosen point on the final seeds; counted without expanding a grid (a product of lists)."""
-    spec = (cfg.get("studies") or {}).get("tune")
-    if spec is None:
+    section = tune_section(cfg)
+    if section is None:
         return 0
-    frame = _tune_frame(cfg)
-    searches = spec["searches"]
-    points = sum(math.prod(map(len, e["grid"].values())) if "grid" in e else e["random"]["points"] for e in searches)
+    frame, searches = _tune_frame(cfg, section), section.searches
+    points = sum(math.prod(map(len, e.grid.values())) if e.grid is not None else e.random.points for e in searches)
     baselines = len({b for b in map(search_baseline, searches) if b})
     per_benchmark = points * len(frame["selection_seeds"]) + (baselines + len(searches)) * len(frame["seeds"])
     return len(frame["benchmarks"]) * per_benchmark

@@ -22,7 +22,7 @@ class ConfigError(ValueError):
 #: ``finite`` (:func:`validator`)
 BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum",
                             "const", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern",
-                            "minProperties", "maxProperties", "propertyNames", "finite"})
+                            "minProperties", "maxProperties", "propertyNames", "required", "finite"})
 
 #: the integers a config may hold: a signed 64-bit integer's (a seed past them overflows torch's generators, a
 #: count past them every tensor's index)
@@ -233,24 +233,23 @@ def build_dataclass(cls: type, data: Mapping[str, Any] | None, where: str, as_wr
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"config: unknown key '{where}.{unknown[0]}' (expected one of: {', '.join(sorted(names))})")
-    kwargs = {}
-    for key, value in data.items():
-        hint = _unwrap_optional(hints[key])
-        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-            value = build_dataclass(hint, value, f"{where}.{key}")
-        kwargs[key] = _as_declared(value, hint, as_written)
-    return cls(**kwargs)
+    return cls(**{key: _as_declared(value, hints[key], as_written, f"{where}.{key}") for key, value in data.items()})
 
 
-def _as_declared(value: Any, hint: Any, as_written: bool) -> Any:
-    """``value`` in the form its ``hint`` declares: a list as a tuple (its elements too, at any depth), an integer
-    as a float where a float is declared (``as_written=True``: numbers stay as the config writes them, as a method's
+def _as_declared(value: Any, hint: Any, as_written: bool, where: str) -> Any:
+    """``value`` in the form its ``hint`` declares: a nested settings dataclass built (:func:`build_dataclass`), a list
+    as a tuple, a mapping's values and a list's elements each in their declared form, at any depth, and an integer as
+    a float where a float is declared (``as_written=True``: numbers stay as the config writes them, as a method's
     settings do - they enter the run's hash as written, so ``lambda_ewc=1`` keeps the hash it was recorded with)."""
     hint = _unwrap_optional(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        return build_dataclass(hint, value, where)
     if isinstance(value, list) and typing.get_origin(hint) is tuple:
         args = typing.get_args(hint)
-        return tuple(_as_declared(v, args[0] if args[-1] is Ellipsis else args[i], as_written)
+        return tuple(_as_declared(v, args[0] if args[-1] is Ellipsis else args[i], as_written, f"{where}[{i}]")
                      for i, v in enumerate(value))
+    if isinstance(value, Mapping) and typing.get_origin(hint) is dict:
+        return {k: _as_declared(v, typing.get_args(hint)[1], as_written, f"{where}.{k}") for k, v in value.items()}
     if hint is float and isinstance(value, int) and not isinstance(value, bool) and not as_written:
         return float(value)
     return value
@@ -262,6 +261,16 @@ def type_hints(cls: type) -> types.MappingProxyType:
     config's validation builds each section once per declared run, ~200 runs in the default config)."""
     hints = typing.get_type_hints(cls)
     return types.MappingProxyType({f.name: hints[f.name] for f in dataclasses.fields(cls)})
+
+
+def nested_settings(hint: Any) -> type | None:
+    """The settings dataclass a field of type ``hint`` holds: itself, a list's element or a mapping's value (each may
+    be ``X | None``); None if it holds none."""
+    hint = _unwrap_optional(hint)
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    inner = _unwrap_optional(args[1] if origin is dict else args[0] if origin is tuple else hint)
+    return inner if dataclasses.is_dataclass(inner) else None
 
 
 def _unwrap_optional(hint: Any) -> Any:

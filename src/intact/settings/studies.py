@@ -1,12 +1,10 @@
 """The studies, declared with :func:`setting`: their schema, defaults and reference come from here
-(:mod:`intact.studies` and :mod:`intact.tune` expand them into runs). What a type cannot say, a tune search entry
-(a grid or seeded random points), is config.schema.yaml's ``$defs/tune_search``."""
+(:mod:`intact.studies` and :mod:`intact.tune` expand them into runs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
-from collections.abc import Mapping
 
 from intact.naming import DEFAULT_PROTOCOL, TERMS
 from intact.settings.fields import check_declared, setting
@@ -63,6 +61,54 @@ class SensitivityStudy:
 
 #: how ties in mean validation AA are broken (points within ``tolerance`` of the best tie); the first is the default
 TIE_RULES = ("first", "min_forgetting")
+#: a value a run name can carry, a grid's or a random choice's (the name's own check refuses the rest)
+NAME_VALUE = {"type": ["string", "number", "boolean", "null"]}
+#: a search's ``baseline`` when it declares none: for an InTAct run, the same method without InTAct
+#: (:func:`intact.naming.baseline`), else none
+DERIVED_BASELINE = ""
+#: the keys a tune search entry and its random search must set
+SEARCH_REQUIRED, RANDOM_REQUIRED = ("run",), ("points", "space")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One of three keys."""
+
+    uniform: tuple[float, ...] | None = setting(
+        None, "[low, high]", schema={"type": "array", "minItems": 2, "maxItems": 2,
+                                                     "items": {"type": "number"}})
+    log_uniform: tuple[float, ...] | None = setting(
+        None, "[low, high], uniform in log space", schema={"type": "array", "minItems": 2, "maxItems": 2,
+                                                                  "items": {"type": "number", "exclusiveMinimum": 0}})
+    choice: tuple[Any, ...] | None = setting(
+        None, "values, each as likely", schema={"type": "array", "minItems": 1, "maxItems": 100,
+                                                          "items": NAME_VALUE})
+
+
+@dataclass(frozen=True)
+class RandomSearch:
+    """Distinct, values rounded to 2 digits, the same on every machine."""
+
+    points: int = setting(0, "how many", minimum=1, maximum=1000)
+    seed: int = setting(0, "seeds `random.Random`", minimum=0)
+    space: dict[str, Distribution] = setting(None, "a setting a name can override -> one of:",
+                                             minProperties=1, items={"minProperties": 1, "maxProperties": 1})
+
+
+@dataclass(frozen=True)
+class TuneSearch:
+    """One tuned run: `grid` or `random`."""
+
+    run: str = setting("", "the tuned run", minLength=1)
+    baseline: str | None = setting(DERIVED_BASELINE, "compared with the chosen point on test; \"\": for an InTAct run, "
+                                   "the method without InTAct; null: none")
+    grid: dict[str, tuple[Any, ...]] | None = setting(
+        None, "a setting a name can override -> its values (each combination a point)",
+        schema={"type": "object", "minProperties": 1, "maxProperties": 10,
+                "additionalProperties": {"type": "array", "minItems": 1, "maxItems": 100, "uniqueItems": True,
+                                         "items": NAME_VALUE}})
+    random: RandomSearch | None = setting(None, "distinct points, values to 2 digits, the same on every machine",
+                                          required=list(RANDOM_REQUIRED))
 
 
 @dataclass(frozen=True)
@@ -76,9 +122,8 @@ class TuneSection:
                                                maxItems=100, uniqueItems=True, items={"minimum": 0})
     tie: str = setting(TIE_RULES[0], "among points within `tolerance` of the best", enum=list(TIE_RULES))
     tolerance: float = setting(0.0, "AA points", minimum=0)
-    searches: tuple[Mapping[str, Any], ...] = setting(
-        (), "one per tuned run",
-        schema={"type": "array", "minItems": 1, "maxItems": 100, "items": {"$ref": "#/$defs/tune_search"}})
+    searches: tuple[TuneSearch, ...] = setting((), "one per tuned run, with `grid` or `random`", minItems=1,
+                                               maxItems=100, items={"required": list(SEARCH_REQUIRED)})
 
 
 #: each study, and the keys it must set (null for a study switches it off)
@@ -87,5 +132,12 @@ STUDY_SETTINGS: dict[str, type] = {"main": MainStudy, "integration": Integration
 STUDY_REQUIRED = {"main": ("methods",), "integration": ("methods",), "ablation": ("method", "terms"),
                   "sensitivity": ("method", "grid"), "tune": ("selection_seeds", "searches")}
 
+#: the parts of a tune search entry (``studies.tune.searches[]``), each with the keys it must set
+SEARCH_PARTS = {"searches[]": (TuneSearch, SEARCH_REQUIRED), "searches[].random": (RandomSearch, RANDOM_REQUIRED),
+                "searches[].random.space.<setting>": (Distribution, ())}
+
 for _name, _cls in STUDY_SETTINGS.items():
     check_declared(_cls, f"section {_cls.__name__}", placeholders=STUDY_REQUIRED[_name])
+for _cls, _required in SEARCH_PARTS.values():  # a None default: the key is not given (grid, random, a distribution)
+    check_declared(_cls, f"section {_cls.__name__}",
+                   placeholders=(*_required, *(f.name for f in fields(_cls) if f.default is None)))
