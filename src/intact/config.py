@@ -31,7 +31,7 @@ from intact.protocols import (SECTIONS, contradictions, declared, named_backbone
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings import (
-    EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, RunConfig,
+    EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, RunConfig, RunSection,
     TrackingConfig, build_dataclass,
 )
 
@@ -289,7 +289,7 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
         optim=build_dataclass(OptimConfig, sections["optim"], "optim"),
         seed=int(seed),
         eval_split=(eval_split or name.section_overrides().get(RUN_SECTION, {}).get("eval_split")
-                    or cfg["run"].get("eval_split") or EVAL_SPLITS[0]),
+                    or build_dataclass(RunSection, cfg["run"], "run").eval_split),
         protocol=name.protocol,
         rehearsal=bool(cfg.get("rehearsal")),
         plugins=run_plugins(name.base, bench.type),

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from intact.cache import lookup, task_caches
-from intact.config import load_config, resolve_run
+from intact.config import benchmark_config, load_config, resolve_run
 from intact.data.loader import eval_batches, train_batches
 from intact.data.prepared import PreparedImages
 from intact.efficiency import parameter_counts
@@ -313,8 +313,7 @@ def run_speed(args: argparse.Namespace) -> int:
     # layered as snakemake --configfile; no data or weights needed (synthetic images, random weights)
     cfg = load_config(*paths, check_files=False)
     benchmark = args.benchmark or cfg["run"]["benchmarks"][0]
-    # the benchmark's task count sizes the prompt pool per task (ImageNet-R: 15 when domains are not listed)
-    tasks = len(cfg["benchmarks"][benchmark].get("domains") or []) or 15
+    tasks = benchmark_config(cfg, benchmark).num_tasks  # sizes the prompt pool per task
     device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)

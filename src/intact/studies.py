@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from intact.naming import ablation_name, intact_pair, parse_method_name, sweep_name, with_protocol
 from intact.protocols import changes
 from intact.settings import build_dataclass
-from intact.settings.studies import MainStudy
+from intact.settings.studies import STUDY_SETTINGS
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
 
@@ -49,19 +49,19 @@ def protocol_runs(methods: list[str], protocols: list[str], applies: Callable[[s
 
 def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, ...],
                  applies: Callable[[str, str], bool] = lambda protocol, method: True) -> Study:
-    """The runs of study ``name`` (``applies``: see :func:`protocol_runs`)."""
-    seeds = tuple(spec.get("seeds") or default_seeds)  # a declared study's null: the default seeds
-    if name == "main":
-        main = build_dataclass(MainStudy, spec, "studies.main")
-        methods = protocol_runs(list(main.methods), list(main.protocols), applies)
-    elif name == "integration":
-        methods = [m for entry in spec["methods"] for m in intact_pair(entry)]
-    elif name == "ablation":
-        methods = [spec["method"]] + [ablation_name(spec["method"], t) for t in spec["terms"]]
-    elif name == "sensitivity":
-        methods = [sweep_name(spec["method"], key, v) for key, values in spec["grid"].items() for v in values]
-    else:
+    """The runs of study ``name`` (``applies``: see :func:`protocol_runs`), read from its typed declaration."""
+    if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
+    study = build_dataclass(STUDY_SETTINGS[name], spec, f"studies.{name}")
+    if name == "main":
+        methods = protocol_runs(list(study.methods), list(study.protocols), applies)
+    elif name == "integration":
+        methods = [m for entry in study.methods for m in intact_pair(entry)]
+    elif name == "ablation":
+        methods = [study.method] + [ablation_name(study.method, t) for t in study.terms]
+    else:  # sensitivity
+        methods = [sweep_name(study.method, key, v) for key, values in study.grid.items() for v in values]
+    seeds = tuple(study.seeds or default_seeds)  # a declared study's null: the default seeds
     return Study(name, tuple(dict.fromkeys(methods)), seeds, spec)
 
 
