@@ -133,8 +133,9 @@ def random_points(spec: RandomSearch) -> list[tuple[tuple[str, Any], ...]]:
 
 
 def search_baseline(entry: TuneSearch) -> str | None:
-    """What a search's chosen point is compared with: its declared ``baseline`` (null: none), else, for an InTAct
-    run, the same method without InTAct (:func:`intact.naming.baseline`)."""
+    """What a search's chosen point is compared with: its declared ``baseline`` (null: none); where it declares none
+    (:data:`~intact.settings.studies.DERIVED_BASELINE`), for an InTAct run, the same method without InTAct
+    (:func:`intact.naming.baseline`)."""
     if entry.baseline != DERIVED_BASELINE:
         return entry.baseline
     try:

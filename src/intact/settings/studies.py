@@ -72,22 +72,21 @@ SEARCH_REQUIRED, RANDOM_REQUIRED = ("run",), ("points", "space")
 
 @dataclass(frozen=True)
 class Distribution:
-    """One of three keys."""
+    """One setting's distribution in a random search: exactly one of its three keys (the schema says so)."""
 
     uniform: tuple[float, ...] | None = setting(
-        None, "[low, high]", schema={"type": "array", "minItems": 2, "maxItems": 2,
-                                                     "items": {"type": "number"}})
+        None, "[low, high]", schema={"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "number"}})
     log_uniform: tuple[float, ...] | None = setting(
-        None, "[low, high], uniform in log space", schema={"type": "array", "minItems": 2, "maxItems": 2,
-                                                                  "items": {"type": "number", "exclusiveMinimum": 0}})
+        None, "[low, high], uniform in log space",
+        schema={"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "number", "exclusiveMinimum": 0}})
     choice: tuple[Any, ...] | None = setting(
-        None, "values, each as likely", schema={"type": "array", "minItems": 1, "maxItems": 100,
-                                                          "items": NAME_VALUE})
+        None, "values, each as likely", schema={"type": "array", "minItems": 1, "maxItems": 100, "items": NAME_VALUE})
 
 
 @dataclass(frozen=True)
 class RandomSearch:
-    """Distinct, values rounded to 2 digits, the same on every machine."""
+    """Seeded random points (:func:`intact.tune.random_points`): distinct, each value rounded to 2 significant
+    digits, the same on every machine."""
 
     points: int = setting(0, "how many", minimum=1, maximum=1000)
     seed: int = setting(0, "seeds `random.Random`", minimum=0)
@@ -97,7 +96,8 @@ class RandomSearch:
 
 @dataclass(frozen=True)
 class TuneSearch:
-    """One tuned run: `grid` or `random`."""
+    """One tuned run and its search points, a grid or seeded random points: exactly one of ``grid`` and ``random``
+    (:func:`intact.tune.tune_section` refuses both or neither)."""
 
     run: str = setting("", "the tuned run", minLength=1)
     baseline: str | None = setting(DERIVED_BASELINE, "compared with the chosen point on test; \"\": for an InTAct run, "
@@ -133,11 +133,10 @@ STUDY_REQUIRED = {"main": ("methods",), "integration": ("methods",), "ablation":
                   "sensitivity": ("method", "grid"), "tune": ("selection_seeds", "searches")}
 
 #: the parts of a tune search entry (``studies.tune.searches[]``), each with the keys it must set
-SEARCH_PARTS = {"searches[]": (TuneSearch, SEARCH_REQUIRED), "searches[].random": (RandomSearch, RANDOM_REQUIRED),
-                "searches[].random.space.<setting>": (Distribution, ())}
+SEARCH_PARTS = ((TuneSearch, SEARCH_REQUIRED), (RandomSearch, RANDOM_REQUIRED), (Distribution, ()))
 
 for _name, _cls in STUDY_SETTINGS.items():
     check_declared(_cls, f"section {_cls.__name__}", placeholders=STUDY_REQUIRED[_name])
-for _cls, _required in SEARCH_PARTS.values():  # a None default: the key is not given (grid, random, a distribution)
+for _cls, _required in SEARCH_PARTS:  # a None default: the key is not given (grid, random, a distribution's)
     check_declared(_cls, f"section {_cls.__name__}",
                    placeholders=(*_required, *(f.name for f in fields(_cls) if f.default is None)))
