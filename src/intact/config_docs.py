@@ -84,11 +84,9 @@ def _table(props: dict[str, Any], values: dict[str, Any], section: str, seen: di
             same.setdefault(first, []).append((key, "" if default == first_default else default))
             continue
         head = f"* `{key}`{default}" + (f" ({facts})" if facts else "")
-        lines.append(f"{head}: {prop['description']}" if prop.get("description") else head)
         inner = nested_settings(type_hints(cls)[key]) if cls else None
-        text, keys = _nested_table(inner, prop, f"{section}.{key}", seen) if inner else ("", [])
-        lines += keys
-        lines[-1 - len(keys)] += text
+        required, keys = _nested_table(inner, prop, f"{section}.{key}", seen) if inner else ("", [])
+        lines += [(f"{head}: {prop['description']}" if prop.get("description") else head) + required, *keys]
     for first, keys in same.items():
         if seen[("keys", first)][1] <= set(props):
             differ = ", ".join(f"`{k}`{d}" for k, d in keys if d)
@@ -102,7 +100,7 @@ def _nested_table(cls: type, prop: dict[str, Any], section: str, seen: dict[tupl
     """The settings ``cls`` that key ``section`` holds (itself, each element of its list or each value of its
     mapping: ``prop``'s schema): the keys it must set, for the key's line (its description says what it is), and
     its keys' lines, indented."""
-    node = prop.get("items") or prop.get("additionalProperties") if "properties" not in prop else prop
+    node = prop if "properties" in prop else prop.get("items") or prop["additionalProperties"]
     required = node.get("required", [])
     text = f"; required: {', '.join(f'`{k}`' for k in required)}" if required else ""
     values = {k: v for k, v in defaults(cls).items() if k not in required and v is not None}  # None: not given
