@@ -21,6 +21,7 @@ from intact.report.paper import paper_numbers, stored_results
 from intact.plan import PAPER_TABLES
 from intact.settings import IntactConfig
 from intact.report.paper_tables import paper_tables
+from intact.report.settings import report_settings
 from intact.report.render import to_latex, write_table
 from intact.results import StoredResults, StoredRun
 from intact.layering import load_file
@@ -79,7 +80,7 @@ def _write(tables, out: Path) -> None:
 def test_paper_columns_round_trip_from_the_yaml(tmp_path):
     """With no stored runs every paper cell is the YAML's number (CSV exactly, Markdown/LaTeX as printed)
     and every 'here' cell is '—'."""
-    _write(paper_tables(CONFIG, StoredResults()), tmp_path)
+    _write(paper_tables(report_settings(CONFIG), StoredResults()), tmp_path)
     nums = paper_numbers()
     main = pd.read_csv(tmp_path / "main.csv")
     for row in nums["main"]["rows"]:
@@ -124,7 +125,7 @@ def test_measured_cells_differences_and_paired_wins(tmp_path):
     runs += [_run("imagenet_r", "coda_p+intact", s, a) for s, a in intact.items()]
     runs += [_run("digits", "coda_p+intact", 0, 40.0), _run("digits", "coda_p+intact@preset=reference", 0, 43.0)]
     stored = StoredResults(runs)
-    tables = paper_tables(CONFIG, stored)
+    tables = paper_tables(report_settings(CONFIG), stored)
     _write(tables, tmp_path)
     main = pd.read_csv(tmp_path / "main.csv").set_index(["run", "benchmark"])
     row = main.loc[("coda_p+intact", "imagenet_r")]
@@ -200,7 +201,7 @@ def _ensure_pdflatex(log: Path) -> str | None:
 def test_latex_compiles_or_is_well_formed(tmp_path):
     """Each table's LaTeX compiles with pdflatex where the machine has it (booktabs); the structure is
     checked either way: balanced environments and as many cells per row as the column spec."""
-    tables = paper_tables(CONFIG, StoredResults([_run("digits", "coda_p", 0, 40.0),
+    tables = paper_tables(report_settings(CONFIG), StoredResults([_run("digits", "coda_p", 0, 40.0),
                                                  _run("digits", "coda_p+intact", 0, 41.0)]))
     for name, table in tables.items():
         tex = to_latex(table)
@@ -260,9 +261,26 @@ def test_stored_results_skip_runs_of_an_older_config(tmp_path):
     cfg = load_file(REPO / "config.yaml")
     for seed, h in ((0, resolve_run(cfg, "digits", "coda_p", 0).hash()), (1, "stale")):
         write_run(tmp_path / f"runs/digits/coda_p/seed{seed}", [[50.0, 40.0], [10.0, 60.0]], seed=seed, config_hash=h)
-    stored = stored_results(cfg, tmp_path)
+    stored = stored_results(report_settings(cfg), tmp_path)
     assert [(r.method, r.seed) for r in stored.runs] == [("coda_p", 0)] and stored.stale == ["digits/coda_p/seed1"]
     assert stored.values("digits", "coda_p") == {0: 50.0}
+
+
+@pytest.mark.slow
+def test_the_report_settings_are_the_validated_runs_and_reach_the_job_as_built():
+    """What the report jobs read of a paper config: built from the runs its validation resolved, it equals a fresh
+    resolution, its hashes are the runs' own, and its plain form (the params entry) builds back to it in the job
+    (intact.runtime.joblog), so a report job resolves nothing."""
+    from intact.config import resolve_run, validate_config
+    from intact.runtime.joblog import job_params
+    from intact.settings import plain
+
+    cfg = _paper_config("imagenet_r")
+    report = report_settings(cfg, validate_config(cfg, check_files=False))
+    assert report == report_settings(cfg)
+    assert report.official is not None and report.lambdas["imagenet_r"]["lambda_intdrift"] is not None
+    assert report.hashes["imagenet_r/coda_p+intact/seed1"] == resolve_run(cfg, "imagenet_r", "coda_p+intact", 1).hash()
+    assert job_params({"report": plain(report)}).report == report
 
 
 @pytest.mark.slow
@@ -291,7 +309,7 @@ def test_esn_and_consistent_prompt_rows_are_runs_and_their_notes_say_how_they_ar
     nums = {r["method"]: r for r in paper_numbers()["main"]["rows"]}
     assert nums["ESN"]["ours"] == "esn" and nums["CPrompt"]["ours"] == "consistent_prompt"
     assert {r["method"]: r["ours"] for r in paper_numbers()["efficiency"]["rows"]}["CPrompt"] == "consistent_prompt"
-    notes = paper_tables(CONFIG, StoredResults())["main"].notes
+    notes = paper_tables(report_settings(CONFIG), StoredResults())["main"].notes
     esn = [n for n in notes if n.startswith("ESN")]
     cprompt_notes = [n for n in notes if n.startswith("CPrompt")]
     assert len(esn) == 1 and "temperature vote" in esn[0] and "no + InTAct row" in esn[0]
@@ -309,7 +327,7 @@ def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbe
     runs = [_run("imagenet_r", "compositional_prompt", s, a) for s, a in ((0, 60.0), (1, 61.0))]
     runs += [_run("imagenet_r", "compositional_prompt@protocol=official", s, a) for s, a in ((0, 63.0), (1, 65.0))]
     runs += [_run("imagenet_r", m, s, 50.0 + s) for s in (0, 1) for m in ("coda_p", "ewc")]
-    tables = paper_tables(cfg, StoredResults(runs))
+    tables = paper_tables(report_settings(cfg), StoredResults(runs))
     _write(tables, tmp_path)
     main = pd.read_csv(tmp_path / "main.csv").set_index(["run", "benchmark"])
     c = main.loc[("compositional_prompt", "imagenet_r")]
@@ -327,7 +345,7 @@ def test_the_main_table_sets_the_official_protocols_runs_beside_the_papers_numbe
             "file.sh:3)") in note
     assert "`ewc`: no official script declared, so no run under the official protocol" in note
     # a config without the official protocol keeps the table's columns as they were
-    assert "official_mean" not in paper_tables(CONFIG, StoredResults(runs))["main"].data.columns
+    assert "official_mean" not in paper_tables(report_settings(CONFIG), StoredResults(runs))["main"].data.columns
 
 
 @pytest.mark.parametrize("name", ["domainnet", "imagenet_r", "imagenet_c", "imagenet_mix"])
@@ -343,7 +361,7 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
                 read_layers(REPO / "configs/paper" / f"{name}.yaml"))
     same = same_as_default(cfg, "official")
     assert set(same) == {"l2p", "dualprompt", "coda_p"} and all(same.values())
-    data = paper_tables(cfg, StoredResults())["main"].data
+    data = paper_tables(report_settings(cfg), StoredResults())["main"].data
     labelled = data.dropna(subset=["official_run"])
     assert {"esn@protocol=official", "consistent_prompt@protocol=official", "coda_p"} <= set(labelled["official_run"])
     for run, official in zip(labelled["run"], labelled["official_run"]):
@@ -351,7 +369,7 @@ def test_a_row_labelled_official_was_trained_under_it_or_is_declared_the_same(na
         assert name_.protocol == "official" or (official == run and name_.base in same), (run, official)
     assert set(data[data["official_run"].isna()]["run"].dropna()) == {"ewc", "lwf"}
     cfg["protocols"]["official"]["same_as_default"].pop("l2p")
-    rows = paper_tables(cfg, StoredResults())["main"].data.set_index("run")
+    rows = paper_tables(report_settings(cfg), StoredResults())["main"].data.set_index("run")
     assert rows.loc["l2p", "official_run"].isna().all()
 
 
@@ -380,7 +398,7 @@ def test_every_stored_run_of_a_paper_config_fills_its_cells_with_seeds_and_inter
     and -Mix declare no integration study: that table has no column of theirs, and the main study's runs are not
     its to show.)"""
     cfg = _paper_config(name)
-    tables = paper_tables(cfg, _every_declared_run_stored(cfg))
+    tables = paper_tables(report_settings(cfg), _every_declared_run_stored(cfg))
     for table_name in ("main", "integration", "ablation", "efficiency"):
         table = tables[table_name]
         assert not any(n.startswith("Missing") for n in table.notes), table_name
@@ -406,7 +424,7 @@ def test_every_stored_run_of_a_paper_config_fills_its_cells_with_seeds_and_inter
 def test_a_declared_run_not_stored_is_named_in_the_missing_note():
     cfg = _paper_config("imagenet_r")
     skip = {"dualprompt+intact@lambda_var=1e-1,lambda_feat=1e-4"}
-    tables = paper_tables(cfg, _every_declared_run_stored(cfg, skip=skip))
+    tables = paper_tables(report_settings(cfg), _every_declared_run_stored(cfg, skip=skip))
     note = next(n for n in tables["integration"].notes if n.startswith("Missing"))
     assert "`dualprompt+intact@lambda_var=1e-1,lambda_feat=1e-4` on imagenet_r (seeds 0, 1, 2, 3, 4)" in note
     row = tables["integration"].data.set_index(["method", "benchmark"]).loc[("DualPrompt + InTAct", "imagenet_r")]
@@ -435,4 +453,4 @@ def test_a_non_finite_value_never_reaches_a_table():
     stored = _every_declared_run_stored(cfg)
     stored.runs[0].metrics["aa"] = float("nan")
     with pytest.raises(IncompleteReport, match="non-finite aa"):
-        paper_tables(cfg, stored)
+        paper_tables(report_settings(cfg), stored)

@@ -268,9 +268,11 @@ def test_input_normalisation_defaults_to_the_code_and_the_paper_reading_is_a_nam
 def test_the_table_notes_name_the_backbone_of_every_here_column():
     from intact.report.paper import stored_results
     from intact.report.paper_tables import paper_tables
+    from intact.report.settings import report_settings
 
     cfg = layered("imagenet_mix")
-    tables = paper_tables(cfg, stored_results(cfg, "/nonexistent"))
+    report = report_settings(cfg)
+    tables = paper_tables(report, stored_results(report, "/nonexistent"))
     for name in ("main", "ablation", "efficiency"):
         if name in tables:
             notes = " ".join(tables[name].notes)

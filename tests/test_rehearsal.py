@@ -89,6 +89,7 @@ def test_the_synthetic_tree_passes_the_real_split_checks(name, tmp_path):
 def test_every_table_and_figure_of_a_rehearsal_says_so(tmp_path, monkeypatch):
     from intact.report import figures, plots
     from intact.report.paper_tables import paper_tables
+    from intact.report.settings import report_settings
     from intact.report.render import write_table
     from intact.results import StoredResults, StoredRun
 
@@ -97,7 +98,7 @@ def test_every_table_and_figure_of_a_rehearsal_says_so(tmp_path, monkeypatch):
                                                 "num_tasks": 1}, trains)
     stored = StoredResults([run])
     assert stored.is_rehearsal and not StoredResults([StoredRun("imagenet_r", "coda_p", 0, {}, ({},))]).is_rehearsal
-    table = paper_tables(load_config(str(REPO / "config.yaml"), check_files=False), stored)["main"]
+    table = paper_tables(report_settings(load_config(str(REPO / "config.yaml"), check_files=False)), stored)["main"]
     write_table(table, tmp_path / "t.csv", tmp_path / "t.md", tmp_path / "t.tex", banner=BANNER)
     assert (tmp_path / "t.md").read_text().startswith(f"**{BANNER}**")
     assert pd.read_csv(tmp_path / "t.csv")["rehearsal"].all()

@@ -10,7 +10,7 @@ from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import to_markdown
 from intact.report.studies import write_study_report
-from intact.report.paper import default_points
+from intact.report.settings import default_points, resolver
 from intact.report.tables import integration_table, sensitivity_table, summary_table
 from intact.results import StoredResults, StoredRun
 from intact.naming import format_value
@@ -110,7 +110,7 @@ def test_sensitivity_compares_each_value_with_its_default():
     """The default of a swept λ is the grid value whose run resolves to the study's method (cfg: λ_Var 1e-4)."""
     cfg = _studies_config()
     spec = {"method": "coda_p+intact", "grid": {"lambda_var": [1e-4, 0.1], "lambda_intdrift": [1e-4, 1]}}
-    defaults = default_points(cfg, "digits", spec["method"], sensitivity_grid(spec))
+    defaults = default_points(resolver(cfg), "digits", spec)
     assert defaults == {"lambda_var": 1e-4, "lambda_intdrift": None}
     grid = sensitivity_grid(spec)
     runs = _fake_runs({grid["lambda_var"][1e-4]: [50, 52, 51], grid["lambda_var"][0.1]: [47, 52, 48],
@@ -132,11 +132,11 @@ def test_study_reports_are_written_from_metrics(tmp_path):
     runs = _fake_runs({name: [40 + i] for i, points in enumerate(grid.values()) for name in points.values()})
     outputs = {"csv": tmp_path / "s.csv", "md": tmp_path / "s.md", "figure": tmp_path / "s.png",
                **{f"figure_{k}": tmp_path / f"s_{k}.png" for k in grid}}
-    write_study_report("sensitivity", spec, runs, outputs, "digits", cfg)
+    write_study_report("sensitivity", spec, runs, outputs, "digits", default_points(resolver(cfg), "digits", spec))
     assert all(p.stat().st_size > 0 for p in outputs.values())
     table = pd.read_csv(outputs["csv"])
     assert set(table["lambda"]) == {"lambda_var", "lambda_intdrift"} and len(table) == 4
     abl_spec = cfg["studies"]["ablation"]
     runs = _fake_runs({abl_spec["method"]: [50], **{n: [45] for n in ablation_variants(abl_spec).values()}})
-    write_study_report("ablation", abl_spec, runs, {"csv": tmp_path / "a.csv", "md": tmp_path / "a.md"}, "digits", cfg)
+    write_study_report("ablation", abl_spec, runs, {"csv": tmp_path / "a.csv", "md": tmp_path / "a.md"}, "digits")
     assert "-5.00" in (tmp_path / "a.md").read_text()

@@ -14,13 +14,14 @@ from intact.config import (
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
-from intact.settings import recorded
+from intact.settings import plain, recorded
 from intact.settings.experiments import experiments_params
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
 from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
 from intact.rehearsal import settings as rehearsal_settings
+from intact.report.settings import default_points, report_settings, resolver
 from intact.sources import source_files
 
 try:
@@ -42,9 +43,6 @@ except ConfigError as err:
 
 PLAN = Plan(config)
 STUDIES = PLAN.studies
-#: the config the report jobs read (every section but tracking and the experiments): a params entry, so that a
-#: changed setting rebuilds their tables and figures
-REPORT_SETTINGS = {k: v for k, v in config.items() if k not in ("tracking", "experiments")}
 
 
 def needed_by(users):
@@ -170,6 +168,27 @@ def run_hash(wildcards):
     """The run's config hash as the config gives it now: what every record of the run must carry (a record of
     another configuration is refused where it is read: intact.results.read_run)."""
     return _resolved(wildcards)[2]
+
+
+_REPORT_SETTINGS = []
+
+
+def report_params(wildcards=None):
+    """What the paper's tables and figures read of the config (intact.report.settings.ReportSettings, plain), from
+    the runs validation resolved, built once: a params entry, so that a change which alters them rebuilds them."""
+    if not _REPORT_SETTINGS:
+        _REPORT_SETTINGS.append(plain(report_settings(config, VALIDATED_RUNS)))
+    return _REPORT_SETTINGS[0]
+
+
+def study_defaults(study):
+    """Study ``study``'s report's params entry ``defaults``: the sensitivity study's default point on the job's
+    benchmark (intact.report.settings.default_points); None for the other studies."""
+    def defaults(wildcards):
+        if study != "sensitivity":
+            return None
+        return default_points(resolver(config, VALIDATED_RUNS), wildcards.benchmark, STUDIES[study].spec)
+    return defaults
 
 
 def manifest(wildcards):

@@ -16,7 +16,7 @@ rule report_paper_tables:
         "results/logs/report_paper_tables/paper.log",
     params:
         stored=stored_digest,
-        settings=REPORT_SETTINGS,
+        report=report_params,
     localrule: True
     conda:
         "../../envs/intact.yaml"
@@ -35,7 +35,7 @@ rule report_paper_figures:
         "results/logs/report_paper_figures/{benchmark}.log",
     params:
         stored=stored_digest,
-        settings=REPORT_SETTINGS,
+        report=report_params,
     localrule: True
     conda:
         "../../envs/intact.yaml"

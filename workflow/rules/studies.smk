@@ -22,7 +22,7 @@ for _study in STUDIES:
         params:
             study=_study,
             spec=STUDIES[_study].spec,
-            settings=REPORT_SETTINGS,
+            defaults=study_defaults(_study),
         localrule: True
         conda:
             "../../envs/intact.yaml"

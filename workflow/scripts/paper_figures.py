@@ -7,10 +7,8 @@ from intact.runtime.joblog import job
 from intact.plan import PAPER_FIGURES
 from intact.report.paper import stored_results
 from intact.report.figures import paper_figures
-from intact.report.paper_tables import main_methods
 
 with job(snakemake) as params:
-    stored = stored_results(params.settings, "results")
+    stored = stored_results(params.report, "results")
     outputs = {f: [snakemake.output[f"{f}_png"], snakemake.output[f"{f}_pdf"]] for f in PAPER_FIGURES}
-    spec = (params.settings.get("studies") or {}).get("sensitivity")
-    paper_figures(stored, snakemake.wildcards.benchmark, main_methods(params.settings), spec, outputs)
+    paper_figures(stored, snakemake.wildcards.benchmark, params.report.main_methods, params.report.sensitivity, outputs)

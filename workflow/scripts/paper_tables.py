@@ -11,8 +11,8 @@ from intact.rehearsal import banner
 from intact.report.render import write_table
 
 with job(snakemake) as params:
-    stored = stored_results(params.settings, "results")
-    tables = paper_tables(params.settings, stored)
+    stored = stored_results(params.report, "results")
+    tables = paper_tables(params.report, stored)
     for name in PAPER_TABLES:
         out = snakemake.output
         write_table(tables[name], out[f"{name}_csv"], out[f"{name}_md"], out[f"{name}_tex"],

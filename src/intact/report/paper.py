@@ -20,20 +20,16 @@ import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
-from intact.config import backbone_config, resolve_run
-from intact.models.named_backbones import describe
 from intact.io import read_json
 from intact.layering import load_file
 from intact.paths import RUN_KEY, run_dir
-from intact.plan import Plan, each_run
+from intact.plan import each_run
+from intact.report.settings import ReportSettings
 from intact.results import METRICS_JSON, StoredResults, read_run
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
-
-#: The paper's benchmarks, in the order of its tables.
-PAPER_BENCHMARKS = ("domainnet", "imagenet_r", "imagenet_c", "imagenet_mix")
 
 AA_NOTE = ("AA: mean top-1 accuracy (%) over all tasks after the last task, AA = (1/T) Σ_i R[i, T] "
            "(the paper's Appendix \"Metrics\").")
@@ -68,45 +64,20 @@ def benchmark_title(name: str) -> str:
 # Stored runs
 
 
-def default_points(cfg: Mapping[str, Any], benchmark: str, method: str,
-                   grid: Mapping[str, Mapping[float, str]]) -> dict[str, float | None]:
-    """Per swept key of a sensitivity study (``grid``: :func:`intact.studies.sensitivity_grid`), the value whose
-    run is ``method`` at its defaults (the same resolved settings, apart from the name); None where the grid
-    does not hold it."""
-    def settings(name: str) -> dict[str, Any]:
-        return {k: v for k, v in resolve_run(cfg, benchmark, name, 0).to_dict().items() if k != "method"}
-
-    default = settings(method)
-    return {key: next((v for v, name in points.items() if settings(name) == default), None)
-            for key, points in grid.items()}
-
-
-def backbone_descriptions(cfg: Mapping[str, Any]) -> dict[str, str]:
-    """Benchmark -> its backbone in words (name, timm model and whose weights, input normalisation)."""
-    out = {}
-    for b in Plan(cfg).declared_runs():
-        name = cfg["benchmarks"][b].get("backbone")
-        bb = cfg["backbones"].get(name, {})
-        if "model" in bb:   # the normalisation the runs use: the declared default where the config sets none
-            typed = backbone_config(cfg, name)
-            out[b] = describe(name, typed.model, typed.input_mean, typed.input_std)
-    return out
-
-
-def stored_results(cfg: Mapping[str, Any], root: str | Path = "results") -> StoredResults:
-    """The runs ``cfg`` declares (``run:`` and ``studies:``) that are stored under ``root`` with the config's
-    current settings, each read and checked by :func:`~intact.results.read_run`; a run of an older config
-    (its config hash differs) is skipped and counted in ``stale``."""
-    declared = Plan(cfg).declared_runs()
-    out = StoredResults(backbones=backbone_descriptions(cfg), declared=declared,
-                        rehearsal=cfg.get("rehearsal") is not None)
-    for b, m, s in each_run(declared):
+def stored_results(report: ReportSettings, root: str | Path = "results") -> StoredResults:
+    """The runs a config declares (``run:`` and ``studies:``), as its ``report`` settings give them
+    (:func:`intact.report.settings.report_settings`), that are stored under ``root`` with the config's current
+    settings, each read and checked by :func:`~intact.results.read_run`; a run of an older config (its config hash
+    differs) is skipped and counted in ``stale``."""
+    out = StoredResults(backbones=dict(report.backbones), declared=report.declared, rehearsal=report.rehearsal)
+    for b, m, s in each_run(report.declared):
         d = Path(run_dir(b, m, s, root))
         if not (d / METRICS_JSON).exists():
             continue
         # a run of an older config (its settings changed since) is not what the config says
-        if read_json(d / METRICS_JSON).get("config_hash") != resolve_run(cfg, b, m, s).hash():
-            out.stale.append(RUN_KEY.format(benchmark=b, method=m, seed=s))
+        key = RUN_KEY.format(benchmark=b, method=m, seed=s)
+        if read_json(d / METRICS_JSON).get("config_hash") != report.hashes[key]:
+            out.stale.append(key)
             continue
         out.runs.append(dataclasses.replace(read_run(d), benchmark=b, method=m, seed=s))
     return out

@@ -12,16 +12,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from intact.config import resolve_run
-from intact.naming import TERMS, format_value, intact_pair, parse_method_name, with_intact, with_protocol
-from intact.protocols import changes, same_as_default
-from intact.settings import build_dataclass
-from intact.settings.studies import MainStudy
+from intact.naming import format_value, parse_method_name
 from intact.metrics import Paired, Stat
 from intact.report.paper import (
-    AA_NOTE, FORGETTING_NOTE, PAPER_BENCHMARKS, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels,
-    seeds_note,
+    AA_NOTE, FORGETTING_NOTE, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels, seeds_note,
 )
+from intact.report.settings import LAMBDAS, PAPER_BENCHMARKS, PAPER_RUN, ReportSettings, lambda_benchmarks
 from intact.report.paper_efficiency import efficiency_table
 from intact.report.render import Column, Table, bold_best
 from intact.report.completeness import Ledger
@@ -30,12 +26,8 @@ from intact.report.tables import (CAPTION, CI_NOTE, backbone_note, ci_cell, ci_r
 from intact.results import StoredResults
 from intact.studies import ablation_variants
 
-#: the protocol whose runs the main table sets beside the paper's numbers (the paper copies KA-Prompt's)
-OFFICIAL = "official"
-
 PAPER_TERM_ORDER = ("intdrift", "var", "align", "feat")  # the paper's ablation rows
 TERM_TITLES = {"intdrift": "L_IntDrift", "var": "L_Var", "align": "L_Align", "feat": "L_Feat"}
-LAMBDAS = ("lambda_feat", "lambda_intdrift", "lambda_var", "lambda_align")
 LAMBDA_TITLES = {"lambda_feat": "λ_Feat", "lambda_intdrift": "λ_IntDrift", "lambda_var": "λ_Var",
                  "lambda_align": "λ_Align"}
 
@@ -152,11 +144,6 @@ OFFICIAL_NOTE = ("here: the intact protocol (every row under the config's one bu
                  "has no run under it. docs/protocols.md, \"The two protocols\".")
 
 
-def ablation_spec(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The config's ablation study, else the paper's (coda_p+intact, every term)."""
-    return (cfg.get("studies") or {}).get("ablation") or {"method": "coda_p+intact", "terms": list(TERMS)}
-
-
 def _ablation_columns(paper_benchmark: str, benchmarks: Sequence[str]) -> list[Column]:
     group = f"Paper ({benchmark_title(paper_benchmark)})"
     cols = [Column(t, TERM_TITLES.get(t, t)) for t in PAPER_TERM_ORDER]
@@ -217,92 +204,56 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
     return table
 
 
-def hyperparameter_table(cfg: Mapping[str, Any], method: str = "coda_p+intact") -> Table:
+def hyperparameter_table(report: ReportSettings) -> Table:
     paper = paper_numbers()["hyperparameters"]
-    benchmarks = [*PAPER_BENCHMARKS, *(b for b in cfg["run"]["benchmarks"] if b not in PAPER_BENCHMARKS)]
     cols = [Column("benchmark", "Benchmark", align="l")]
     for k in LAMBDAS:
         cols += [Column(f"{k}_paper", "paper", LAMBDA_TITLES[k]), Column(f"{k}_ours", "ours", LAMBDA_TITLES[k])]
-    table = Table("hyperparameters", f"InTAct's λ per benchmark ({method})", cols)
+    table = Table("hyperparameters", f"InTAct's λ per benchmark ({PAPER_RUN})", cols)
     records = []
-    for b in benchmarks:
+    for b in lambda_benchmarks(report.benchmarks):
         row = paper["rows"].get(b)
-        ours = resolve_run(cfg, b, method, 0).intact if b in cfg["benchmarks"] else None
+        ours = report.lambdas.get(b)
         cells = {"benchmark": benchmark_title(b)}
         for k in LAMBDAS:
             p = (paper["lambda_align"] if k == "lambda_align" else row[k]) if row else None
-            o = getattr(ours, k) if ours is not None else None
+            o = ours[k] if ours is not None else None
             cells[f"{k}_paper"] = "—" if p is None else format_value(p)
             cells[f"{k}_ours"] = "—" if o is None else format_value(o)
             records.append({"benchmark": b, "lambda": k, "paper": p, "ours": o})
         table.rows.append(cells)
     table.data = pd.DataFrame(records)
     table.notes = [
-        f"Paper: table {paper['table']}; λ_Align fixed at 1. Ours: what `{method}` resolves to in this config "
+        f"Paper: table {paper['table']}; λ_Align fixed at 1. Ours: what `{PAPER_RUN}` resolves to in this config "
         "(the intact: section, then benchmarks.<b>.overrides); — = benchmark not configured here.",
         AA_NOTE, FORGETTING_NOTE, "Seeds: not applicable (settings, not results).",
     ]
     return table
 
 
-def main_methods(cfg: Mapping[str, Any]) -> list[str]:
-    """Our runs in the main table: the main study's methods, else the default run's."""
-    main = (cfg.get("studies") or {}).get("main")
-    return list(main["methods"]) if main else list(cfg["run"]["methods"])
-
-
-def official_runs(cfg: Mapping[str, Any]) -> dict[str, str | None] | None:
-    """Each main-table run -> its run under the ``official`` protocol, where the main study declares it: the
-    run trained under it, or the default protocol's run where the protocol declares the two the same
-    (``same_as_default``, with its source), else None (no official run: the cell says —)."""
-    main = (cfg.get("studies") or {}).get("main")
-    if not main or OFFICIAL not in build_dataclass(MainStudy, main, "studies.main").protocols:
-        return None
-    same = same_as_default(cfg, OFFICIAL)
-    out: dict[str, str | None] = {}
-    for m in main_methods(cfg):
-        base = parse_method_name(m).base
-        out[m] = with_protocol(m, OFFICIAL) if changes(cfg, OFFICIAL, base) else (m if base in same else None)
-    return out
-
-
-def official_note(cfg: Mapping[str, Any], runs: Mapping[str, str | None] | None) -> str:
+def official_note(report: ReportSettings) -> str:
     """In words: which rows' official cells show their default run (declared the same, and the source), and
     which have none."""
-    if runs is None:
+    if report.official is None:
         return ""
-    same, shown = same_as_default(cfg, OFFICIAL), {}
-    for m, r in runs.items():
+    shown: dict[str, list[str]] = {}
+    for m, r in report.official.items():
         if r == m:
             shown.setdefault(parse_method_name(m).base, []).append(f"`{m}`")
-    text = [f"{', '.join(rows)}: the official settings of {base} are the intact protocol's (source: {same[base]}), "
+    sources = report.official_sources
+    text = [f"{', '.join(rows)}: the official settings of {base} are the intact protocol's (source: {sources[base]}), "
             "so the official cell shows the intact run." for base, rows in shown.items()]
-    none = [f"`{m}`" for m, r in runs.items() if r is None]
+    none = [f"`{m}`" for m, r in report.official.items() if r is None]
     if none:
         text.append(f"{', '.join(none)}: no official script declared, so no run under the official protocol (—).")
     return " ".join(text)
 
 
-def integration_runs(cfg: Mapping[str, Any]) -> dict[str, str]:
-    """The integration table's runs, keyed as ``paper_numbers.yaml`` names its rows: each entry's plain run under
-    its base method (``l2p``) and its InTAct run under ``<base>+intact`` (``l2p+intact`` ->
-    ``l2p+intact@lambda_var=1e-2,lambda_feat=1e-1``: :func:`intact.naming.intact_pair`, as the study names them);
-    a second entry of the same method under its own names. Without an integration study: L2P and DualPrompt."""
-    spec = (cfg.get("studies") or {}).get("integration")
-    out: dict[str, str] = {}
-    for entry in spec["methods"] if spec else ["l2p", "dualprompt"]:
-        plain, run = intact_pair(entry)
-        base = parse_method_name(plain).base
-        out.setdefault(base if base not in out else plain, plain)
-        out.setdefault(with_intact(base) if with_intact(base) not in out else run, run)
-    return out
-
-
-def _scope(cfg: Mapping[str, Any], runs: Sequence[str | None], section: Mapping[str, Any] | None = None,
+def _scope(report: ReportSettings, runs: Sequence[str | None], section: Mapping[str, Any] | None = None,
            stored: StoredResults | None = None) -> dict[str, list[str]]:
     """Benchmark -> ``runs``: what a table exists to show, on every benchmark the config runs that the table has
     columns for (a comparison table ``section``'s own and the stored ones outside the paper's; every one else)."""
-    benchmarks = list(cfg["run"]["benchmarks"])
+    benchmarks = list(report.benchmarks)
     if section is not None:
         shown = {*section["columns"], *_extra_benchmarks(stored)}
         benchmarks = [b for b in benchmarks if b in shown]
@@ -318,31 +269,31 @@ def _complete(table: Table, ledger: Ledger, scope: Mapping[str, Sequence[str]]) 
     return table
 
 
-def paper_tables(cfg: Mapping[str, Any], stored: StoredResults) -> dict[str, Table]:
+def paper_tables(report: ReportSettings, stored: StoredResults) -> dict[str, Table]:
     """Every paper table, keyed by its output name (the names of :data:`intact.plan.PAPER_TABLES`). A stored run
     that a table exists to show but no cell shows is an error (:class:`~intact.report.completeness.IncompleteReport`);
     declared runs not stored yet are named in each table's missing note."""
-    numbers, official, ours = paper_numbers(), official_runs(cfg), main_methods(cfg)
-    integration = integration_runs(cfg)
+    numbers, official, ours = paper_numbers(), report.official, list(report.main_methods)
+    integration = report.integration
     section = {**numbers["integration"], "rows": [{**r, "ours": integration.get(r["ours"])}
                                                   for r in numbers["integration"]["rows"]]}
-    ablation = ablation_spec(cfg)
+    ablation = report.ablation
     ledgers = {name: Ledger(name, stored) for name in ("main", "integration", "ablation", "efficiency")}
     tables = {
         "main": comparison_table("main", "AA on the paper's benchmarks (InTAct on CODA-P)", numbers["main"], ours,
-                                 ledgers["main"], official, official_note(cfg, official)),
+                                 ledgers["main"], official, official_note(report)),
         "ablation": ablation_table(ledgers["ablation"], ablation),
         "integration": comparison_table("integration", "InTAct integrated into prompt methods", section,
                                         list(integration.values()), ledgers["integration"]),
-        "hyperparameters": hyperparameter_table(cfg),
+        "hyperparameters": hyperparameter_table(report),
         "efficiency": efficiency_table(ledgers["efficiency"], ours),
     }
     # without an integration study its table shows the main study's L2P and DualPrompt: the main table's runs
-    studied = (cfg.get("studies") or {}).get("integration") is not None
-    scopes = {"main": _scope(cfg, [*ours, *(official or {}).values()], numbers["main"], stored),
-              "integration": _scope(cfg, list(integration.values()) if studied else [], section, stored),
-              "ablation": _scope(cfg, [ablation["method"], *ablation_variants(ablation).values()]),
-              "efficiency": _scope(cfg, ours)}
+    scopes = {"main": _scope(report, [*ours, *(official or {}).values()], numbers["main"], stored),
+              "integration": _scope(report, list(integration.values()) if report.integration_studied else [], section,
+                                    stored),
+              "ablation": _scope(report, [ablation["method"], *ablation_variants(ablation).values()]),
+              "efficiency": _scope(report, ours)}
     for name, scope in scopes.items():
         _complete(tables[name], ledgers[name], scope)
     return tables

@@ -11,7 +11,6 @@ from intact.report import figures
 from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import write_table
-from intact.report.paper import default_points
 from intact.report.tables import integration_table, sensitivity_table, summary_table
 from intact.results import StoredResults
 from intact.studies import expand_study, sensitivity_grid
@@ -27,8 +26,9 @@ def write_default_report(stored: StoredResults, methods: Sequence[str], outputs:
 
 
 def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults, outputs: Mapping[str, str],
-                       benchmark: str, cfg: Mapping[str, Any]) -> None:
-    """Write the outputs of study ``name`` (keys: csv, md, and plot / figure paths) for ``benchmark``."""
+                       benchmark: str, defaults: Mapping[str, float | None] | None = None) -> None:
+    """Write the outputs of study ``name`` (keys: csv, md, and plot / figure paths) for ``benchmark``;
+    ``defaults``: the sensitivity study's default point there (:func:`intact.report.settings.default_points`)."""
     title = f"{benchmark} ({_split(stored)} split)"
     if name == "main":
         methods = list(expand_study(name, spec, (0,)).methods)
@@ -40,8 +40,9 @@ def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults
         table = ablation_table(Ledger(f"study_ablation ({benchmark})", stored), spec, [benchmark],
                                f"Ablation of {spec['method']} - {title}")
     elif name == "sensitivity":
-        table = sensitivity_table(f"Sensitivity of {spec['method']} - {title}", stored, benchmark, spec,
-                                  default_points(cfg, benchmark, spec["method"], sensitivity_grid(spec)))
+        if defaults is None:
+            raise ValueError("the sensitivity study's report needs its default point (defaults=)")
+        table = sensitivity_table(f"Sensitivity of {spec['method']} - {title}", stored, benchmark, spec, defaults)
         figures.sensitivity(stored, benchmark, spec, [outputs["figure"]], keys=list(spec["grid"]))
         for key in sensitivity_grid(spec):
             figures.sensitivity(stored, benchmark, spec, [outputs[f"figure_{key}"]], keys=[key])

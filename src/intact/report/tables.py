@@ -198,7 +198,7 @@ def integration_table(title: str, stored: StoredResults, benchmark: str, entries
 def sensitivity_table(title: str, stored: StoredResults, benchmark: str, spec: Mapping[str, Any],
                       defaults: Mapping[str, float | None]) -> Table:
     """Final AA per swept value, and each value against the family's default (``defaults``:
-    :func:`~intact.report.paper.default_points`)."""
+    :func:`~intact.report.settings.default_points`)."""
     cols = [Column("lambda", "λ", align="l"), Column("value", "Value"), Column("seeds", "Seeds"), Column("aa", "AA"),
             Column("forgetting", "Forgetting (max-final)"), *paired_columns(group="vs the default", better="better")]
     table, records = Table("sensitivity", f"{title} ({CAPTION} against the default)", cols), []

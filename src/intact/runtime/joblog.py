@@ -48,10 +48,18 @@ def _experiments(data: Mapping[str, Any]) -> dict[str, Any]:
     return {name: experiment_settings({"experiments": data}, name) for name in EXPERIMENTS}
 
 
+def _report(data: Mapping[str, Any]) -> Any:
+    from intact.report.settings import ReportSettings
+    from intact.settings import build_dataclass
+
+    return build_dataclass(ReportSettings, data, "report")
+
+
 #: the typed form of each ``params`` entry a rule hands its script, by the entry's name; any other entry is plain
 #: data (a hash, a name, a list of seeds), handed on as it is
 PARAM_FORMS: dict[str, Callable[[Any], Any]] = {
     "run": _run, "backbone": _backbone, "benchmark": _benchmark, "tracking": _tracking, "experiments": _experiments,
+    "report": _report,
 }
 
 
