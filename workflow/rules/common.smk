@@ -14,7 +14,7 @@ from intact.config import (
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
 from intact.naming import NAME_PATTERN, parse_method_name
-from intact.settings import plain, recorded
+from intact.settings import recorded
 from intact.settings.experiments import experiments_params
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
@@ -125,8 +125,8 @@ def synthetic_tree(wildcards):
     return REHEARSAL_TREE.format(benchmark=wildcards.benchmark) if wildcards.benchmark in REHEARSAL_BENCHMARKS else []
 
 
-PRETRAINED_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] == "pretrain"]
-EXTERNAL_BACKBONES = [n for n, b in config["backbones"].items() if b["weights"] != "pretrain"]
+PRETRAINED_BACKBONES = [n for n in config["backbones"] if weights_path(config, n) == "pretrain"]
+EXTERNAL_BACKBONES = [n for n in config["backbones"] if n not in PRETRAINED_BACKBONES]
 # the declaration of its type says which of prepare_images / prepare_data builds a benchmark (parallel_prepare); a
 # job's own process runs the one rule its --allowed-rules names, so it reads no declaration (intact.config.prepared_by)
 PARALLEL_BENCHMARKS, SERIAL_BENCHMARKS = prepared_by(config, load=workflow.is_main_process)
@@ -174,10 +174,10 @@ _REPORT_SETTINGS = []
 
 
 def report_params(wildcards=None):
-    """What the paper's tables and figures read of the config (intact.report.settings.ReportSettings, plain), from
+    """What the paper's tables and figures read of the config (intact.report.settings.ReportSettings, recorded), from
     the runs validation resolved, built once: a params entry, so that a change which alters them rebuilds them."""
     if not _REPORT_SETTINGS:
-        _REPORT_SETTINGS.append(plain(report_settings(config, VALIDATED_RUNS)))
+        _REPORT_SETTINGS.append(recorded(report_settings(config, VALIDATED_RUNS)))
     return _REPORT_SETTINGS[0]
 
 

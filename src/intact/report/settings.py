@@ -3,7 +3,7 @@
 The paper's tables and figures depend on a config only through :class:`ReportSettings`: which runs it declares
 and the config hash each has now (a stored run of an older config is skipped), the main, integration and ablation
 runs, the official protocol's rows, InTAct's λs, the backbones in words. The workflow builds it from the runs its
-validation resolved (:func:`report_settings`) and hands its plain form to the report jobs as one params entry,
+validation resolved (:func:`report_settings`) and hands its recorded form to the report jobs as one params entry,
 ``report`` (:mod:`intact.runtime.joblog` builds it back): a change that alters a table rebuilds it, no other does,
 and no report job resolves a run. A study's report gets the one thing it needs of the config the same way: the
 sensitivity study's default point on its benchmark (:func:`default_points`).
