@@ -271,12 +271,12 @@ def test_the_report_settings_are_the_validated_runs_and_reach_the_job_as_built()
     """What the report jobs read of a paper config: built from the runs its validation resolved, it equals a fresh
     resolution, its hashes are the runs' own, and its recorded form (the params entry) builds back to it in the job
     (intact.runtime.joblog), so a report job resolves nothing."""
-    from intact.config import resolve_run, validate_config
+    from intact.config import resolve_run, resolver, validate_config
     from intact.runtime.joblog import job_params
     from intact.settings import recorded
 
     cfg = _paper_config("imagenet_r")
-    report = report_settings(cfg, validate_config(cfg, check_files=False))
+    report = report_settings(cfg, resolver(cfg, validate_config(cfg, check_files=False)))
     assert report == report_settings(cfg)
     assert report.official is not None and report.lambdas["imagenet_r"]["lambda_intdrift"] is not None
     assert report.hashes["imagenet_r/coda_p+intact/seed1"] == resolve_run(cfg, "imagenet_r", "coda_p+intact", 1).hash()

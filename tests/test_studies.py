@@ -5,12 +5,12 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_config
-from intact.config import ConfigError, resolve_run, validate_config
+from intact.config import ConfigError, resolve_run, resolver, validate_config
 from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import to_markdown
 from intact.report.studies import write_study_report
-from intact.report.settings import default_points, resolver
+from intact.report.settings import default_points
 from intact.report.tables import integration_table, sensitivity_table, summary_table
 from intact.results import StoredResults, StoredRun
 from intact.naming import format_value

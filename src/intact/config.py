@@ -16,7 +16,7 @@ import re
 import typing
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from intact.checks import check_run_count, check_runs as _check_runs
 from intact.data import BENCHMARKS, benchmark_settings
@@ -294,6 +294,19 @@ def resolve_run(cfg: Mapping[str, Any], benchmark: str, method: str, seed: int,
         rehearsal=bool(cfg.get("rehearsal")),
         plugins=run_plugins(name.base, bench.type),
     )
+
+
+#: (benchmark, method, seed) -> the run's settings
+Resolver = Callable[[str, str, int], RunConfig]
+
+
+def resolver(cfg: Mapping[str, Any], runs: Mapping[tuple[str, str], RunConfig] | None = None) -> Resolver:
+    """Each run's settings: the run the config's validation resolved (``runs``, :func:`validate_config`'s:
+    (benchmark, method) -> it, at one seed; another seed's differ only in ``seed``), else :func:`resolve_run`."""
+    def resolve(benchmark: str, method: str, seed: int) -> RunConfig:
+        run = (runs or {}).get((benchmark, method))
+        return dataclasses.replace(run, seed=seed) if run is not None else resolve_run(cfg, benchmark, method, seed)
+    return resolve
 
 
 def run_plugins(base: str, kind: str) -> tuple[str, ...]:

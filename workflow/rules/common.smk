@@ -2,14 +2,13 @@
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
 import json
 import os
-from dataclasses import replace
 import re
 import sys
 from argparse import Namespace
 
 from intact.config import (
     ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, prepared_by,
-    query_cache_backbone, resolve_run, tracking_config, validate_config, weights_path,
+    query_cache_backbone, resolver, tracking_config, validate_config, weights_path,
 )
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
@@ -21,7 +20,7 @@ from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, re
 from intact.protocols import reads_prepared_images
 from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
 from intact.rehearsal import settings as rehearsal_settings
-from intact.report.settings import default_points, report_settings, resolver
+from intact.report.settings import default_points, report_settings
 from intact.sources import source_files
 
 try:
@@ -141,15 +140,16 @@ wildcard_constraints:
 
 
 _RUN_CONFIGS = {}
+#: (benchmark, method, seed) -> the run's settings: the run validation resolved, at that seed, else resolved here
+RESOLVE = resolver(config, VALIDATED_RUNS)
 
 
 def _resolved(wildcards):
     """(typed run, plain settings, config hash) of the job's run, once per run (not per task job: a paper grid has
-    thousands of jobs): the run validation resolved, at the job's seed, else resolved here."""
+    thousands of jobs), from RESOLVE."""
     key = (wildcards.benchmark, wildcards.method, int(wildcards.seed))
     if key not in _RUN_CONFIGS:
-        validated = VALIDATED_RUNS.get(key[:2])
-        run = replace(validated, seed=key[2]) if validated else resolve_run(config, *key)
+        run = RESOLVE(*key)
         _RUN_CONFIGS[key] = (run, run.to_dict(), run.hash())
     return _RUN_CONFIGS[key]
 
@@ -177,7 +177,7 @@ def report_params(wildcards=None):
     """What the paper's tables and figures read of the config (intact.report.settings.ReportSettings, recorded), from
     the runs validation resolved, built once: a params entry, so that a change which alters them rebuilds them."""
     if not _REPORT_SETTINGS:
-        _REPORT_SETTINGS.append(recorded(report_settings(config, VALIDATED_RUNS)))
+        _REPORT_SETTINGS.append(recorded(report_settings(config, RESOLVE)))
     return _REPORT_SETTINGS[0]
 
 
@@ -187,7 +187,7 @@ def study_defaults(study):
     def defaults(wildcards):
         if study != "sensitivity":
             return None
-        return default_points(resolver(config, VALIDATED_RUNS), wildcards.benchmark, STUDIES[study].spec)
+        return default_points(RESOLVE, wildcards.benchmark, STUDIES[study].spec)
     return defaults
 
 

@@ -11,11 +11,11 @@ sensitivity study's default point on its benchmark (:func:`default_points`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from intact.config import backbone_config, resolve_run
+from intact.config import Resolver, backbone_config, resolver
 from intact.models.named_backbones import describe
 from intact.naming import TERMS, intact_pair, parse_method_name, with_intact, with_protocol
 from intact.paths import RUN_KEY
@@ -33,10 +33,6 @@ OFFICIAL = "official"
 #: table shows
 PAPER_RUN = "coda_p+intact"
 LAMBDAS = ("lambda_feat", "lambda_intdrift", "lambda_var", "lambda_align")
-
-#: (benchmark, method, seed) -> the run's resolved settings
-Resolver = Callable[[str, str, int], RunConfig]
-
 
 @dataclass(frozen=True)
 class ReportSettings:
@@ -63,19 +59,11 @@ class ReportSettings:
     rehearsal: bool                #: a rehearsal's config (:mod:`intact.rehearsal`): every table says so
 
 
-def resolver(cfg: Mapping[str, Any], runs: Mapping[tuple[str, str], RunConfig] | None = None) -> Resolver:
-    """Each run's settings: the run the config's validation resolved (``runs``: (benchmark, method) -> it, at any
-    seed; another seed's differ only in ``seed``), else resolved from ``cfg``."""
-    def resolve(benchmark: str, method: str, seed: int) -> RunConfig:
-        run = (runs or {}).get((benchmark, method))
-        return replace(run, seed=seed) if run is not None else resolve_run(cfg, benchmark, method, seed)
-    return resolve
-
-
-def report_settings(cfg: Mapping[str, Any], runs: Mapping[tuple[str, str], RunConfig] | None = None) -> ReportSettings:
-    """``cfg`` (validated) as the report jobs read it; ``runs``: the runs its validation resolved
-    (:func:`intact.config.validate_config`), so that none is resolved twice."""
-    resolve = resolver(cfg, runs)
+def report_settings(cfg: Mapping[str, Any], resolve: Resolver | None = None) -> ReportSettings:
+    """``cfg`` (validated) as the report jobs read it; ``resolve``: its runs' settings (the workflow's
+    :func:`intact.config.resolver` of the runs its validation resolved, so that none is resolved twice; default:
+    resolved from ``cfg``)."""
+    resolve = resolve or resolver(cfg)
     studies = cfg.get("studies") or {}
     declared = Plan(cfg).declared_runs()
     main = main_methods(cfg)
