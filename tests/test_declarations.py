@@ -206,6 +206,11 @@ def test_a_default_of_the_wrong_type_is_refused_where_it_is_declared():
                                    bases=(BenchmarkSettings,), frozen=True)
     BenchmarkType("r", R, "intact.data.image_benchmark:ImageBenchmark", "a benchmark", tasks=("a",), num_classes=2,
                   required=("root",))
+    shared = dataclasses.make_dataclass("Shared", [("root", str, setting("", "data root", settable=False))],
+                                        bases=(BenchmarkSettings,), frozen=True)
+    with pytest.raises(TypeError, match=r"benchmark 'r': required \['root'\] are not settable keys of Shared"):
+        BenchmarkType("r", shared, "intact.data.image_benchmark:ImageBenchmark", "b", tasks=("a",), num_classes=2,
+                      required=("root",))
     bad = dataclasses.make_dataclass("Bad", [("root", str, setting(0, "data root"))], bases=(BenchmarkSettings,),
                                      frozen=True)
     with pytest.raises(TypeError, match="settings field 'root': default 0 breaks"):

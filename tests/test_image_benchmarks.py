@@ -15,8 +15,7 @@ from PIL import Image
 import image_trees as trees
 from conftest import REPO
 from intact.config import ConfigError, resolve_run, run_from_dict, validate_config
-from intact.settings import build_dataclass
-from intact.data import benchmark_class, open_benchmark
+from intact.data import benchmark_class, benchmark_settings, open_benchmark
 from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
 from intact.data.split_lists import SPLITS_DIR, SplitError, check_split
@@ -27,7 +26,7 @@ R2, C2 = ["art", "cartoon"], ["defocus_blur", "glass_blur"]
 
 
 def bench_cfg(name: str, **kw) -> ImageBenchmarkConfig:
-    return build_dataclass(ImageBenchmarkConfig, {"name": name, "backbone": "vit_rgb", "image_size": 32, **kw}, name)
+    return benchmark_settings({"name": name, "backbone": "vit_rgb", "image_size": 32, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -588,3 +587,8 @@ def test_the_mix_transform_is_part_of_the_hash_and_other_benchmarks_keep_theirs(
     assert "c_transform" not in recorded(r)                    # unset: existing runs' params and hashes stand
     m = bench_cfg("m", type="imagenet_mix", root_r="/x", root_c="/y")
     assert recorded(m)["c_transform"] == "authors"
+    # each type declares the keys it takes; the family's runs keep one recorded form (their hashes hold it): the
+    # roots a type does not take are recorded as null, in place
+    assert [k for k in recorded(m) if k != "c_transform"] == list(recorded(r))
+    assert (recorded(r)["root_r"], recorded(r)["root_c"], recorded(m)["root"]) == (None, None, None)
+    assert (r.roots(), m.roots()) == ({"root": "/x"}, {"root_r": "/x", "root_c": "/y"})

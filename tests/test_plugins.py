@@ -112,6 +112,10 @@ BROKEN_BENCH = {
                           .format(name="bench_v01_preview") + "\nclass B:\n    def draw_preview(self, path):\n"
                           "        pass\n", "bench_v01_preview_mod.py:14: removed in version 0.2.0: "
                           "Benchmark.draw_preview(path) is gone: return an intact.data.base.Preview from preview()"),
+    # 0.1's second layer over setting(): a type's keys, descriptions and defaults are its settings dataclass's
+    "bench_v01_keys": (GOOD_BENCH.replace("num_classes=2)", "num_classes=2, keys=())").format(name="bench_v01_keys"),
+                       "unexpected keyword argument 'keys'; removed in version 0.2.0: BenchmarkType(keys=...) is "
+                       "gone: a type's settings dataclass declares its keys"),
     "bench_v01_types": ("from intact.data import BENCHMARK_TYPES\n", "cannot import name 'BENCHMARK_TYPES' from "
                         "'intact.data'"),
     "bench_v01_types_hint": ("from intact.data import BENCHMARK_TYPES\n",

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import image_trees as trees
-from intact.settings import build_dataclass
-from intact.data import benchmark_class
+from intact.data import benchmark_class, benchmark_settings
 from intact.data.image_config import ImageBenchmarkConfig
 from intact.data.split_lists import SplitError, SplitList, check_split, reuse_warnings
 
@@ -18,7 +17,7 @@ R2 = ["art", "cartoon"]
 
 
 def _cfg(**kw) -> ImageBenchmarkConfig:
-    return build_dataclass(ImageBenchmarkConfig, {"name": "b", "backbone": "none", "image_size": 32, **kw}, "b")
+    return benchmark_settings({"name": "b", "backbone": "none", "image_size": 32, **kw})
 
 
 def _prepare(cfg: ImageBenchmarkConfig, out: Path) -> Path:

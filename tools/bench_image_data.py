@@ -22,14 +22,11 @@ import time
 
 
 def bench_prepare(args: argparse.Namespace) -> dict:
-    from intact.settings import build_dataclass
-    from intact.data import benchmark_class
-    from intact.data.image_config import ImageBenchmarkConfig
+    from intact.data import benchmark_class, benchmark_settings
 
-    cfg = build_dataclass(ImageBenchmarkConfig,
-                          {"name": "bench", "type": args.type, "backbone": "none", "root": args.root,
-                                                 "split": args.split, "image_size": args.image_size,
-                                                 **({"domains": args.domains} if args.domains else {})}, "bench")
+    cfg = benchmark_settings({"name": "bench", "type": args.type, "backbone": "none", "root": args.root,
+                              "split": args.split, "image_size": args.image_size,
+                              **({"domains": args.domains} if args.domains else {})})
     t0 = time.perf_counter()
     manifest = benchmark_class(cfg.type).prepare(cfg, args.out, workers=args.workers)
     seconds = time.perf_counter() - t0

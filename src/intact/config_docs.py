@@ -9,7 +9,6 @@ its :class:`~intact.data.declare.BenchmarkType`, the shared sections from their 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from typing import Any
@@ -123,9 +122,7 @@ def method_section(m: Method, seen: dict[tuple, tuple]) -> list[str]:
 def benchmark_section(t: BenchmarkType, seen: dict[tuple, tuple]) -> list[str]:
     """One benchmark type's part of the reference: what it is, its tasks, its keys."""
     props = {k: v for k, v in benchmark_schema(t)["properties"].items() if k not in ("type", "overrides")}
-    values = {f.name: t.defaults.get(f.name, f.default) for f in dataclasses.fields(t.settings)
-              if f.default is not dataclasses.MISSING and f.name not in t.required}
-    values = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+    values = {k: v for k, v in defaults(t.settings).items() if k not in t.required}
     facts = [f"{len(t.tasks)} tasks, {t.num_classes} classes"]
     facts += [f"required: {', '.join(f'`{k}`' for k in t.required)}"] if t.required else []
     facts += [f"splits: {', '.join(f'`{s}`' for s in t.splits)}"] if t.splits else []

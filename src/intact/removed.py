@@ -28,6 +28,11 @@ REMOVED = {
     "BenchmarkType.load": "BenchmarkType.load() is BenchmarkType.import_class()",
     "load_target": "intact.registry.load_target is intact.registry.import_target",
     "BENCHMARK_TYPES": "intact.data.BENCHMARK_TYPES is intact.data.BENCHMARKS",
+    **{f"BenchmarkType.{n}": f"BenchmarkType({n}=...) is gone: {what}" for n, what in (
+        ("keys", "a type's settings dataclass declares its keys (a shared field a type does not take: "
+                 "setting(..., settable=False))"),
+        ("docs", "a key's description is its setting()'s: declare the field again in the type's settings subclass"),
+        ("defaults", "a key's default is its setting()'s: declare the field again in the type's settings subclass"))},
     "with_queries": "ContinualMethod.with_queries is gone: iterate over intact.methods.shared.base.batches(self, "
                     "data), where the query reads the job's cached queries",
     "draw_preview": "Benchmark.draw_preview(path) is gone: return an intact.data.base.Preview from preview(), and the "
@@ -82,6 +87,7 @@ READ_FROM_BASE = ("reg", "cached")
 #: what the messages of an import that uses a removed name say, and where the name is in them
 _ERRORS = (re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>[\w.]+)'"),
            re.compile(r"module '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'"),
+           re.compile(r"(?P<owner>\w+)\.__init__\(\) got an unexpected keyword argument '(?P<name>\w+)'"),
            re.compile(r"unexpected keyword argument '(?P<name>\w+)'"),
            re.compile(r"'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'"))
 

@@ -3,7 +3,8 @@
 A benchmark module (``intact/data/<name>.py``, or a module of another package registered under the
 entry-point group ``intact.benchmarks``) holds, in this order: its settings dataclass (a subclass of
 :class:`BenchmarkSettings`, fields declared with :func:`~intact.settings.setting`: types, defaults,
-bounds, descriptions), its checks, and::
+bounds, descriptions; types of one family subclass the family's settings and declare again the keys each takes,
+the image types' :mod:`intact.data.image_config`), its checks, and::
 
     BENCHMARK = BenchmarkType("my_bench", MySettings, "my_package.my_bench:MyBench", "one line for the docs",
                               tasks=("sunny", "rainy", "night"), num_classes=10)
@@ -21,13 +22,13 @@ config entry's task sequence and class count (:class:`BenchmarkSettings`), the e
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from collections.abc import Callable, Iterable, Mapping
 
 from intact.registry import check_implementation, hook_problem, import_target, resolve
 from intact.unimported import class_members
-from intact.settings import check_declared, fields_schema, validator
+from intact.settings import check_declared, fields_schema
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
@@ -105,13 +106,7 @@ class BenchmarkType:
     description: str
     tasks: tuple[str, ...]      #: every task, in the default order (``domains`` may select and reorder them)
     num_classes: int
-    #: the settings a config may set (empty: every field of ``settings``); a family may share one dataclass
-    keys: tuple[str, ...] = ()
     required: tuple[str, ...] = ()  #: keys a config must set (a data root)
-    #: descriptions that replace the settings' own for this type (a shared field read differently)
-    docs: Mapping[str, str] = field(default_factory=dict)
-    #: this type's defaults of shared fields whose dataclass default is None
-    defaults: Mapping[str, Any] = field(default_factory=dict)
     splits: tuple[str, ...] = ()  #: named splits the type ships (the first is the default)
     check: BenchmarkCheck | None = None
     channels: int | None = None  #: image channels; checked (with ``image_size``) against the backbone when set
@@ -126,12 +121,9 @@ class BenchmarkType:
         if not (dataclasses.is_dataclass(self.settings) and issubclass(self.settings, BenchmarkSettings)):
             raise TypeError(f"{where}: settings must be a dataclass subclassing BenchmarkSettings, got "
                             f"{self.settings!r}")
-        fields = {f.name for f in dataclasses.fields(self.settings)} - set(COMMON_KEYS)
-        for what, keys in (("keys", self.keys), ("required", self.required), ("docs", self.docs),
-                           ("defaults", self.defaults)):
-            unknown = sorted(set(keys) - fields)
-            if unknown:
-                raise TypeError(f"{where}: {what} {unknown} are not settings of {self.settings.__name__}")
+        unknown = sorted(set(self.required) - set(settable(self.settings)))
+        if unknown:
+            raise TypeError(f"{where}: required {unknown} are not settable keys of {self.settings.__name__}")
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise TypeError(f"{where}: tasks must name at least one task, each once (got {self.tasks!r})")
         if self.num_classes < 1:
@@ -141,29 +133,27 @@ class BenchmarkType:
     @property
     def settable(self) -> tuple[str, ...]:
         """The keys of ``benchmarks.<name>`` besides ``type`` and ``backbone``."""
-        fields = [f.name for f in dataclasses.fields(self.settings) if f.name not in COMMON_KEYS]
-        return tuple(k for k in fields if not self.keys or k in self.keys)
+        return settable(self.settings)
 
     def import_class(self) -> type:
         """The implementation class (imports it, and torch, on first use)."""
         return import_target(self.implementation)
 
 
+def settable(settings: type) -> tuple[str, ...]:
+    """The keys of a benchmark's ``settings`` a config may set: its fields but :data:`COMMON_KEYS` and those declared
+    ``settable=False`` (:func:`~intact.settings.setting`)."""
+    return tuple(f.name for f in dataclasses.fields(settings)
+                 if f.name not in COMMON_KEYS and f.metadata.get("settable", True))
+
+
 def _check_declaration(decl: BenchmarkType) -> None:
     """A declaration checks itself when it is made (at import), as a method's does: its settings' defaults, of
     their type and in their bounds (:func:`intact.settings.check_declared`; a required key's and ``domains``'s
-    stand for "not set": their type only), the type's own ``defaults``, its implementation
-    (:func:`intact.registry.check_implementation`; with ``pretrains``, its :data:`PRETRAINING` methods, read
-    from source) and its ``check``'s signature."""
-    import jsonschema
-
+    stand for "not set": their type only), its implementation (:func:`intact.registry.check_implementation`; with
+    ``pretrains``, its :data:`PRETRAINING` methods, read from source) and its ``check``'s signature."""
     where = f"benchmark {decl.name!r}"
     check_declared(decl.settings, where, skip=COMMON_KEYS, placeholders=("domains", *decl.required))
-    props = fields_schema(decl.settings, COMMON_KEYS)
-    for name, value in decl.defaults.items():
-        error = jsonschema.exceptions.best_match(validator(props[name]).iter_errors(value))
-        if error is not None:
-            raise TypeError(f"{where}: defaults[{name!r}] = {value!r} breaks the field's declaration: {error.message}")
     check_implementation(decl.implementation, where)
     members = class_members(decl.implementation, "intact.data.base:Benchmark") if decl.pretrains else None
     missing = [m for m in PRETRAINING if members is not None and m not in members]
@@ -184,8 +174,6 @@ def benchmark_schema(decl: BenchmarkType) -> dict[str, Any]:
                              "backbone": {"description": "name of an entry under `backbones`", "type": "string"}}
     for key in decl.settable:
         prop = fields[key]
-        if key in decl.docs:
-            prop["description"] = decl.docs[key]
         if key == "domains":  # each a declared task, each once (a task twice: its data and results collide)
             prop["items"] = {**prop.get("items", {}), "enum": list(decl.tasks)}
             prop["uniqueItems"] = True

@@ -6,17 +6,30 @@ dataset unpacks. ``split:`` may instead name a folder holding lists of the same 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import DOMAINNET, IMAGE_KEYS, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import DOMAINNET, ImageBenchmarkConfig, expand_path
 from intact.data.split_lists import bucket, describe_file, find_list, read_list
+from intact.settings import setting
+
+
+@dataclass(frozen=True)
+class DomainNetSettings(ImageBenchmarkConfig):
+    """``benchmarks.<name>`` of type ``domainnet``."""
+
+    root: str | None = setting(None, "holds <domain>/<class>/<file>.jpg and <domain>_{train,test}.txt; $VARS and ~ "
+                               "expand", minLength=1)
+    split: str | None = setting(None, "official (the root's <domain>_{train,test}.txt) or a folder of such lists; "
+                                "$VARS expand", minLength=1)
 
 
 class DomainNet(ImageBenchmark):
     """DomainNet in the paper's order real, quickdraw, painting, sketch, infograph, clipart."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+    def plan(cls, cfg: DomainNetSettings) -> tuple[list, list[dict]]:
         from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
 
         root = expand_path(cfg.root)
@@ -34,7 +47,5 @@ class DomainNet(ImageBenchmark):
 
 
 BENCHMARK = BenchmarkType(
-    "domainnet", ImageBenchmarkConfig, "intact.data.domainnet:DomainNet", "DomainNet from a local root",
-    tasks=DOMAINNET, num_classes=345, keys=("root", *IMAGE_KEYS), required=("root",), splits=("official",),
-    docs={"root": "holds <domain>/<class>/<file>.jpg and <domain>_{train,test}.txt; $VARS and ~ expand",
-          "split": "official (the root's <domain>_{train,test}.txt) or a folder of such lists; $VARS expand"})
+    "domainnet", DomainNetSettings, "intact.data.domainnet:DomainNet", "DomainNet from a local root",
+    tasks=DOMAINNET, num_classes=345, required=("root",), splits=("official",))

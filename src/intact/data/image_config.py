@@ -1,7 +1,9 @@
 """Settings of the image benchmarks (DomainNet, ImageNet-R, ImageNet-C, ImageNet-Mix): no torch here.
 
-One dataclass for the four (finished runs recorded its keys in their hashes); each type's declaration
-(``intact/data/<type>.py``) says which of its keys that type takes, its task order, class count and splits.
+:class:`ImageBenchmarkConfig` holds every key of the family, in the order finished runs recorded them (their
+hashes hold it); each type's settings (``intact/data/<type>.py``) subclass it and declare again, with
+:func:`~intact.settings.setting`, the keys that type takes (its roots, its ``split``), with that type's description
+and default. A key a type does not take stays ``settable=False``: no config key, recorded as null.
 The Snakefile reads task counts and data roots from these at start-up, so this module imports only
 the standard library. The paper's task orders follow ``docs/protocols.md`` section 1.
 """
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 from pathlib import Path
 
-from intact.data.declare import BenchmarkSettings
+from intact.data.declare import BenchmarkSettings, settable
 from intact.paths import expand_path, missing_path
 from intact.settings import recorded, setting
 
@@ -36,29 +38,22 @@ VAL_FRACTION = 0.2
 
 #: the keys that hold an image root
 ROOT_KEYS = ("root", "root_r", "root_c")
-#: the keys every image type takes besides its roots
-IMAGE_KEYS = ("domains", "image_size", "split", "skip_unreadable", "val_fraction", "val_seed")
 
 
 @dataclass(frozen=True)
 class ImageBenchmarkConfig(BenchmarkSettings):
-    """A benchmark of real images read from a local root through split lists.
-
-    ``root`` holds the images (``root_r`` / ``root_c`` for ImageNet-Mix); ``split`` names a shipped
-    split (``coda`` / ``ka``), DomainNet's ``official`` lists, or a folder with the user's own lists.
-    """
+    """The keys of every image benchmark: a type's settings subclass this and take its roots, which are not settable
+    here, by declaring them again."""
 
     domains: tuple[str, ...] = setting((), "the task sequence (default: the paper's order)", minItems=1)
     image_size: int = setting(224, "network input side (the protocol: 224)", minimum=8)
-    root: str | None = setting(None, "the image root; $VARS and ~ expand", minLength=1)
-    root_r: str | None = setting(None, "the ImageNet-R root", minLength=1)
-    root_c: str | None = setting(None, "the ImageNet-C root", minLength=1)
+    root: str | None = setting(None, "the image root", settable=False)
+    root_r: str | None = setting(None, "the ImageNet-R root", settable=False)
+    root_c: str | None = setting(None, "the ImageNet-C root", settable=False)
     split: str | None = setting(None, "a split the type ships or a folder with the user's lists; $VARS expand",
                                 minLength=1)
     skip_unreadable: bool = setting(False, "skip (and list in the manifest) images that cannot be decoded")
-    c_transform: str | None = setting(None, "C tasks: authors (Resize 224 + CenterCrop 224 + flip, their ImageNet_CR) "
-                                      "or imagenet_c (Resize 230 + random 224 crop)",
-                                      enum=[*C_TRANSFORMS, None], later=True)
+    c_transform: str | None = setting(None, "how ImageNet-Mix's C tasks are transformed", later=True, settable=False)
     val_fraction: float = setting(VAL_FRACTION, "of each class of a task's train list: the validation part (eval_split "
                                   "val)", exclusiveMinimum=0, exclusiveMaximum=1, later=True)
     val_seed: int = setting(0, "seeds the validation part's draw (with the task's name)", minimum=0,
@@ -67,18 +62,13 @@ class ImageBenchmarkConfig(BenchmarkSettings):
     #: applied when a run reads the prepared data, not when it is prepared (the prepare job's params omit them)
     read_keys: ClassVar[tuple[str, ...]] = ("val_fraction", "val_seed")
 
-    def __post_init__(self) -> None:
-        for key, value in self.declaration.defaults.items():
-            if getattr(self, key) is None:
-                object.__setattr__(self, key, value)  # explicit, so it is part of the run's hash
-
     @property
     def split_name(self) -> str:
         return self.split or self.declaration.splits[0]
 
     def roots(self) -> dict[str, str]:
         """Config key -> expanded path of every image root this benchmark reads."""
-        keys = [k for k in ROOT_KEYS if k in self.declaration.settable]
+        keys = [k for k in ROOT_KEYS if k in settable(type(self))]
         return {k: expand_path(getattr(self, k)) for k in keys if getattr(self, k)}
 
     def missing_inputs(self) -> list[str]:

@@ -9,13 +9,15 @@ shipped lists every corruption's test images are training images of other corrup
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import IMAGE_KEYS, IMAGENET_C, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import IMAGENET_C, ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_r import list_file
 from intact.data.split_lists import SplitList, bucket, describe_file, read_list
+from intact.settings import setting
 
 
 def corruption_of(rel: str) -> str:
@@ -49,18 +51,23 @@ def c_task(name: str, parts: dict[str, SplitList], image_size: int) -> Any:
     return TaskPlan(name, parts["train"], parts["test"], resize=side, train_crop=side, test_crop=image_size)
 
 
+@dataclass(frozen=True)
+class ImageNetCSettings(ImageBenchmarkConfig):
+    """``benchmarks.<name>`` of type ``imagenet_c``."""
+
+    root: str | None = setting(None, "holds <corruption>/5/<wnid>/*.JPEG; $VARS and ~ expand", minLength=1)
+    split: str | None = setting(None, "ka (KA-Prompt's, default) or a folder with train.txt / test.txt", minLength=1)
+
+
 class ImageNetC(ImageBenchmark):
     """ImageNet-C in the paper's order defocus_blur, glass_blur, ..., snow."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+    def plan(cls, cfg: ImageNetCSettings) -> tuple[list, list[dict]]:
         lists, files = c_lists(cfg.split_name, expand_path(cfg.root), cfg.tasks)
         return [c_task(c, lists[c], cfg.image_size) for c in cfg.tasks], files
 
 
 BENCHMARK = BenchmarkType(
-    "imagenet_c", ImageBenchmarkConfig, "intact.data.imagenet_c:ImageNetC",
-    "ImageNet-C (severity 5) from a local root",
-    tasks=IMAGENET_C, num_classes=200, keys=("root", *IMAGE_KEYS), required=("root",), splits=("ka",),
-    docs={"root": "holds <corruption>/5/<wnid>/*.JPEG; $VARS and ~ expand",
-          "split": "ka (KA-Prompt's, default) or a folder with train.txt / test.txt"})
+    "imagenet_c", ImageNetCSettings, "intact.data.imagenet_c:ImageNetC", "ImageNet-C (severity 5) from a local root",
+    tasks=IMAGENET_C, num_classes=200, required=("root",), splits=("ka",))

@@ -10,18 +10,32 @@ a folder path holds a user's ``c_train.txt``, ``c_test.txt``, ``r_train.txt``, `
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import IMAGE_KEYS, IMAGENET_MIX, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import C_TRANSFORMS, IMAGENET_MIX, ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_c import c_lists, c_task
 from intact.data.imagenet_r import r_lists
+from intact.settings import setting
+
+
+@dataclass(frozen=True)
+class ImageNetMixSettings(ImageBenchmarkConfig):
+    """``benchmarks.<name>`` of type ``imagenet_mix``: two roots, and how its C tasks are transformed."""
+
+    root_r: str | None = setting(None, "the ImageNet-R root", minLength=1)
+    root_c: str | None = setting(None, "the ImageNet-C root", minLength=1)
+    split: str | None = setting(None, "ka (default) or a folder with {c,r}_{train,test}.txt", minLength=1)
+    c_transform: str = setting("authors", "C tasks: authors (Resize 224 + CenterCrop 224 + flip, their ImageNet_CR) "
+                               "or imagenet_c (Resize 230 + random 224 crop)", enum=list(C_TRANSFORMS))
 
 
 class ImageNetMix(ImageBenchmark):
     """ImageNet-Mix in the paper's alternating order."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+    def plan(cls, cfg: ImageNetMixSettings) -> tuple[list, list[dict]]:
         from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
 
         corruptions = tuple(t[2:] for t in cfg.tasks if t.startswith("c_"))
@@ -38,9 +52,6 @@ class ImageNetMix(ImageBenchmark):
 
 
 BENCHMARK = BenchmarkType(
-    "imagenet_mix", ImageBenchmarkConfig, "intact.data.imagenet_mix:ImageNetMix",
+    "imagenet_mix", ImageNetMixSettings, "intact.data.imagenet_mix:ImageNetMix",
     "ImageNet-Mix: ImageNet-C and -R tasks alternating",
-    tasks=IMAGENET_MIX, num_classes=200, keys=("root_r", "root_c", *IMAGE_KEYS, "c_transform"),
-    required=("root_r", "root_c"), splits=("ka",), defaults={"c_transform": "authors"},
-    docs={"root_r": "the ImageNet-R root", "root_c": "the ImageNet-C root",
-          "split": "ka (default) or a folder with {c,r}_{train,test}.txt"})
+    tasks=IMAGENET_MIX, num_classes=200, required=("root_r", "root_c"), splits=("ka",))

@@ -9,12 +9,14 @@ variant sets ``domains`` to the first five.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import IMAGE_KEYS, IMAGENET_R, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import IMAGENET_R, ImageBenchmarkConfig, expand_path
 from intact.data.split_lists import SplitList, bucket, describe_file, find_list, read_list, shipped_split
+from intact.settings import setting
 
 
 def domain_of(rel: str) -> str:
@@ -43,11 +45,20 @@ def r_lists(split: str, root: str, domains: tuple[str, ...],
     return out, files
 
 
+@dataclass(frozen=True)
+class ImageNetRSettings(ImageBenchmarkConfig):
+    """``benchmarks.<name>`` of type ``imagenet_r``."""
+
+    root: str | None = setting(None, "holds <wnid>/<domain>_<n>.jpg; $VARS and ~ expand", minLength=1)
+    split: str | None = setting(None, "coda (the InTAct paper's, default), ka (KA-Prompt's) or a folder with "
+                                "train.txt / test.txt", minLength=1)
+
+
 class ImageNetR(ImageBenchmark):
     """ImageNet-R in the paper's order art, cartoon, ..., videogame."""
 
     @classmethod
-    def plan(cls, cfg: ImageBenchmarkConfig) -> tuple[list, list[dict]]:
+    def plan(cls, cfg: ImageNetRSettings) -> tuple[list, list[dict]]:
         from intact.data.prepare_images import TaskPlan  # numpy, PIL: only preparing needs them
 
         lists, files = r_lists(cfg.split_name, expand_path(cfg.root), cfg.tasks)
@@ -56,7 +67,5 @@ class ImageNetR(ImageBenchmark):
 
 
 BENCHMARK = BenchmarkType(
-    "imagenet_r", ImageBenchmarkConfig, "intact.data.imagenet_r:ImageNetR", "ImageNet-R from a local root",
-    tasks=IMAGENET_R, num_classes=200, keys=("root", *IMAGE_KEYS), required=("root",), splits=("coda", "ka"),
-    docs={"root": "holds <wnid>/<domain>_<n>.jpg; $VARS and ~ expand",
-          "split": "coda (the InTAct paper's, default), ka (KA-Prompt's) or a folder with train.txt / test.txt"})
+    "imagenet_r", ImageNetRSettings, "intact.data.imagenet_r:ImageNetR", "ImageNet-R from a local root",
+    tasks=IMAGENET_R, num_classes=200, required=("root",), splits=("coda", "ka"))

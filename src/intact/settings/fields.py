@@ -29,16 +29,18 @@ BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusive
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
-def setting(default: Any, doc: str = "", *, later: bool = False, items: Mapping[str, Any] | None = None,
-            schema: Mapping[str, Any] | None = None, **bounds: Any) -> Any:
+def setting(default: Any, doc: str = "", *, later: bool = False, settable: bool = True,
+            items: Mapping[str, Any] | None = None, schema: Mapping[str, Any] | None = None, **bounds: Any) -> Any:
     """A settings field: its default, a one-line description, and JSON-schema bounds (``minimum=1``,
     ``exclusiveMinimum=0``, ``multipleOf=2``, ``enum=[...]``, ``minItems=1``; ``items`` bounds each element
     of a list, or each value of a mapping; ``finite=False``: a number that may be ``.nan``, ``.inf`` or ``-.inf``,
     which :func:`validator` refuses everywhere else). ``later=True``: a key added after runs were recorded; left out
     of a run's plain form (and so of its hash) while at its default, so finished runs keep their hashes.
     ``schema``: the value's JSON schema, for what its type cannot say (a ``$ref`` to config.schema.yaml's
-    ``$defs``)."""
-    meta = {"doc": doc, "later": later, "items": dict(items or {}), "bounds": bounds, "schema": schema}
+    ``$defs``). ``settable=False``: a field of a family's shared settings that this member does not take (a subclass
+    declares it again to take it): no config key, but recorded, so the family's runs share one recorded form."""
+    meta = {"doc": doc, "later": later, "settable": settable, "items": dict(items or {}), "bounds": bounds,
+            "schema": schema}
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"setting({default!r}): a default must be immutable (a tuple for a list)")
     return dataclasses.field(default=default, metadata=meta)
@@ -117,12 +119,12 @@ def _type_schema(hint: Any) -> dict[str, Any]:
 
 
 def fields_schema(settings: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The JSON schema of each field of a settings dataclass (but ``skip``), from its type and its
+    """The JSON schema of each settable field of a settings dataclass (but ``skip``), from its type and its
     :func:`setting` metadata."""
     hints = type_hints(settings)
     props: dict[str, Any] = {}
     for f in dataclasses.fields(settings):
-        if f.name in skip:
+        if f.name in skip or not f.metadata.get("settable", True):
             continue
         prop = _field_schema(f, hints[f.name])
         prop.update(f.metadata.get("bounds", {}))
@@ -207,7 +209,7 @@ def check_declared(settings: type, where: str, skip: tuple[str, ...] = (),
     props, hints = fields_schema(settings, skip), type_hints(settings)
     declared = {f.name: f for f in dataclasses.fields(settings)}
     for name, value in defaults(settings).items():
-        if name in skip:
+        if name not in props:   # skipped, or not settable (recorded as declared)
             continue
         if name in placeholders and value is None:   # a required mapping: nothing stands for "not set" better
             continue
