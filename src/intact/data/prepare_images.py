@@ -14,7 +14,7 @@ import hashlib
 import multiprocessing as mp
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from tqdm import tqdm
 from intact.data.split_lists import SplitList, check_split, reuse_warnings
 from intact.hashing import sha256_file
 from intact.io import read_json, write_json
+from intact.settings import plain
 
 CHUNK = 256
 
@@ -183,7 +184,7 @@ def prepare_images(cfg: Any, plan: list[TaskPlan], split_files: list[dict[str, A
             pool.close()
             pool.join()
     manifest = {
-        "benchmark": cfg.name, "type": cfg.type, "config": asdict(cfg), "num_classes": cfg.num_classes,
+        "benchmark": cfg.name, "type": cfg.type, "config": plain(cfg), "num_classes": cfg.num_classes,
         "image_size": cfg.image_size, "split": split, "class_names": class_names(plan, cfg.num_classes),
         "tasks": tasks,
         "train_images": sum(t["train"] for t in tasks), "test_images": sum(t["test"] for t in tasks),

@@ -3,7 +3,6 @@ drift table and the accuracy matrices R (mean over seeds), from :func:`intact.ex
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from intact.experiments.drift import HIDDEN, METHODS, mean_drift_curves, run_drift, split_tasks
+from intact.settings import plain
 from intact.settings.experiments import DriftConfig
 from intact.io import write_json
 from intact.report.plots import plt, write_figure
@@ -89,7 +89,7 @@ def study_drift(dcfg: DriftConfig, figure: Path, drift_csv: Path, drift_md: Path
                              "drift_std": float(c[:, t].std())})
     write_table(_drift_table(pd.DataFrame(rows), len(dcfg.seeds)), drift_csv, drift_md)
 
-    summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": dataclasses.asdict(dcfg)}
+    summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": plain(dcfg)}
     matrices = Table("R", f"Accuracy matrices R (%; rows: task, columns: after task; mean over {len(dcfg.seeds)} "
                           "seeds)", [], level=1)
     for method in METHODS:

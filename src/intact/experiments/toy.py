@@ -9,7 +9,6 @@ largest sample), which is what the figure shades.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,7 +24,7 @@ from intact.regularizers.hypercube import Hypercube
 from intact.regularizers.regularizer import IntactRegularizer
 from intact.report.plots import plt, write_figure
 from intact.report.render import Column, Table, write_table
-from intact.settings import IntactConfig
+from intact.settings import IntactConfig, plain
 from intact.settings.experiments import ToyConfig
 
 METHODS = ("finetune", "intact")
@@ -149,5 +148,5 @@ def study_toy(tcfg: ToyConfig, figure: Path, table_csv: Path, table_md: Path,
                    "interval_of_task": str(r["interval_of_task"]), "x": f"[{r['lower']:.2f}, {r['upper']:.2f}]",
                    "change": f"{r['max_abs_change']:.4f}"} for r in rows]
     write_table(table, table_csv, table_md)
-    write_json(summary_json, {**out, "config": dataclasses.asdict(tcfg)})
+    write_json(summary_json, {**out, "config": plain(tcfg)})
     return out
