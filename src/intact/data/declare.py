@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from intact.registry import check_implementation, hook_problem, import_target, resolve
 from intact.unimported import class_members
-from intact.settings import check_declared, fields_schema
+from intact.settings import check_declared, fields_schema, settable_fields
 
 #: type name -> declaration: every benchmark this installation knows (the registry :data:`intact.data.BENCHMARKS`,
 #: handed over by :func:`use_registry` when :mod:`intact.data` is imported: the declarations cannot import it)
@@ -143,8 +143,7 @@ class BenchmarkType:
 def settable(settings: type) -> tuple[str, ...]:
     """The keys of a benchmark's ``settings`` a config may set: its fields but :data:`COMMON_KEYS` and those declared
     ``settable=False`` (:func:`~intact.settings.setting`)."""
-    return tuple(f.name for f in dataclasses.fields(settings)
-                 if f.name not in COMMON_KEYS and f.metadata.get("settable", True))
+    return tuple(f.name for f in settable_fields(settings) if f.name not in COMMON_KEYS)
 
 
 def _check_declaration(decl: BenchmarkType) -> None:

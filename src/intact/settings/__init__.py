@@ -21,7 +21,7 @@ from intact.hashing import stable_hash
 from intact.naming import DEFAULT_PROTOCOL
 from intact.settings.fields import (
     BOUND_KEYWORDS, INT_MAX, INT_MIN, ConfigError, build_dataclass, check_declared, defaults, fields_schema, plain,
-    recorded, section_schema, setting, validator,
+    recorded, section_schema, setting, settable_fields, validator,
 )
 from intact.settings.sections import (
     BACKBONE_REQUIRED, EVAL_SPLITS, INTACT_PRESETS, OPTIMIZERS, RUN_REQUIRED, SCHEDULES, SECTIONS, BackboneConfig,
@@ -31,8 +31,8 @@ from intact.settings.sections import (
 
 __all__ = [
     "BOUND_KEYWORDS", "INT_MAX", "INT_MIN", "ConfigError", "build_dataclass", "check_declared", "defaults",
-    "fields_schema", "plain", "recorded", "section_schema", "setting", "validator", "BACKBONE_REQUIRED",
-    "EVAL_SPLITS", "RUN_REQUIRED", "RunSection",
+    "fields_schema", "plain", "recorded", "section_schema", "setting", "settable_fields", "validator",
+    "BACKBONE_REQUIRED", "EVAL_SPLITS", "RUN_REQUIRED", "RunSection",
     "INTACT_PRESETS", "OPTIMIZERS", "SCHEDULES", "SECTIONS", "BackboneConfig", "HeadConfig", "IntactConfig",
     "OptimConfig", "PretrainConfig", "RehearsalConfig", "TrackingConfig", "section_defaults", "RunConfig",
 ]

@@ -118,13 +118,18 @@ def _type_schema(hint: Any) -> dict[str, Any]:
                     "or a settings dataclass")
 
 
+def settable_fields(settings: type) -> list[dataclasses.Field]:
+    """The fields of a settings dataclass that a config may set: all but those declared ``settable=False``."""
+    return [f for f in dataclasses.fields(settings) if f.metadata.get("settable", True)]
+
+
 def fields_schema(settings: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """The JSON schema of each settable field of a settings dataclass (but ``skip``), from its type and its
     :func:`setting` metadata."""
     hints = type_hints(settings)
     props: dict[str, Any] = {}
-    for f in dataclasses.fields(settings):
-        if f.name in skip or not f.metadata.get("settable", True):
+    for f in settable_fields(settings):
+        if f.name in skip:
             continue
         prop = _field_schema(f, hints[f.name])
         prop.update(f.metadata.get("bounds", {}))
