@@ -13,6 +13,7 @@ the sorted ``repr`` of each param, the run's plain form for ``train_task``; ``in
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
@@ -134,6 +135,37 @@ def test_a_0_1_run_is_renamed_with_its_records_and_its_new_hash(tmp_path, capsys
     assert "nothing to migrate" in capsys.readouterr().out and snapshot(tmp_path) == whole
 
 
+def test_a_query_cache_record_gets_the_params_0_2_gives_the_rule(tmp_path, capsys):
+    """0.1 gave ``query_cache`` its backbone as ``dataclasses.asdict`` wrote it (tuples); 0.2.0 gives it the recorded
+    form (lists), as every other rule. Its record is rewritten in place, to what Snakemake records now (else every
+    cache would rerun, and every run that reads one): the output stays, the other records stay as they were."""
+    import dataclasses
+
+    from intact.config import backbone_config
+    from intact.settings import recorded
+
+    write_0_1_run(tmp_path, "coda_p")
+    backbone = backbone_config(tiny_config(), "vit_digits")
+    optim = {"batch_size": 64, "amp": False}
+    key, other = "results/cache/digits/vit_digits/query.json", "results/backbones/vit_digits.safetensors"
+    for k, rule in ((key, "query_cache"), (other, "pretrain_backbone")):
+        record = {"rule": rule, "input": [], "log": [], "record_format_version": 6,
+                  "params": sorted([repr(dataclasses.asdict(backbone)), repr(optim)])}
+        record_path(tmp_path, k).write_text(json.dumps(record))
+    assert "(0.5,)" in record_path(tmp_path, key).read_text()
+    before = snapshot(tmp_path / ".snakemake")
+    assert main(["migrate", str(tmp_path / "results")]) == 0
+    capsys.readouterr()
+    after = snapshot(tmp_path / ".snakemake")
+    name = record_path(tmp_path, key).name
+    assert json.loads(after[f"metadata/{name}"][0])["params"] == sorted([repr(recorded(backbone)), repr(optim)])
+    assert after[f"metadata/{name}"][1] == before[f"metadata/{name}"][1]          # its time kept
+    for path in set(before) - {f"metadata/{name}"}:
+        assert after[path] == before[path], path                                 # the other rule's, the runs'
+    assert main(["migrate", str(tmp_path / "results")]) == 0
+    assert "nothing to migrate" in capsys.readouterr().out and snapshot(tmp_path / ".snakemake") == after
+
+
 def test_an_interrupted_migration_is_completed_by_the_next(tmp_path):
     from intact.migrate import apply
     from intact.migrate.snakemake import plan_records
@@ -232,10 +264,10 @@ def to_0_1(workdir: Path) -> None:
     """Name a tree the current pipeline wrote back to the form 0.1 stored it in, by plain text replacement (not
     with intact.migrate): the run names in paths, records and Snakemake's records, and each renamed run's config
     hash replaced by the hash of its config under the former names; the records' seals and the tensors' sha256
-    taken out, and the tensors' metadata in safetensors' own order, as 0.1 wrote them. Every rewritten file keeps
-    its time.
+    taken out, the tensors' metadata in safetensors' own order, and the ``query_cache`` params with tuples, as 0.1
+    wrote them. Every rewritten file keeps its time.
 
-    This is a 0.1 tree because 0.1 and 0.2.0 differ in these names alone: a run's plain form, records and tensors
+    This is a 0.1 tree because 0.1 and 0.2.0 differ in these alone: a run's plain form, records and tensors
     are the same otherwise. Checked by hand on a tree made at 3e6ed78 (``snakemake all study_integration study_tune``
     on a tiny config with both methods, an override and a tune search): its six runs of that config run again at
     0.2.0 and named back by this function give every record of 0.1's (timings and provenance aside), every tensor
@@ -282,11 +314,20 @@ def to_0_1(workdir: Path) -> None:
                     data[field] = sorted(back(p) if p.startswith("results/") else p for p in data[field])
             if "params" in data:
                 data["params"] = sorted(back(p) for p in data["params"])
+            if data.get("rule") == "query_cache":   # 0.1 gave it the backbone as dataclasses.asdict does: tuples
+                data["params"] = sorted(repr(tuples(ast.literal_eval(p))) for p in data["params"])
             if "input_checksums" in data:
                 data["input_checksums"] = {back(k) if k.startswith("results/") else k: v
                                            for k, v in data["input_checksums"].items()}
             path.unlink()
             (base / base64.urlsafe_b64encode(back(key).encode()).decode()).write_text(json.dumps(data))
+
+
+def tuples(value: object) -> object:
+    """Every list in ``value`` (a backbone's params) a tuple, as ``dataclasses.asdict`` kept its tuple fields."""
+    if isinstance(value, dict):
+        return {k: tuples(v) for k, v in value.items()}
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _files(workdir: Path) -> dict[str, object]:
@@ -343,7 +384,8 @@ def test_a_0_1_tree_migrated_is_the_tree_0_2_writes_and_plans_no_training(writte
     shutil.rmtree(old / ".snakemake/locks", ignore_errors=True)
     to_0_1(old)
     assert (old / "results/runs/digits/c_prompt/seed0").is_dir()
-    assert job_counts(snakemake(old, "-n", "all", "study_tune").stdout).get("train_task")   # 0.1's names: retrain
+    planned = job_counts(snakemake(old, "-n", "all", "study_tune").stdout)
+    assert planned.get("train_task") and planned.get("query_cache")   # 0.1's names and 0.1's cache params: rerun
     out = migrate(old / "results")
     assert out.split(": ", 1)[1].startswith("6 run names (8 runs)"), out   # the default run's 3, the 2 search
     # points on 2 selection seeds, the chosen point

@@ -345,13 +345,6 @@ def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:
     return build_dataclass(BackboneConfig, {"name": name, **raw}, f"backbones.{name}")
 
 
-def query_cache_backbone(backbone: BackboneConfig) -> dict[str, Any]:
-    """A backbone as the ``query_cache`` rule's params hold it: its fields with tuples kept, where
-    :func:`~intact.settings.recorded` writes lists. Kept as 0.1 recorded it: another repr would rerun every stored
-    cache, and so retrain every run that reads one."""
-    return dataclasses.asdict(backbone)
-
-
 def benchmark_config(cfg: Mapping[str, Any], name: str) -> BenchmarkSettings:
     """The typed settings of ``benchmarks.<name>`` (the dataclass its type declares)."""
     return benchmark_settings({"name": name, **{k: v for k, v in cfg["benchmarks"][name].items() if k != "overrides"}})

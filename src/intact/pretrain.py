@@ -22,7 +22,7 @@ from intact.io import save_tensors, write_json
 from intact.models.backbone import create_vit
 from intact.provenance import provenance
 from intact.seeding import configure_torch, seed_everything
-from intact.settings import BackboneConfig
+from intact.settings import BackboneConfig, plain
 
 
 def random_affine(x: torch.Tensor, g: torch.Generator, degrees: float = 10.0, translate: float = 0.1,
@@ -89,7 +89,7 @@ def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, ou
     state = {k: v for k, v in model.state_dict().items() if not k.startswith("head.")}
     save_tensors(out_weights, state, {"model": cfg.model})
     info = {
-        "backbone": cfg.name, "model": cfg.model, "source": "pretrained here", "pretrain": cfg.pretrain.__dict__,
+        "backbone": cfg.name, "model": cfg.model, "source": "pretrained here", "pretrain": plain(cfg.pretrain),
         "parameters": sum(v.numel() for v in state.values()), "seconds": seconds,
         "clean_test_accuracy": clean_acc, "frozen_head_accuracy_per_domain": frozen_head,
         "sha256": sha256_file(out_weights), "data_sha256": bench.manifest["files"], "provenance": provenance(),

@@ -11,7 +11,7 @@ rule query_cache:
     benchmark:
         "results/timings/query_cache/{benchmark}/{backbone}.tsv"
     params:
-        backbone=lambda w: query_cache_backbone(backbone_config(config, w.backbone)),
+        backbone=lambda w: recorded(backbone_config(config, w.backbone)),
         optim=query_cache_optim,
         # typed: Snakemake records plain values only, so this one adds nothing to the job's record (a changed
         # benchmark reaches the cache through its manifest, which the cache refuses to read against other settings)

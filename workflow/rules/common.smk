@@ -8,7 +8,7 @@ from argparse import Namespace
 
 from intact.config import (
     ConfigError, backbone_config, benchmark_config, benchmark_optim, missing_data, missing_weights, prepared_by,
-    query_cache_backbone, resolver, tracking_config, validate_config, weights_path,
+    resolver, tracking_config, validate_config, weights_path,
 )
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType
-from intact.settings import setting
+from intact.settings import plain, setting
 
 if TYPE_CHECKING:
     import numpy as np
@@ -117,7 +117,7 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
     manifest = {
         "benchmark": cfg.name,
         "type": cfg.type,
-        "config": {k: v for k, v in cfg.__dict__.items()},
+        "config": plain(cfg),
         "num_classes": cfg.num_classes,
         "class_names": [str(c) for c in range(cfg.num_classes)],
         "image_shape": [1, cfg.image_size, cfg.image_size],

@@ -21,7 +21,8 @@ name is its folder and enters its config hash, so each renamed run gets its new 
 - Snakemake's records of the moved outputs (``.snakemake/metadata`` and ``incomplete`` beside ``results``): moved
   to the new paths, with the paths and run names in their params renamed, so that ``snakemake`` finds every
   migrated run up to date and trains nothing. The records of other outputs (tables, figures) are left: their
-  inputs moved, so Snakemake rebuilds them, with the new names.
+  inputs moved, so Snakemake rebuilds them, with the new names. The records of ``query_cache`` are rewritten in
+  place: its backbone param is the recorded form now (lists), not ``dataclasses.asdict``'s (tuples), as 0.1 gave it.
 
 Every rewritten file keeps its modification time (Snakemake compares them). Nothing is deleted: a file is
 rewritten in place or moved. Everything is checked before anything changes: a file it does not know in a run's
@@ -81,7 +82,7 @@ def migrate(results: str | os.PathLike) -> str:
     plan_records(plan, workdir)
     if not plan:
         return (f"{results}: nothing to migrate (no run, tune choice, log or Snakemake record under a former name, "
-                "no record to seal)")
+                "no record to seal, no query cache record in 0.1's form)")
     apply(plan)
     names = [dst for src, dst in plan.moves if src.parent.parent.name == "runs"]
     seeds = sum(len(list(d.glob("seed*"))) for d in names)
