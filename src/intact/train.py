@@ -47,7 +47,7 @@ from intact.regularizers.hypercube import save_hypercubes
 from intact.restore import build_method, written_by
 from intact.seeding import configure_torch, derive_seed, rng_state, seed_everything, set_rng_state
 from intact.settings import OptimConfig, RunConfig
-from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE, STATE, TrainRecord, train_record_path
+from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE, STATE, TrainRecord
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -326,7 +326,7 @@ def write_outputs(job: TaskRun, record: TrainRecord, eval_out: Path | None, quer
     try:
         record.state_sha256 = save_tensors(out_dir / STATE, state, written_by(run, job.task))
         record.hypercube_sha256 = save_hypercubes(out_dir / HYPERCUBE, cubes, written_by(run, job.task))
-        write_record(train_record_path(out_dir), record.to_json())
+        write_record(out_dir / TRAIN_JSON, record.to_json())
         if eval_out is not None:
             # before the checkpoint goes: a job killed while evaluating resumes after its last epoch
             evaluate_method(run, job.task, job.bench, job.method, job.device, Path(eval_out), query_cache=query_cache,

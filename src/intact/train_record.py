@@ -1,21 +1,16 @@
 """``train.json``: what one trained task records, defined once.
 
-:class:`TrainRecord` lists its fields; the training job writes it (``record.to_json()``) and every
-reader (reports, tracking, result checks) reads it through :func:`read_train_record` /
-:func:`train_record_path`, so a field is renamed in one place. Fields a method or the efficiency
-measurement adds (parameter counts; the hypercubes, EWC's Fisher summary, ...) are kept in ``efficiency`` and
-``end`` and written at the top level, where they have always been.
+:class:`TrainRecord` lists its fields; the training job writes it (``record.to_json()``) sealed
+(:func:`intact.io.write_record`), and its readers check the seal (:func:`intact.results.read_run`). Fields a
+method or the efficiency measurement adds (parameter counts; the hypercubes, EWC's Fisher summary, ...) are kept in
+``efficiency`` and ``end`` and written at the top level, where they have always been.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from intact.io import check_seal, read_json
-
 
 FILENAME = "train.json"
 #: the tensor files a task writes beside its records (each described by :func:`tensor_metadata`), and the
@@ -63,37 +58,7 @@ class TrainRecord:
                 out[f.name] = value
         return out
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrainRecord:
-        """Back from the JSON object: known keys to their fields, the rest to ``end``."""
-        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("efficiency", "end")]
-        known = {k: data.get(k) for k in names}
-        rest = {k: v for k, v in data.items() if k not in known}
-        eff = {k: rest.pop(k) for k in EFFICIENCY_KEYS if k in rest}
-        return cls(**known, efficiency=eff, end=rest)
-
-
-#: the efficiency measurement's fields (intact.efficiency.efficiency_record)
-EFFICIENCY_KEYS = ("total_parameters", "trainable_parameters", "train_batches", "inference_batch_seconds",
-                   "inference_batch_size", "device")
-
 
 def tensor_metadata(method: str, task: int, config_hash: str) -> dict[str, str]:
     """The metadata of a task's state and hypercube files: who wrote them (checked wherever they are read)."""
     return {"method": method, "task": str(task), "config_hash": config_hash}
-
-
-def train_record_path(task_dir: str | Path) -> Path:
-    """``train.json`` in a task's folder."""
-    return Path(task_dir) / FILENAME
-
-
-def read_train_record(task_dir: str | Path) -> dict[str, Any]:
-    """The JSON object of a task's ``train.json``, read through :class:`TrainRecord` (torch-free: the
-    tracking and report jobs read it; the training job writes ``record.to_json()`` sealed,
-    :func:`intact.io.write_record`)."""
-    path = train_record_path(task_dir)
-    data = read_json(path)
-    check_seal(path, data)  # as its job wrote it
-    TrainRecord.from_json(data)  # a record this version cannot read fails here, naming the field
-    return data  # as written: records of older versions keep exactly their keys
