@@ -26,7 +26,7 @@ from intact.cli import main
 from intact.config import resolve_run
 from intact.hashing import stable_hash
 from intact.io import SEAL, load_tensors, save_checkpoint, save_tensors, write_json
-from intact.migrate import MigrationRefused, migrate
+from intact.migrate import MigrationRefused, migrate, unmigrated
 from intact.migrate.tree import former, renamed
 
 FORMER = {"compositional_prompt": "c_prompt", "consistent_prompt": "cprompt"}
@@ -164,6 +164,30 @@ def test_a_query_cache_record_gets_the_params_0_2_gives_the_rule(tmp_path, capsy
         assert after[path] == before[path], path                                 # the other rule's, the runs'
     assert main(["migrate", str(tmp_path / "results")]) == 0
     assert "nothing to migrate" in capsys.readouterr().out and snapshot(tmp_path / ".snakemake") == after
+
+
+def test_what_a_migration_would_change_is_found_by_a_listing(tmp_path):
+    """What the workflow asks at every start (``unmigrated``): a run or tune folder under a former name, then a
+    query cache's record in 0.1's form; nothing once migrated."""
+    import dataclasses
+
+    from intact.config import backbone_config
+
+    assert unmigrated(tmp_path) is None
+    (tmp_path / "results/cache/digits/vit_digits").mkdir(parents=True)
+    (tmp_path / "results/cache/digits/vit_digits/query.json").write_text("{}")
+    assert unmigrated(tmp_path) is None                                       # no Snakemake records beside it
+    write_0_1_run(tmp_path, "consistent_prompt")
+    assert unmigrated(tmp_path) == ("results/runs/digits/cprompt is stored under 0.1's method name "
+                                    "(consistent_prompt now)")
+    migrate(tmp_path / "results")
+    assert unmigrated(tmp_path) is None
+    key = "results/cache/digits/vit_digits/query.json"
+    params = [repr(dataclasses.asdict(backbone_config(tiny_config(), "vit_digits")))]
+    record_path(tmp_path, key).write_text(json.dumps({"rule": "query_cache", "params": params}))
+    assert unmigrated(tmp_path) == f"Snakemake's record of {key} holds 0.1's params"
+    migrate(tmp_path / "results")
+    assert unmigrated(tmp_path) is None
 
 
 def test_an_interrupted_migration_is_completed_by_the_next(tmp_path):
@@ -384,8 +408,14 @@ def test_a_0_1_tree_migrated_is_the_tree_0_2_writes_and_plans_no_training(writte
     shutil.rmtree(old / ".snakemake/locks", ignore_errors=True)
     to_0_1(old)
     assert (old / "results/runs/digits/c_prompt/seed0").is_dir()
-    planned = job_counts(snakemake(old, "-n", "all", "study_tune").stdout)
+    dry = snakemake(old, "-n", "all", "study_tune")
+    planned = job_counts(dry.stdout)
     assert planned.get("train_task") and planned.get("query_cache")   # 0.1's names and 0.1's cache params: rerun
+    assert "intact: NOT MIGRATED" in dry.stderr and "run `intact migrate results` first" in dry.stderr, dry.stderr
+    before = _files(old)
+    real = snakemake(old, "all", "study_tune", check=False)            # stopped before its first job
+    assert real.returncode != 0 and "run `intact migrate results` first" in real.stderr, real.stderr[-2000:]
+    assert _files(old) == before
     out = migrate(old / "results")
     assert out.split(": ", 1)[1].startswith("6 run names (8 runs)"), out   # the default run's 3, the 2 search
     # points on 2 selection seeds, the chosen point

@@ -108,8 +108,8 @@ def check_seal(path: str | os.PathLike, record: dict[str, Any]) -> None:
     """``record`` (read from ``path``) is as its job wrote it: its :data:`SEAL` matches its content. An edited
     record, or one written before records were sealed, raises :class:`ArtifactError` naming the file."""
     if SEAL not in record:
-        raise damaged(path, f"it holds no {SEAL} (written before records were sealed, or edited): it cannot be "
-                            "checked")
+        raise damaged(path, f"it holds no {SEAL} (written by 0.1, before records were sealed: `intact migrate "
+                            "results`; or edited): it cannot be checked")
     if record[SEAL] != record_digest(record):
         raise damaged(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
 

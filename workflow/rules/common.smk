@@ -12,6 +12,7 @@ from intact.config import (
 )
 from intact.data.image_config import prepare_settings
 from intact.methods import METHODS
+from intact.migrate import unmigrated
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
 from intact.settings.experiments import experiments_params
@@ -38,6 +39,11 @@ try:
         if workflow.is_main_process else {}
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+#: a results tree 0.1 wrote, not migrated: a dry run says so, a real run stops before its first job (onstart)
+UNMIGRATED = unmigrated(".") if workflow.is_main_process else None
+if UNMIGRATED:
+    UNMIGRATED = f"{UNMIGRATED}: run `intact migrate results` first (CHANGELOG.md, 0.2.0), or move results/ away"
+    print(f"intact: NOT MIGRATED (a real run stops before its first job): {UNMIGRATED}", file=sys.stderr)
 
 
 PLAN = Plan(config)
@@ -88,7 +94,8 @@ def job_backbone(job):
 
 def refuse_missing_inputs(dag):
     """Called when a run starts for real (onstart): stop it, naming them, if a job it will run needs a weights
-    file or a data root that is not there. Only those: a target that trains nothing on a missing backbone runs."""
+    file or a data root that is not there (only those: a target that trains nothing on a missing backbone runs),
+    or if results/ is a tree 0.1 wrote, not migrated (UNMIGRATED)."""
     problems = {}
     for job in dag.needrun_jobs():
         name = job_backbone(job)
@@ -99,6 +106,8 @@ def refuse_missing_inputs(dag):
                 problems.setdefault(message, f"{job.rule.name} of {job.wildcards.benchmark!r}")
     if problems:
         raise WorkflowError("config: " + "; ".join(f"{m} (needed by job {j}, and maybe more)" for m, j in problems.items()))
+    if UNMIGRATED:
+        raise WorkflowError(UNMIGRATED)
     STARTED.append(True)
 
 

@@ -16,7 +16,8 @@ onstart:
     # Snakemake calls onstart only when jobs are about to run for real: never for -n, --lint, --dag,
     # --summary or the listings, and not when there is nothing to do. (workflow.dryrun cannot say it while
     # this file is parsed: Snakemake sets the executor, which it reads, only after parsing.)
-    # a job this run will run needs a missing weights file or data root (common.smk): stop before the first
+    # a job this run will run needs a missing weights file or data root, or results/ is 0.1's (common.smk):
+    # stop before the first
     refuse_missing_inputs(workflow.dag)
     # Jobs on this machine start from a warm parent that has imported what the job scripts import, so no
     # job pays for importing torch (intact.runtime.warm, docs/design.md; INTACT_WARM=0 turns it off): one

@@ -36,11 +36,25 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intact.migrate.snakemake import plan_records
-from intact.migrate.tree import SYNC, MigrationRefused, Plan, plan_tree
+from intact.migrate.snakemake import listed_in_0_1_form, plan_records
+from intact.migrate.tree import RUN_NAMED, SYNC, MigrationRefused, Plan, plan_tree, renamed
 from intact.paths import MARKER
 
-__all__ = ["MigrationRefused", "migrate"]
+__all__ = ["MigrationRefused", "migrate", "unmigrated"]
+
+
+def unmigrated(workdir: str | os.PathLike) -> str | None:
+    """What in ``workdir``'s results tree 0.1 wrote and a migration renames or rewrites, in one line (the first
+    found), or None: a run or tune folder under a former name, or a query cache's record. A listing and a record
+    per query cache, so the workflow asks at every start (a real run on such a tree would retrain, beside it,
+    everything it holds). Records 0.1 did not seal are not looked for here: the job that reads one refuses it."""
+    workdir = Path(workdir)
+    for top in RUN_NAMED:
+        for entry in sorted((workdir / "results").glob(f"{top}/*/*")):
+            if renamed(entry.name) != entry.name:
+                return f"{entry.relative_to(workdir)} is stored under 0.1's method name ({renamed(entry.name)} now)"
+    output = listed_in_0_1_form(workdir)
+    return f"Snakemake's record of {output} holds 0.1's params" if output else None
 
 
 def _write_keeping_time(path: Path, content: bytes) -> None:

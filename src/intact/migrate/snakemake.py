@@ -22,8 +22,9 @@ from typing import Any
 from intact.migrate.tree import Plan, migrated_path, read_record, refusal, renamed, renamed_values
 from intact.settings import plain
 
-#: the rules whose params 0.1 held as ``dataclasses.asdict`` wrote them (tuples), where 0.2.0 writes lists
-LISTED = ("query_cache",)
+#: the rules whose params 0.1 held as ``dataclasses.asdict`` wrote them (tuples), where 0.2.0 writes lists, each
+#: with the paths of its outputs (workflow/rules/cache.smk) as a glob
+LISTED = {"query_cache": "results/cache/*/*/query.json"}
 
 
 def _record_key(path: Path, base: Path) -> str:
@@ -104,3 +105,18 @@ def plan_records(plan: Plan, workdir: Path) -> None:
                     plan.records.append((path, _record_path(base, new), json.dumps(data).encode()))
                 elif base.name == "metadata" and (content := _listed(path, plan, workdir)) is not None:
                     plan.rewrites.append((path, content))
+
+
+def listed_in_0_1_form(workdir: Path) -> str | None:
+    """An output of a :data:`LISTED` rule whose Snakemake record holds 0.1's params (relative to ``workdir``), or
+    None: one record read per such output."""
+    base = workdir / ".snakemake" / "metadata"
+    if not base.is_dir():
+        return None   # no records (results copied alone): Snakemake judges the outputs by their times
+    for pattern in LISTED.values():
+        for output in sorted(workdir.glob(pattern)):
+            key = str(output.relative_to(workdir))
+            record = _record_path(base, key)
+            if record.is_file() and _listed(record, Plan(), workdir) is not None:
+                return key
+    return None
