@@ -188,6 +188,10 @@ def test_what_a_migration_would_change_is_found_by_a_listing(tmp_path):
     assert unmigrated(tmp_path) == f"Snakemake's record of {key} holds 0.1's params"
     migrate(tmp_path / "results")
     assert unmigrated(tmp_path) is None
+    record_path(tmp_path, key).write_text(json.dumps({"rule": "query_cache", "params": ["<object at 0x1>"]}))
+    assert unmigrated(tmp_path) is None                       # not read: the migration itself names it, refusing
+    with pytest.raises(MigrationRefused, match="not a plain value"):
+        migrate(tmp_path / "results")
 
 
 def test_an_interrupted_migration_is_completed_by_the_next(tmp_path):

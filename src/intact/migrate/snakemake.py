@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intact.migrate.tree import Plan, migrated_path, read_record, refusal, renamed, renamed_values
+from intact.migrate.tree import MigrationRefused, Plan, migrated_path, read_record, refusal, renamed, renamed_values
 from intact.settings import plain
 
 #: the rules whose params 0.1 held as ``dataclasses.asdict`` wrote them (tuples), where 0.2.0 writes lists, each
@@ -117,6 +117,9 @@ def listed_in_0_1_form(workdir: Path) -> str | None:
         for output in sorted(workdir.glob(pattern)):
             key = str(output.relative_to(workdir))
             record = _record_path(base, key)
-            if record.is_file() and _listed(record, Plan(), workdir) is not None:
-                return key
+            try:
+                if record.is_file() and _listed(record, Plan(), workdir) is not None:
+                    return key
+            except MigrationRefused:
+                continue   # params no migration reads: `intact migrate` names the record
     return None
