@@ -194,6 +194,20 @@ def test_what_a_migration_would_change_is_found_by_a_listing(tmp_path):
         migrate(tmp_path / "results")
 
 
+def test_a_dry_run_names_what_it_would_change_and_changes_nothing(tmp_path, capsys):
+    write_0_1_run(tmp_path, "compositional_prompt+intact", seed=0)
+    write_0_1_run(tmp_path, "compositional_prompt+intact", seed=1)
+    whole = snapshot(tmp_path)
+    assert main(["migrate", "--dry-run", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "1 run names (2 runs)" in out[0] and "to rename" in out[0] and "to rewrite" in out[0], out
+    assert out[1:] == ["  runs/digits/c_prompt+intact -> compositional_prompt+intact",
+                       "nothing was changed (--dry-run)"]
+    assert snapshot(tmp_path) == whole
+    assert main(["migrate", str(tmp_path / "results")]) == 0
+    assert capsys.readouterr().out.split(": ", 1)[1].startswith("1 run names (2 runs)")
+
+
 def test_an_interrupted_migration_is_completed_by_the_next(tmp_path):
     from intact.migrate import apply
     from intact.migrate.snakemake import plan_records

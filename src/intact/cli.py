@@ -7,7 +7,7 @@
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
     intact warm [--checkout DIR]       # keep a warm parent for many local runs: prints `export INTACT_WARM_SOCKET=...`
-    intact migrate [results]           # rename a results tree written by version 0.1 to 0.2.0's method names
+    intact migrate [--dry-run] [results]   # rename a results tree written by version 0.1 to 0.2.0's method names
     intact rehearse [imagenet_r ...] [-- snakemake options]   # a paper config's whole DAG at toy scale, every output
                                        # read (intact.rehearse): before spending GPU time
 
@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="rename a results tree written by 0.1 to 0.2.0's method names "
                              "(intact.migrate)")
     migrate.add_argument("results", nargs="?", default="results", help="the results folder (default: results)")
+    migrate.add_argument("--dry-run", action="store_true", help="say what it would change, naming each renamed run "
+                         "and tune folder, and change nothing")
     sub.choices["validate"].add_argument(
         "--target", default="all", help="check the weights and data files this workflow target reads (default: all; "
         "paper_tables, reports, study_toy and study_drift read none); the workflow refuses them when a job it runs "
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return speed(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "migrate":
-        return _migrate(args.results)
+        return _migrate(args.results, args.dry_run)
     try:
         # the files are checked per target, as the workflow checks them (a dry run needs none)
         cfg = load_config(*args.config, check_files=False)
@@ -102,11 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _migrate(results: str) -> int:
+def _migrate(results: str, dry_run: bool) -> int:
     from intact.migrate import MigrationRefused, migrate
 
     try:
-        print(migrate(results))
+        print(migrate(results, dry_run=dry_run))
     except MigrationRefused as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -42,7 +42,8 @@ except ConfigError as err:
 #: a results tree 0.1 wrote, not migrated: a dry run says so, a real run stops before its first job (onstart)
 UNMIGRATED = unmigrated(".") if workflow.is_main_process else None
 if UNMIGRATED:
-    UNMIGRATED = f"{UNMIGRATED}: run `intact migrate results` first (CHANGELOG.md, 0.2.0), or move results/ away"
+    UNMIGRATED = (f"{UNMIGRATED}: run `intact migrate results` first (`--dry-run` lists what it changes; "
+                  "CHANGELOG.md, 0.2.0), or move results/ away")
     print(f"intact: NOT MIGRATED (a real run stops before its first job): {UNMIGRATED}", file=sys.stderr)
 
 

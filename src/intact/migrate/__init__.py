@@ -83,9 +83,10 @@ def apply(plan: Plan) -> None:
             parent.rmdir()
 
 
-def migrate(results: str | os.PathLike) -> str:
-    """Migrate the results tree ``results`` (and Snakemake's records beside it); what was done, in a few lines.
-    Raises :class:`MigrationRefused` (one line) and changes nothing where it does not recognise something."""
+def migrate(results: str | os.PathLike, dry_run: bool = False) -> str:
+    """Migrate the results tree ``results`` (and Snakemake's records beside it); what was done, in a few lines
+    (``dry_run``: what would be, each renamed run and tune folder named, and nothing changed). Raises
+    :class:`MigrationRefused` (one line) and changes nothing where it does not recognise something."""
     results = Path(results).resolve()
     workdir = results.parent
     locks = sorted((workdir / ".snakemake" / "locks").glob("*.lock"))
@@ -97,14 +98,20 @@ def migrate(results: str | os.PathLike) -> str:
     if not plan:
         return (f"{results}: nothing to migrate (no run, tune choice, log or Snakemake record under a former name, "
                 "no record to seal, no query cache record in 0.1's form)")
-    apply(plan)
-    names = [dst for src, dst in plan.moves if src.parent.parent.name == "runs"]
-    seeds = sum(len(list(d.glob("seed*"))) for d in names)
+    runs = [src for src, _ in plan.moves if src.parent.parent.name == "runs"]
+    seeds = sum(len(list(src.glob("seed*"))) for src in runs)
     markers = sum(1 for p, content in plan.rewrites if p.name == MARKER and SYNC.encode() in content)
-    lines = [f"{results}: {len(names)} run names ({seeds} runs), {len(plan.moves) - len(names)} tune, log and "
-             f"timing entries renamed; {len(plan.rewrites)} records rewritten; {len(plan.records)} Snakemake "
-             "records moved"]
-    if markers:
+    if not dry_run:
+        apply(plan)
+    lines = [f"{results}: {len(runs)} run names ({seeds} runs), {len(plan.moves) - len(runs)} tune, log and "
+             f"timing entries {'to rename' if dry_run else 'renamed'}; {len(plan.rewrites)} records "
+             f"{'to rewrite' if dry_run else 'rewritten'}; {len(plan.records)} Snakemake records "
+             f"{'to move' if dry_run else 'moved'}"]
+    if dry_run:
+        lines += [f"  {src.relative_to(results)} -> {dst.name}" for src, dst in plan.moves
+                  if src.parent.parent.parent == results]
+        lines.append("nothing was changed (--dry-run)")
+    elif markers:
         lines.append(f"MLflow still holds {markers} of these runs under their former names: `{SYNC}` logs them "
                      "under the new ones")
     return "\n".join(lines)
