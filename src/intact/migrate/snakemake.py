@@ -98,12 +98,14 @@ def plan_records(plan: Plan, workdir: Path) -> None:
                 except (ValueError, UnicodeDecodeError):
                     continue   # not a record (Snakemake's own migration marker)
                 new = migrated_path(key, plan, workdir)
+                # an output that stays: its record is read only where a LISTED rule writes it
+                listed = base.name == "metadata" and any(Path(key).match(p) for p in LISTED.values())
                 if new != key:
                     data = read_record(path)
                     if base.name == "metadata":
                         _migrate_fields(path, data, plan, workdir)
                     plan.records.append((path, _record_path(base, new), json.dumps(data).encode()))
-                elif base.name == "metadata" and (content := _listed(path, plan, workdir)) is not None:
+                elif listed and (content := _listed(path, plan, workdir)) is not None:
                     plan.rewrites.append((path, content))
 
 
