@@ -33,7 +33,10 @@ def test_the_overlay_runs_through_the_wheels_workflow(tmp_path):
 
 
 def pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, text=True)
+    """pip, blind to this checkout: under ``PYTHONPATH=src`` it would find ``src/intact.egg-info`` (the editable
+    install's) and skip the wheel as already installed."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "pip", *args], env=env, check=True, capture_output=True, text=True)
 
 
 @pytest.mark.slow
