@@ -136,7 +136,7 @@ def test_a_plugin_method_using_what_left_continual_method_is_refused_naming_the_
 
 def test_no_builtin_implementation_uses_a_removed_name():
     """The registry reads a plugin's implementation module for what 0.2.0 removed, not the package's own (it would
-    cost every process ~0.2 s): here every built-in method's and benchmark type's module is read once, as a
+    cost every process ~0.06 s): here every built-in method's and benchmark type's module is read once, as a
     plugin's would be."""
     import ast
     import importlib.util

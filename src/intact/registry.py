@@ -133,12 +133,13 @@ def check_implementation(target: str, where: str, method: bool = False) -> None:
     problem = target_problem(target)
     if problem:
         raise TypeError(f"{where}: implementation {target!r} does not resolve: {problem}")
-    module, _, cls = target.partition(":")
+    module, _, name = target.partition(":")
     if module.split(".")[0] == "intact":
         return
     origin = getattr(importlib.util.find_spec(module), "origin", None)
-    cls = cls if method else None
-    uses = removed_uses(module_ast(origin), origin, cls) if origin and origin.endswith(".py") else []
+    if not (origin and origin.endswith(".py")):
+        return
+    uses = removed_uses(module_ast(origin), origin, name if method else None)
     if uses:
         raise TypeError(f"{where}: implementation {target!r}: {uses[0]}")
 
