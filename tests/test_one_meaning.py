@@ -138,11 +138,11 @@ def test_no_builtin_implementation_uses_a_removed_name():
     """The registry reads a plugin's implementation module for what 0.2.0 removed, not the package's own (it would
     cost every process ~0.06 s): here every built-in method's and benchmark type's module is read once, as a
     plugin's would be."""
-    import ast
     import importlib.util
 
     from intact.data import BENCHMARKS
     from intact.methods import METHODS
+    from intact.unimported import module_ast
 
     targets = [(decl.implementation, True) for decl in METHODS.builtins().values()]
     targets += [(decl.implementation, False) for decl in BENCHMARKS.builtins().values()]
@@ -150,5 +150,4 @@ def test_no_builtin_implementation_uses_a_removed_name():
     for target, method in targets:
         module, _, cls = target.partition(":")
         origin = importlib.util.find_spec(module).origin
-        tree = ast.parse(Path(origin).read_text(), origin)
-        assert removed_uses(tree, origin, cls if method else None) == [], target
+        assert removed_uses(module_ast(origin), origin, cls if method else None) == [], target

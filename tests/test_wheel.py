@@ -32,11 +32,16 @@ def test_the_overlay_runs_through_the_wheels_workflow(tmp_path):
 '''
 
 
+def outside_env() -> dict[str, str]:
+    """This environment with nothing of this checkout or of the suite's warm parents: no ``PYTHONPATH`` (under
+    ``PYTHONPATH=src`` pip would find ``src/intact.egg-info``, the editable install's, and skip the wheel as
+    installed), no ``INTACT_*``."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("INTACT_")}
+
+
 def pip(*args: str) -> None:
-    """pip, blind to this checkout: under ``PYTHONPATH=src`` it would find ``src/intact.egg-info`` (the editable
-    install's) and skip the wheel as already installed."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", *args], env=env, check=True, capture_output=True, text=True)
+    subprocess.run([sys.executable, "-m", "pip", *args], env=outside_env(), check=True, capture_output=True,
+                   text=True)
 
 
 @pytest.mark.slow
@@ -69,9 +74,7 @@ def test_a_plugins_tests_pass_with_intact_installed_from_a_wheel(tmp_path):
     tests.mkdir()
     (tests / "test_rotdigits.py").write_text(fenced(BENCH_DOC, "python", "# test_rotdigits.py\n"))
     (tests / "test_dry_run.py").write_text(DRY_RUN)
-    # nothing of this checkout or of the suite's warm parents reaches the venv's processes
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("INTACT_")}
-    env["INTACT_TEST_CACHE"] = str(tmp_path / "cache")
+    env = {**outside_env(), "INTACT_TEST_CACHE": str(tmp_path / "cache")}   # nothing of this checkout reaches them
     where = subprocess.run([python, "-c", "import intact, intact.testing as t; print(intact.__file__); print(t.REPO)"],
                            env=env, cwd=tests, check=True, capture_output=True, text=True).stdout.split()
     assert where == [str(site / "intact" / "__init__.py"), str(site / "intact" / "workflow")], where
