@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 from intact.removed import removed_uses
-from intact.report.render import Column, Table, to_markdown, write_table
+from intact.report.render import DASH_NOTE, Column, Table, tex, to_markdown, write_table
 
 #: the one place each kind of file is written from (R.csv is a run's own results file, not a report table)
 WRITERS = {r"\.savefig\(": {"report/plots.py"}, r"\.to_csv\(": {"report/render.py", "results.py"}}
@@ -74,6 +74,23 @@ def test_the_table_writer_writes_the_experiments_plain_markdown_and_csv(tmp_path
     write_table(plain, tmp_path / "q.csv", banner="REHEARSAL")       # CSV only; a rehearsal's rows marked
     assert (tmp_path / "q.csv").read_text() == "rehearsal,v\nTrue,0.333333\n"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["p.csv", "p.md", "q.csv"]
+
+
+def test_a_table_that_shows_a_dash_says_what_it_means(tmp_path):
+    """The writer adds :data:`DASH_NOTE` under a table (and under each block) that shows ``—`` where none of its own
+    notes mentions it; a table that explains its ``—`` itself, or shows none, is written as it is."""
+    cols = [Column("m", "method"), Column("v", "value")]
+    dash = Table("d", "Dash", cols, rows=[{"m": "x", "v": "—"}], notes=["AA 1.0"])
+    own = Table("o", "Own", cols, rows=[{"m": "x", "v": "—"}], notes=["— = not run."])
+    full = Table("f", "Full", cols, rows=[{"m": "x", "v": "1"}], blocks=[dash])
+    for table, md in ((dash, "dash"), (own, "own"), (full, "full")):
+        write_table(table, md=tmp_path / f"{md}.md", latex=tmp_path / f"{md}.tex")
+    notes = {md: [ln for ln in (tmp_path / f"{md}.md").read_text().splitlines() if ln and not ln.startswith(("|", "#"))]
+             for md in ("dash", "own", "full")}
+    assert notes == {"dash": ["AA 1.0  ", DASH_NOTE], "own": ["— = not run."], "full": ["AA 1.0  ", DASH_NOTE]}
+    assert tex(DASH_NOTE) in (tmp_path / "dash.tex").read_text()
+    assert "not reported" not in (tmp_path / "own.tex").read_text()
+    assert dash.notes == ["AA 1.0"]          # the table itself is left as it was
 
 
 def test_a_plugin_method_that_still_names_the_feature_cache_is_refused_naming_frozen_feature():

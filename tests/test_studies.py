@@ -4,8 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import tiny_config
+from conftest import REPO, tiny_config
 from intact.config import ConfigError, resolve_run, resolver, validate_config
+from intact.layering import read_files
+from intact.rehearse import markdown_problems
 from intact.report.completeness import Ledger
 from intact.report.paper_tables import ablation_table
 from intact.report.render import to_markdown
@@ -132,7 +134,8 @@ def test_study_reports_are_written_from_metrics(tmp_path):
     runs = _fake_runs({name: [40 + i] for i, points in enumerate(grid.values()) for name in points.values()})
     outputs = {"csv": tmp_path / "s.csv", "md": tmp_path / "s.md", "figure": tmp_path / "s.png",
                **{f"figure_{k}": tmp_path / f"s_{k}.png" for k in grid}}
-    write_study_report("sensitivity", spec, runs, outputs, "digits", default_points(resolver(cfg), "digits", spec))
+    write_study_report("sensitivity", spec, runs, outputs, "digits",
+                       defaults=default_points(resolver(cfg), "digits", spec))
     assert all(p.stat().st_size > 0 for p in outputs.values())
     table = pd.read_csv(outputs["csv"])
     assert set(table["lambda"]) == {"lambda_var", "lambda_intdrift"} and len(table) == 4
@@ -140,3 +143,22 @@ def test_study_reports_are_written_from_metrics(tmp_path):
     runs = _fake_runs({abl_spec["method"]: [50], **{n: [45] for n in ablation_variants(abl_spec).values()}})
     write_study_report("ablation", abl_spec, runs, {"csv": tmp_path / "a.csv", "md": tmp_path / "a.md"}, "digits")
     assert "-5.00" in (tmp_path / "a.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["domainnet", "imagenet_mix"])
+def test_the_main_studys_report_shows_the_runs_the_workflow_planned_and_no_empty_row(name, tmp_path):
+    """A paper config's main study runs every row under both protocols, but a row the official protocol changes
+    nothing for (coda_p and its InTAct runs: same_as_default) is one run under its default name. Its report gets the
+    study's runs as the workflow planned them, so it pairs no ``@protocol=official`` name that was never run (a
+    report that expanded the study again showed three such pairs, every cell ``—``), and every ``—`` is explained."""
+    cfg = read_files([REPO / "config.yaml", REPO / "configs/paper" / f"{name}.yaml"])
+    study = expand_studies(cfg)["main"]
+    stored = _fake_runs({m: [50.0 + i, 51.0 + i, 53.0 + i] for i, m in enumerate(study.methods)}, name)
+    assert "coda_p+intact" in study.methods and "coda_p+intact@protocol=official" not in study.methods
+    outputs = {"csv": tmp_path / "m.csv", "md": tmp_path / "m.md", "plot": tmp_path / "m.png"}
+    write_study_report("main", study.spec, stored, outputs, name, methods=study.methods)
+    paired = pd.read_csv(tmp_path / "study_main_paired.csv")
+    assert len(paired) == 3 and paired["seeds"].eq(3).all() and not paired["a"].str.contains("protocol").any()
+    assert markdown_problems(outputs["md"].read_text(), own=True) == []
+    with pytest.raises(ValueError, match="needs its runs"):
+        write_study_report("main", study.spec, stored, outputs, name)

@@ -8,8 +8,9 @@ output it wrote.
 
 Each config runs ``snakemake full`` with ``configs/paper/<name>.yaml`` and ``configs/rehearsal.yaml`` in its own
 working directory, then :func:`check_outputs` reads what it wrote: every file of target ``full`` is there, every
-paper table has a value with its interval in every cell whose runs the config declares, no table holds a NaN, and
-every table says it is a rehearsal. A line per config gives its job count and time. No torch here.
+paper table has a value with its interval in every cell whose runs the config declares, no table holds a NaN, a
+``—`` that it does not explain or a row without a value, and every table says it is a rehearsal. A line per config
+gives its job count and time. No torch here.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def config_files(checkout: Path, name: str) -> list[Path]:
 
 def check_outputs(workdir: Path, cfg: Mapping[str, Any]) -> list[str]:
     """Every problem with what a rehearsal of ``cfg`` wrote under ``workdir`` (empty: none): a missing file of target
-    ``full``, a paper-table cell of a declared run without its value or interval, a NaN, a table that does not say
-    it is a rehearsal."""
+    ``full``, a paper-table cell of a declared run without its value or interval, a NaN, a ``—`` nothing explains, a
+    row with no value, a table that does not say it is a rehearsal."""
     plan, problems = Plan(cfg), []
     tune = [f.format(benchmark=b) for b in (plan.tune.benchmarks if plan.tune else ()) for f in TUNE_REPORT.values()]
     for f in [*plan.full_targets(), *plan.tune_choices(), *tune]:
@@ -56,9 +57,21 @@ def check_outputs(workdir: Path, cfg: Mapping[str, Any]) -> list[str]:
         text = md.read_text()
         if not text.startswith(f"**{BANNER}**"):
             problems.append(f"{md.relative_to(workdir)}: does not say it is a rehearsal")
-        cells = {c.strip().lower() for line in text.splitlines() if line.startswith("|") for c in line.split("|")}
-        if cells & {"nan", "inf", "-inf"}:
-            problems.append(f"{md.relative_to(workdir)}: holds a NaN or Inf cell")
+        own = md.parent.name != "paper"   # a table of this config's runs only (a paper table shows the paper's too)
+        problems += [f"{md.relative_to(workdir)}: {p}" for p in markdown_problems(text, own)]
+    return problems
+
+
+def markdown_problems(text: str, own: bool) -> list[str]:
+    """A NaN or Inf cell, a ``—`` that no line under the tables explains and, in a table of the config's own runs
+    (``own``: every row is a declared run), a row with no value (all ``—`` after its label) in one Markdown file."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("|") and not line.startswith("|:") and not line.startswith("|-")]
+    cells = {c.lower() for row in rows for c in row}
+    problems = ["holds a NaN or Inf cell"] if cells & {"nan", "inf", "-inf"} else []
+    if "—" in cells and not any("—" in line for line in text.splitlines() if not line.startswith("|")):
+        problems.append("shows — without saying what it means")
+    problems += [f"row {row[0]!r} has no value" for row in rows if own and len(row) > 1 and set(row[1:]) == {"—"}]
     return problems
 
 

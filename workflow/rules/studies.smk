@@ -22,6 +22,7 @@ for _study in STUDIES:
         params:
             study=_study,
             spec=STUDIES[_study].spec,
+            methods=list(STUDIES[_study].methods),
             defaults=study_defaults(_study),
         localrule: True
         conda:

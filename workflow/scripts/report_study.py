@@ -10,4 +10,4 @@ from intact.results import StoredResults
 with job(snakemake) as params:
     stored = StoredResults.read(snakemake.input.metrics)
     write_study_report(params.study, params.spec, stored, dict(snakemake.output.items()), snakemake.wildcards.benchmark,
-                       params.defaults)
+                       methods=params.methods, defaults=params.defaults)

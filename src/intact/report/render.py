@@ -10,6 +10,7 @@ differences) are rendered after the main one in Markdown and LaTeX and get their
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,18 @@ class Table:
 
     def cell(self, i: int, key: str) -> str:
         return self.rows[i].get(key, "—")
+
+
+#: what a ``—`` cell means, stated under a table that shows one and whose notes say nothing of it themselves
+DASH_NOTE = "— = no value: not run here, not reported by the paper, or an interval of fewer than two seeds."
+
+
+def explained(table: Table) -> Table:
+    """``table`` and its blocks, each with :data:`DASH_NOTE` added where it shows a ``—`` cell and none of its notes
+    mentions ``—``: a table never shows an empty cell silently."""
+    shows = any(table.cell(i, c.key) == "—" for i in range(len(table.rows)) for c in table.columns)
+    notes = [*table.notes, DASH_NOTE] if shows and not any("—" in n for n in table.notes) else table.notes
+    return dataclasses.replace(table, notes=notes, blocks=[explained(b) for b in table.blocks])
 
 
 def bold_best(table: Table, keys: list[str], values: list[dict[str, float | None]], higher: bool = True) -> None:
@@ -182,7 +195,8 @@ def write_table(table: Table, csv: str | Path | None = None, md: str | Path | No
     """CSV (+ one ``<block name>.csv`` per block beside it), Markdown and LaTeX, each where a path is given,
     atomically: the one table writer. ``banner``: a line the table carries on itself in every format (a
     rehearsal's, :func:`intact.rehearsal.banner`): before the Markdown and its title, in the LaTeX caption, and
-    as a ``rehearsal`` column of the CSV."""
+    as a ``rehearsal`` column of the CSV. A table that shows ``—`` says what it means (:func:`explained`)."""
+    table = explained(table)
     if csv is not None:
         write_text(csv, _csv(table, banner))
         for block in table.blocks:

@@ -13,7 +13,7 @@ from intact.report.paper_tables import ablation_table
 from intact.report.render import write_table
 from intact.report.tables import integration_table, sensitivity_table, summary_table
 from intact.results import StoredResults
-from intact.studies import expand_study, sensitivity_grid
+from intact.studies import sensitivity_grid
 
 
 def write_default_report(stored: StoredResults, methods: Sequence[str], outputs: Mapping[str, str],
@@ -26,12 +26,17 @@ def write_default_report(stored: StoredResults, methods: Sequence[str], outputs:
 
 
 def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults, outputs: Mapping[str, str],
-                       benchmark: str, defaults: Mapping[str, float | None] | None = None) -> None:
-    """Write the outputs of study ``name`` (keys: csv, md, and plot / figure paths) for ``benchmark``;
-    ``defaults``: the sensitivity study's default point there (:func:`intact.report.settings.default_points`)."""
+                       benchmark: str, *, methods: Sequence[str] = (),
+                       defaults: Mapping[str, float | None] | None = None) -> None:
+    """Write the outputs of study ``name`` (keys: csv, md, and plot / figure paths) for ``benchmark``; ``methods``:
+    the study's runs as the workflow planned them (:attr:`intact.studies.Study.methods`: the main study's under
+    each protocol, one name where a protocol changes nothing); ``defaults``: the sensitivity study's default point
+    there (:func:`intact.report.settings.default_points`)."""
     title = f"{benchmark} ({_split(stored)} split)"
     if name == "main":
-        methods = list(expand_study(name, spec, (0,)).methods)
+        if not methods:
+            raise ValueError("the main study's report needs its runs (methods=)")
+        methods = list(methods)
         table = summary_table("study_main", f"Methods - {title}", stored, benchmark, methods)
         figures.aa_evolution(stored, benchmark, methods, [outputs["plot"]], title=f"AA evolution - {benchmark}")
     elif name == "integration":
