@@ -403,6 +403,7 @@ def test_every_stored_run_of_a_paper_config_fills_its_cells_with_seeds_and_inter
         table = tables[table_name]
         assert not any(n.startswith("Missing") for n in table.notes), table_name
         for row in table.rows:
+            assert not re.fullmatch(r"(.+) \(`\1`\)", row.get("method", "")), row["method"]  # a run named twice
             for key, cell in row.items():
                 if key.startswith(f"{name}_") and key.endswith(("_here", "_aa")) and row.get("method", "") != "":
                     assert cell != "—" and "(n=" in cell, (table_name, row.get("method"), key)

@@ -108,6 +108,11 @@ def our_label(run: str) -> str:
     return f"{OUR_LABELS[base]} + InTAct" if plus and not rest and base in OUR_LABELS else run
 
 
+def method_cell(label: str, run: str | None) -> str:
+    """A row's Method cell: its label and the run it shows in backticks (the run alone where it is its own label)."""
+    return f"`{run}`" if run == label else label + (f" (`{run}`)" if run else "")
+
+
 def paper_pm(pair: Sequence[float] | None) -> str:
     return "—" if pair is None else f"{pair[0]:.2f} ± {pair[1]:.2f}"
 

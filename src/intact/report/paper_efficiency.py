@@ -11,7 +11,7 @@ import pandas as pd
 
 from intact.metrics import Stat
 from intact.report.paper import (
-    AA_NOTE, FORGETTING_NOTE, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels, seeds_note,
+    AA_NOTE, FORGETTING_NOTE, benchmark_title, fmt, method_cell, paper_numbers, paper_pm, rows_and_labels, seeds_note,
 )
 from intact.report.render import Column, Table
 from intact.report.completeness import Ledger
@@ -85,7 +85,7 @@ def efficiency_table(ledger: Ledger, ours: Sequence[str]) -> Table:
             if first:
                 table.rules.add(len(table.rows))
             table.rows.append({"benchmark": benchmark_title(b) if first else "",
-                               "method": label + (f" (`{run}`)" if run else ""), **_efficiency_cells(row, e, aa)})
+                               "method": method_cell(label, run), **_efficiency_cells(row, e, aa)})
             first = False
             rec = {"benchmark": b, "method": label, "run": run,
                    **{f"paper_{k}": (row[k] if row else None) for k in

@@ -15,7 +15,7 @@ import pandas as pd
 from intact.naming import format_value, parse_method_name
 from intact.metrics import Paired, Stat
 from intact.report.paper import (
-    AA_NOTE, FORGETTING_NOTE, benchmark_title, fmt, paper_numbers, paper_pm, rows_and_labels, seeds_note,
+    AA_NOTE, FORGETTING_NOTE, benchmark_title, fmt, method_cell, paper_numbers, paper_pm, rows_and_labels, seeds_note,
 )
 from intact.report.settings import LAMBDAS, PAPER_BENCHMARKS, PAPER_RUN, ReportSettings, lambda_benchmarks
 from intact.report.paper_efficiency import efficiency_table
@@ -110,7 +110,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     for i, (label, run, row) in enumerate(rows):
         if row is None and (i == 0 or rows[i - 1][2] is not None):
             table.rules.add(i)  # our runs the paper does not list, below a rule
-        cells = {"method": label + (f" (`{run}`)" if run else "")}
+        cells = {"method": method_cell(label, run)}
         parts = [_comparison_cells(ledger, label, run, row, b, columns, section, official)
                  for b in [*columns, "average", *extra]]
         for shown, record in parts:
