@@ -76,6 +76,13 @@ def test_the_table_writer_writes_the_experiments_plain_markdown_and_csv(tmp_path
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["p.csv", "p.md", "q.csv"]
 
 
+def test_a_table_refuses_two_columns_with_one_key():
+    """Two columns of one key would show one cell twice, under two titles (the ablation table's AA interval and Δ
+    interval were both ``<benchmark>_ci``: both columns showed Δ's)."""
+    with pytest.raises(ValueError, match="table 'a': column key.s. ci given twice"):
+        Table("a", "A", [Column("ci", "95 % CI"), Column("d", "Δ"), Column("ci", "Δ 95 % CI")])
+
+
 def test_a_table_that_shows_a_dash_says_what_it_means(tmp_path):
     """The writer adds :data:`DASH_NOTE` under a table (and under each block) that shows ``—`` where none of its own
     notes mentions it; a table that explains its ``—`` itself, or shows none, is written as it is."""

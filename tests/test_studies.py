@@ -90,7 +90,12 @@ def test_summary_ablation_and_integration_tables():
     assert (gain["a"], gain["b"], gain["diff_mean"], gain["better"], gain["seeds"]) == ("m+intact", "m", 11.0, 2, 2)
     assert (gain["ci_low"], gain["ci_high"]) == pytest.approx((11 - 12.7062, 11 + 12.7062), abs=1e-4)
     assert "+10.00 / +12.00 | +11.00 | [-1.71, +23.71] | 2 of 2" in md and "Student's t" in md
-    abl = ablation_table(Ledger("ablation", runs), {"method": "m+intact", "terms": ["var", "feat"]}, ["digits"]).data
+    abl_table = ablation_table(Ledger("ablation", runs), {"method": "m+intact", "terms": ["var", "feat"]}, ["digits"])
+    # AA's 95 % interval and Δ's, each in its own column: 52 ± t(0.975, 1) · 2.83 / √2; Δ = -1, -3: -2 ± t · 1.41 / √2
+    full, no_var = abl_table.rows[:2]
+    assert (full["digits_aa_ci"], full["digits_ci"]) == ("[26.59, 77.41]", "—")
+    assert (no_var["digits_aa_ci"], no_var["digits_ci"]) == ("[37.29, 62.71]", "[-14.71, +10.71]")
+    abl = abl_table.data
     assert list(abl["run"]) == ["m+intact", "m+intact-no_var", "m+intact-no_feat"]
     assert abl.loc[1, "diff_mean"] == pytest.approx(-2.0) and abl.loc[1, "full_better"] == 2
     assert np.isnan(abl.loc[2, "here_mean"])                           # not run: '—'

@@ -150,7 +150,7 @@ def _ablation_columns(paper_benchmark: str, benchmarks: Sequence[str]) -> list[C
     cols += [Column("paper_aa", "AA", group), Column("paper_delta", "Δ", group)]
     for b in benchmarks:
         g = f"Here ({benchmark_title(b)})"
-        cols += [Column(f"{b}_aa", "AA", g), Column(f"{b}_ci", "95 % CI", g),
+        cols += [Column(f"{b}_aa", "AA", g), Column(f"{b}_aa_ci", "95 % CI", g),
                  *paired_columns(f"{b}_", g, better="full better")]
     return cols
 
@@ -181,7 +181,7 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
             s = ledger.stat(label, b, run)
             p = Paired.of(ledger.values(label, b, run), ledger.values("full", b, full)) if term is not None else None
             nums[f"{b}_aa"] = s.mean if s else None
-            cells.update({f"{b}_aa": pm_n(s), f"{b}_ci": ci_cell(s, paper_aa if on_paper else None),
+            cells.update({f"{b}_aa": pm_n(s), f"{b}_aa_ci": ci_cell(s, paper_aa if on_paper else None),
                           **paired_cells(p, f"{b}_", better_is_worse=True)})
             records.append({"removed": term or "", "run": run, "benchmark": b,
                             "paper_aa": paper_aa if on_paper else None,

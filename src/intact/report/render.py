@@ -46,6 +46,12 @@ class Table:
     #: the Markdown heading's level (None: 3, a block's one more than its table's)
     level: int | None = None
 
+    def __post_init__(self) -> None:
+        keys = [c.key for c in self.columns]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:   # two columns would show one cell: the second's title over the first's value
+            raise ValueError(f"table {self.name!r}: column key(s) {', '.join(twice)} given twice")
+
     def cell(self, i: int, key: str) -> str:
         return self.rows[i].get(key, "—")
 
