@@ -198,6 +198,30 @@ def _ensure_pdflatex(log: Path) -> str | None:
     return None if shutil.which("pdflatex") else f"installing {TEX_PACKAGES} failed (see {log})"
 
 
+@pytest.mark.slow
+def test_a_diagnostic_figure_names_the_runs_it_leaves_out(tmp_path):
+    """A run that records no certificate or hypercube (S-Prompts, ESN, CPrompt: nothing shared between domains) is
+    named under the figure, with why, instead of missing from it silently; a method with no runs is no figure's."""
+    from intact.report import figures
+
+    runs = [_run("imagenet_r", "coda_p", s, 50.0) for s in (0, 1)]
+    for s in (0, 1):
+        run = _run("imagenet_r", "esn", s, 40.0)
+        run.metrics.update(certificate=[None] * 3, hypercube_log_volume=[None] * 3, hypercube_mean_width=[None] * 3)
+        runs.append(run)
+    stored = StoredResults(runs)
+    methods = ["coda_p", "esn", "not_run"]
+    cert = figures._per_task(stored, "imagenet_r", methods, lambda r, t: r.metrics["certificate"][t])
+    assert list(cert) == ["coda_p"]
+    assert figures.not_drawn(stored, "imagenet_r", methods, cert, "no certificate recorded") == \
+        "not drawn (no certificate recorded): esn"
+    assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], cert, "no certificate recorded") == ""
+    for figure in (figures.certificate, figures.hypercube, figures.feat_gate):
+        path = tmp_path / f"{figure.__name__}.png"
+        figure(stored, "imagenet_r", methods, [path])
+        assert path.read_bytes().startswith(b"\x89PNG")
+
+
 def test_latex_compiles_or_is_well_formed(tmp_path):
     """Each table's LaTeX compiles with pdflatex where the machine has it (booktabs); the structure is
     checked either way: balanced environments and as many cells per row as the column spec."""

@@ -17,6 +17,7 @@ Output files are byte-identical for identical inputs (no timestamps in PNG or PD
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
@@ -154,6 +155,21 @@ def _per_task(stored: StoredResults, benchmark: str, methods: Sequence[str], val
     return out
 
 
+def not_drawn(stored: StoredResults, benchmark: str, methods: Sequence[str], data: Mapping[str, Any], why: str) -> str:
+    """The line under a per-task diagnostic that names the ``methods`` with runs on ``benchmark`` that record no
+    value for it (``data``: :func:`_per_task`'s), and ``why``: a figure never leaves a run out silently; empty where
+    none is left out."""
+    missing = [m for m in methods if m not in data and stored.select(benchmark, m)]
+    return textwrap.fill(f"not drawn ({why}): {', '.join(missing)}", 110) if missing else ""
+
+
+def _note_below(ax: plt.Axes, text: str) -> None:
+    """``text`` under the x label (the rotated task names reach far below the axes)."""
+    if text.strip():
+        ax.annotate(text.strip(), xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -8), textcoords="offset points",
+                    ha="center", va="top", fontsize=8, color="0.3")
+
+
 def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
                 log: bool = False, dashed: Mapping[str, Any] | None = None, label: str = "") -> None:
     names = []
@@ -186,6 +202,7 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
         _legend(ax, len(cert) + 1)
     ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std "
                  "of log10 over seeds)")
+    _note_below(ax, not_drawn(stored, benchmark, methods, cert, "no certificate recorded"))
     write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
@@ -198,6 +215,7 @@ def hypercube(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     _diagnostic(axes[1], width, methods, "mean width per neuron")
     axes[1].set_title("Cumulative hypercube: mean width")
     _legend(axes[1], len(width))
+    _note_below(axes[0], not_drawn(stored, benchmark, methods, vol, "no hypercube recorded"))
     fig.tight_layout()
     write_figure(fig, paths, banner(stored.is_rehearsal))
 
@@ -218,11 +236,9 @@ def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
         ax.set_ylim(-3, 103)
         _legend(ax, len(gate))
     ax.set_title(f"L_Feat gate pass fraction per task on {benchmark_title(benchmark)}")
-    # under the x label (the rotated task names reach far below the axes)
-    ax.annotate("paper gate: share of samples whose teacher feature lies in the box\n"
-                "reference-code gate: share of (sample, neuron) elements of the student feature in the box",
-                xy=(0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -8), textcoords="offset points",
-                ha="center", va="top", fontsize=8, color="0.3")
+    _note_below(ax, "paper gate: share of samples whose teacher feature lies in the box\n"
+                    "reference-code gate: share of (sample, neuron) elements of the student feature in the box\n"
+                    + not_drawn(stored, benchmark, methods, gate, "no gate: runs without InTAct have none"))
     write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
