@@ -446,16 +446,6 @@ def test_every_stored_run_of_a_paper_config_fills_its_cells_with_seeds_and_inter
     assert paired["seeds"].eq(5).all()
 
 
-def test_the_rehearsals_reading_finds_an_unexplained_dash_and_a_row_without_a_value():
-    from intact.rehearse import markdown_problems
-
-    table = "### T\n\n| Method | AA |\n|:---|---:|\n| `a` | 1.00 |\n| `b` | — |\n"
-    assert markdown_problems(table, own=True) == ["shows — without saying what it means", "row '`b`' has no value"]
-    assert markdown_problems(table + "\n— = not run.\n", own=False) == []
-    assert markdown_problems(table.replace("1.00", "nan"), own=False) == ["holds a NaN or Inf cell",
-                                                                        "shows — without saying what it means"]
-
-
 def test_a_declared_run_not_stored_is_named_in_the_missing_note():
     cfg = _paper_config("imagenet_r")
     skip = {"dualprompt+intact@lambda_var=1e-1,lambda_feat=1e-4"}

@@ -19,7 +19,7 @@ from intact.config import resolve_run
 from intact.layering import read_files
 from intact.plan import Plan
 from intact.rehearsal import BANNER, WEIGHTS, make_tree, rehearse, tree_params
-from intact.rehearse import PAPER_CONFIGS, check_outputs, config_files
+from intact.rehearse import PAPER_CONFIGS, check_outputs, config_files, markdown_problems
 
 PAPER = REPO / "configs" / "paper"
 #: what a rehearsal adds to a paper config's DAG: its data and its weights
@@ -120,6 +120,14 @@ def _jobs(text: str) -> set[tuple[str, str | None]]:
             w = re.search(r"wildcards: .*?\bmethod=(.*?)(?:, seed=|$)", block, re.M)
             out.add((m[1], w[1] if w else None))
     return out
+
+
+def test_the_rehearsals_reading_finds_an_unexplained_dash_and_a_row_without_a_value():
+    table = "### T\n\n| Method | AA |\n|:---|---:|\n| `a` | 1.00 |\n| `b` | — |\n"
+    assert markdown_problems(table, own=True) == ["shows — without saying what it means", "row '`b`' has no value"]
+    assert markdown_problems(table + "\n— = not run.\n", own=False) == []
+    assert markdown_problems(table.replace("1.00", "nan"), own=False) == ["holds a NaN or Inf cell",
+                                                                        "shows — without saying what it means"]
 
 
 def _dry_run(tmp_path: Path, files: list[Path]) -> set[tuple[str, str | None]]:

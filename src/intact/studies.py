@@ -48,8 +48,9 @@ def protocol_runs(methods: list[str], protocols: list[str], applies: Callable[[s
 
 
 def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, ...],
-                 applies: Callable[[str, str], bool] = lambda protocol, method: True) -> Study:
-    """The runs of study ``name`` (``applies``: see :func:`protocol_runs`), read from its typed declaration."""
+                 applies: Callable[[str, str], bool]) -> Study:
+    """The runs of study ``name`` (``applies``: see :func:`protocol_runs`; no default, since a protocol that changes
+    nothing for a method gives no run of its own), read from its typed declaration."""
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
     study = build_dataclass(STUDY_SETTINGS[name], spec, f"studies.{name}")

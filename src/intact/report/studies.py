@@ -36,7 +36,6 @@ def write_study_report(name: str, spec: Mapping[str, Any], stored: StoredResults
     if name == "main":
         if not methods:
             raise ValueError("the main study's report needs its runs (methods=)")
-        methods = list(methods)
         table = summary_table("study_main", f"Methods - {title}", stored, benchmark, methods)
         figures.aa_evolution(stored, benchmark, methods, [outputs["plot"]], title=f"AA evolution - {benchmark}")
     elif name == "integration":
