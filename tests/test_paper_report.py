@@ -222,6 +222,27 @@ def test_a_diagnostic_figure_names_the_runs_it_leaves_out(tmp_path):
         assert path.read_bytes().startswith(b"\x89PNG")
 
 
+def test_a_figures_lines_repeat_no_colour_and_pair_each_method_with_its_intact():
+    """config.yaml's main study draws 17 runs of 13 families in 13 colours (it drew ESN in L2P's red, CPrompt in L2P +
+    InTAct's purple); a method and its +intact share their colour, the one without InTAct dashed and hollow; the
+    paper's InTAct keeps its black stars."""
+    from intact.report import figures
+
+    methods = load_file(REPO / "config.yaml")["studies"]["main"]["methods"]
+    style = figures.styles(methods)
+    assert list(style) == [m for m in figures._FIXED if m in methods] + [m for m in methods if m not in figures._FIXED]
+    families = {}
+    for m in methods:
+        if m not in figures._FIXED:
+            families.setdefault(baseline(m) or m, set()).add(style[m]["color"])
+    assert all(len(c) == 1 for c in families.values()) and len(families) == 13
+    assert len({c for cs in families.values() for c in cs}) == 13
+    assert style["coda_p+intact"]["color"] == "black" and style["l2p+intact"].get("ls", "-") == "-"
+    assert style["l2p"]["ls"] == "--" and style["l2p"]["mfc"] == "white" and style["coda_p"]["ls"] == "--"
+    assert "ls" not in style["ewc"] and "ls" not in figures.styles(["coda_p"])["coda_p"]
+    assert figures.styles(["coda_p+intact-no_var", "coda_p+intact"])["coda_p+intact-no_var"]["color"] != "black"
+
+
 def test_latex_compiles_or_is_well_formed(tmp_path):
     """Each table's LaTeX compiles with pdflatex where the machine has it (booktabs); the structure is
     checked either way: balanced environments and as many cells per row as the column spec."""

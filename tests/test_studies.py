@@ -84,7 +84,7 @@ def test_summary_ablation_and_integration_tables():
     assert s.data.loc[1, "aa_mean"] == 52 and s.data.loc[1, "aa_std"] == pytest.approx(np.std([50, 54], ddof=1))
     assert s.data.loc[1, "certificate_last_mean"] == 0.25
     md = to_markdown(s)
-    assert "52.00 ± 2.83" in md and "Forgetting (max-final)" in md
+    assert "52.00 ± 2.83" in md and "Forgetting (max-final)" in md and "Certificate n/a" not in md
     # InTAct's paired gain: d = 10, 12; mean 11, sd sqrt(2), t(0.975, 1) = 12.706: 11 ± 12.706 sqrt(2) / sqrt(2)
     gain = s.blocks[0].data.iloc[0]
     assert (gain["a"], gain["b"], gain["diff_mean"], gain["better"], gain["seeds"]) == ("m+intact", "m", 11.0, 2, 2)
@@ -101,6 +101,16 @@ def test_summary_ablation_and_integration_tables():
     assert np.isnan(abl.loc[2, "here_mean"])                           # not run: '—'
     integ = integration_table("t", runs, "digits", ["m"]).data
     assert integ.loc[0, "diff_mean"] == pytest.approx(11.0) and integ.loc[0, "better"] == 2
+
+
+def test_a_summary_says_which_runs_record_no_certificate():
+    """The main study's n/a certificates (joint, S-Prompts, ESN, CPrompt) are named in a note, not left unexplained."""
+    runs = _fake_runs({"m": [40, 42], "s_prompts": [60, 61]})
+    for r in runs.select("digits", "s_prompts"):
+        r.metrics["certificate"] = [None] * 3
+    md = to_markdown(summary_table("study_main", "t", runs, "digits", ["m", "s_prompts"]))
+    assert "| `s_prompts` | 2 | 60.50 ± 0.71 |" in md and "| n/a |" in md
+    assert "Certificate n/a: `s_prompts` records none (no hypercube" in md
 
 
 def test_an_intact_run_with_its_own_settings_is_paired_with_its_baseline():

@@ -3,7 +3,8 @@ benchmark, PNG + PDF, and the default run's and the studies' figures, drawn by t
 results only (read and checked by :func:`intact.results.read_run`):
 
 * ``aa_evolution``: AA after each task, one line per method, markers, ±1 std band over seeds (also the default
-  run's ``default_run_aa_evolution.png`` and the main study's);
+  run's ``default_run_aa_evolution.png`` and the main study's); a method and its ``+intact`` share a colour
+  (:func:`styles`);
 * ``sensitivity``: the paper's three panels (λ_IntDrift, λ_Var, λ_Feat), AA evolution per λ value (the
   sensitivity study: one panel per swept λ, together and each alone);
 * ``certificate``: the worst-case |logit drift| of the head inside the previous hypercube after each task
@@ -32,7 +33,7 @@ from intact.rehearsal import banner  # noqa: E402
 from intact.report.paper import benchmark_title  # noqa: E402
 from intact.report.plots import write_figure  # noqa: E402
 from intact.results import StoredResults  # noqa: E402
-from intact.naming import format_value  # noqa: E402
+from intact.naming import baseline, format_value, parse_method_name  # noqa: E402
 from intact.studies import sensitivity_grid  # noqa: E402
 
 SENSITIVITY_PANELS = ("lambda_intdrift", "lambda_var", "lambda_feat")  # the paper's order
@@ -40,18 +41,36 @@ _LAMBDA = {"lambda_intdrift": r"$\lambda_{IntDrift}$", "lambda_var": r"$\lambda_
            "lambda_feat": r"$\lambda_{Feat}$",
            "lambda_align": r"$\lambda_{Align}$"}
 _MARKERS = "osD^vP<>Xph"
-# tab10 without its grey (kept for the reference-code InTAct), then three more: a main study of 12 methods
-# gets 12 distinguishable colours
-_PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + ["#000080", "#808000", "#00a0a0"]
+# tab10 without its grey (kept for the reference-code InTAct), then four more: a main study of 13 methods gets 13
+# distinguishable colours
+_PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + ["#000080", "#808000", "#00a0a0",
+                                                                                "#800000"]
+#: InTAct as the paper draws it (black, stars), and the reference-code form (dashed grey)
+_FIXED = {"coda_p+intact": {"color": "black", "marker": "*", "ms": 9, "lw": 2.0, "zorder": 5},
+          "coda_p+intact@preset=reference": {"color": "0.45", "marker": "*", "ms": 8, "ls": "--", "lw": 1.6,
+                                             "zorder": 4}}
 
 
-def style(method: str, i: int) -> dict[str, Any]:
-    """InTAct as the paper draws it (black, stars); the reference-code form dashed grey; others cycle."""
-    if method == "coda_p+intact":
-        return {"color": "black", "marker": "*", "ms": 9, "lw": 2.0, "zorder": 5}
-    if method == "coda_p+intact@preset=reference":
-        return {"color": "0.45", "marker": "*", "ms": 8, "ls": "--", "lw": 1.6, "zorder": 4}
-    return {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
+def _family(method: str) -> tuple:
+    """A run's name without its ``+intact``: a method and the same method with InTAct are one family."""
+    name = parse_method_name(method)
+    return name.base, name.disabled, name.overrides
+
+
+def styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each run's line style: :data:`_FIXED`'s, or its family's colour and marker (one per family, in order, so
+    a figure of up to 13 families repeats none); a run drawn beside its InTAct form (:func:`intact.naming.baseline`,
+    the one pairing rule) is dashed with hollow markers."""
+    drawn = [m for m in dict.fromkeys(methods) if m not in _FIXED]
+    families = list(dict.fromkeys(_family(m) for m in drawn))
+    paired = {baseline(m) for m in methods}
+    out = {m: dict(st) for m, st in _FIXED.items() if m in methods}
+    for m in drawn:
+        i = families.index(_family(m))
+        out[m] = {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
+        if m in paired:
+            out[m].update(ls="--", mfc="white")
+    return out
 
 
 def _empty(ax: plt.Axes, text: str) -> None:
@@ -91,20 +110,22 @@ def _legend(ax: plt.Axes, n: int, **kw: Any) -> None:
 def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path],
                  title: str | None = None) -> None:
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    drawn, names = 0, []
-    for i, m in enumerate(methods):
+    drawn, names, style = 0, [], styles(methods)
+    for m in methods:
         runs = stored.select(benchmark, m)
         if not runs:
             continue
         curves = np.array([r.metrics["aa_evolution"] for r in runs], dtype=float)
         names = runs[0].metrics["task_names"]
         _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{m} ({curves[:, -1].mean():.1f}, n={len(runs)})",
-              style(m, i))
+              style[m])
         drawn += 1
     if drawn:
         _task_axis(ax, names)
         ax.set_ylabel("AA over the tasks seen so far (%)")
-        _legend(ax, drawn, title="method (final AA, seeds)", title_fontsize=8)
+        dashed = any(st.get("mfc") == "white" for st in style.values())
+        _legend(ax, drawn, title="method (final AA, seeds)" + ("\ndashed, hollow: without InTAct" if dashed else ""),
+                title_fontsize=8)
     else:
         _empty(ax, f"no stored runs on {benchmark} yet")
     ax.set_title(title or f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
@@ -172,16 +193,16 @@ def _note_below(ax: plt.Axes, text: str) -> None:
 
 def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
                 log: bool = False, dashed: Mapping[str, Any] | None = None, label: str = "") -> None:
-    names = []
-    for i, m in enumerate(methods):
+    names, style = [], styles(methods)
+    for m in methods:
         if m not in data:
             continue
         names, arr = data[m]
         x = np.arange(1, arr.shape[1] + 1)[first:]
-        _band(ax, x, arr[:, first:], f"{m}{label}", style(m, i), log=log)
+        _band(ax, x, arr[:, first:], f"{m}{label}", style[m], log=log)
         if dashed and m in dashed:
             d = dashed[m][1][:, first:]
-            ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style(m, i)["color"],
+            ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style[m]["color"],
                     ls=":", lw=1.2)
     if not names:
         _empty(ax, "no stored runs record this yet")

@@ -28,7 +28,8 @@ METRICS = {"aa": "AA", "forgetting_max": "Forgetting (max-final)", "forgetting_o
 SUMMARY_NOTE = (
     "Forgetting (one-step): CODA-Prompt's mean drop per new task. BWT: mean final minus just-learned accuracy. "
     "CAA: mean of the AA evolution. Certificate: worst-case |logit drift| of the head over the previous hypercube "
-    "after the last task (the InTAct guarantee, measured). Mean ± sample std over seeds."
+    "after the last task (the InTAct guarantee, measured). Train s / run: seconds of training over all tasks, on "
+    "the machine that ran it. Mean ± sample std over seeds; the certificate and the seconds: mean over seeds."
 )
 PAIRED_NOTE = (
     "Paired by seed: d_s = A(s) − B(s) on every seed s both runs have (the same seed: the same data order and "
@@ -164,6 +165,11 @@ def summary_table(name: str, title: str, stored: StoredResults, benchmark: str, 
                         "certificate_last_mean": certificate, "train_seconds_mean": seconds})
     table.data = pd.DataFrame(records)
     table.notes = [AA_NOTE, FORGETTING_NOTE, SUMMARY_NOTE]
+    uncertified = [r["method"] for r in records if math.isnan(r["certificate_last_mean"])]
+    if uncertified:
+        table.notes.append(f"Certificate n/a: {', '.join(f'`{m}`' for m in uncertified)} "
+                           f"record{'s' if len(uncertified) == 1 else ''} none (no hypercube of "
+                           "an earlier task: the run starts afresh at every task, or shares nothing between domains).")
     table.blocks.append(paired_table(f"{name}_paired", f"{title}: InTAct's paired gain", methods, stored, [benchmark]))
     return table
 
