@@ -128,6 +128,9 @@ def test_the_rehearsals_reading_finds_an_unexplained_dash_and_a_row_without_a_va
     assert markdown_problems(table + "\n— = not run.\n", own=False) == []
     assert markdown_problems(table.replace("1.00", "nan"), own=False) == ["holds a NaN or Inf cell",
                                                                         "shows — without saying what it means"]
+    na = table.replace("1.00", "n/a") + "\n— = not run.\n"
+    assert markdown_problems(na, own=False) == ["shows n/a without saying what it means"]
+    assert markdown_problems(na + "Certificate n/a: `a` records none.\n", own=False) == []
 
 
 def _dry_run(tmp_path: Path, files: list[Path]) -> set[tuple[str, str | None]]:

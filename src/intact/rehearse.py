@@ -63,14 +63,16 @@ def check_outputs(workdir: Path, cfg: Mapping[str, Any]) -> list[str]:
 
 
 def markdown_problems(text: str, own: bool) -> list[str]:
-    """A NaN or Inf cell, a ``—`` that no line under the tables explains and, in a table of the config's own runs
-    (``own``: every row is a declared run), a row with no value (all ``—`` after its label) in one Markdown file."""
+    """A NaN or Inf cell, a ``—`` or ``n/a`` that no line under the tables explains and, in a table of the config's
+    own runs (``own``: every row is a declared run), a row with no value (all ``—`` after its label) in one Markdown
+    file."""
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
             if line.startswith("|") and not line.startswith("|:") and not line.startswith("|-")]
     cells = {c.lower() for row in rows for c in row}
     problems = ["holds a NaN or Inf cell"] if cells & {"nan", "inf", "-inf"} else []
-    if "—" in cells and not any("—" in line for line in text.splitlines() if not line.startswith("|")):
-        problems.append("shows — without saying what it means")
+    notes = [line for line in text.splitlines() if not line.startswith("|")]
+    problems += [f"shows {mark} without saying what it means" for mark in ("—", "n/a")
+                 if mark in cells and not any(mark in line for line in notes)]
     problems += [f"row {row[0]!r} has no value" for row in rows if own and len(row) > 1 and set(row[1:]) == {"—"}]
     return problems
 
