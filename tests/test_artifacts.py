@@ -260,6 +260,15 @@ def test_the_same_tensors_and_metadata_give_the_same_bytes(tmp_path):
     assert (tmp_path / "one.safetensors").read_bytes() == save(tensors, metadata={"model": "vit_digits_p8"})
 
 
+def test_a_loaded_tensor_starts_at_the_same_alignment_whatever_the_metadata(tmp_path):
+    """A loaded tensor is a copy, 64-byte aligned like any fresh tensor, not a view into the file that starts where
+    the header (as long as the run's name) ends: CPU kernels round by alignment (tests/test_training.py)."""
+    for n in range(1, 17):
+        path = tmp_path / f"{n}.safetensors"
+        save_tensors(path, {"fc0.lower": torch.zeros(64), "fc0.upper": torch.ones(64)}, {"method": "m" * n})
+        assert {k: v.data_ptr() % 64 for k, v in load_tensors(path).items()} == {"fc0.lower": 0, "fc0.upper": 0}
+
+
 def test_damaged_manifest_names_the_file(tiny_bench, two_tasks, tmp_path):
     manifest = tmp_path / "data/manifest.json"
     shutil.copytree(tiny_bench["manifest"].parent, manifest.parent)

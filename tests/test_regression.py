@@ -44,8 +44,7 @@ def test_default_runs_are_bit_identical_to_the_stored_values(now):
         got = now["runs"][method]
         assert got["R"] == want["R"], method
         assert got["tensors"] == want["tensors"], method
-        # the keys the reference recorded: the AMD EPYC references predate the outward-rounded certificate
-        # (issue 24) and were stored without it until they are regenerated there (docs/testing.md)
+        # the keys the reference recorded (a reference stored before a key existed is compared without it)
         assert [{k: g.get(k) for k in w} for g, w in zip(got["train"], want["train"])] == want["train"], method
         assert len(got["train"]) == len(want["train"]), method
 

@@ -5,6 +5,7 @@ import torch
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
 from intact.io import load_tensors, read_json
+from intact.naming import format_value
 from intact.regularizers.hypercube import load_hypercubes
 from intact.results import collect_run, read_accuracy_matrix
 from intact.train import train_task
@@ -77,6 +78,32 @@ def test_same_config_and_seed_give_identical_R(tiny_bench, tmp_path):
                 (tmp_path / f"b/task{t}/{name}.safetensors").read_bytes()
         ta, tb = (read_json(tmp_path / f"{r}/task{t}/train.json") for r in "ab")
         assert (ta["state_sha256"], ta["hypercube_sha256"]) == (tb["state_sha256"], tb["hypercube_sha256"])
+
+
+def _data_offset(path) -> int:
+    """Where a safetensors file's tensor bytes start: after its 8-byte length and its header, whose length follows
+    the metadata (the run's name)."""
+    with open(path, "rb") as f:
+        return 8 + int.from_bytes(f.read(8), "little")
+
+
+def test_a_runs_name_does_not_change_its_numbers(tiny_bench, tmp_path):
+    """Two names for the same settings train the same tensors. A loaded tensor was a view into the file, starting
+    where the header ends; a name of another length moved the hypercube to another alignment, and the CPU's kernels
+    rounded the next task's L_IntDrift differently (on the digits study, coda_p+intact@lambda_intdrift=0.01 and
+    coda_p+intact, the same settings, differed by 0.07-0.39 AA points)."""
+    default = format_value(resolve_run(tiny_bench["config"], "digits", "coda_p+intact", 0).intact.lambda_feat)
+    _train_run(tiny_bench, "coda_p+intact", tmp_path / "a", 2)
+    aligned = _data_offset(tmp_path / "a/task0/hypercube.safetensors") % 16
+    for zeros in range(1, 17):   # the same value, written one character longer each time, until the alignment differs
+        name, out = f"coda_p+intact@lambda_feat={default}.{'0' * zeros}", tmp_path / f"b{zeros}"
+        _train_run(tiny_bench, name, out, 2)
+        if _data_offset(out / "task0/hypercube.safetensors") % 16 != aligned:
+            break
+    else:
+        raise AssertionError("no name of another alignment")
+    a, b = (load_tensors(d / "task1/state.safetensors") for d in (tmp_path / "a", out))
+    assert all(torch.equal(a[k], b[k]) for k in a), name
 
 
 def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
@@ -175,6 +202,7 @@ from torch.utils.data import Dataset
 from intact.config import resolve_run
 from intact.data import benchmark_class
 from intact.io import load_tensors, read_json
+from intact.naming import format_value
 from intact.testing import train_one
 from intact.train import Preempted
 

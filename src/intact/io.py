@@ -159,7 +159,9 @@ def _open_tensors(path: str | os.PathLike, expect: dict[str, str] | None, keys: 
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()} if keys else {}
+            # copied out of the file's mapping: a view starts wherever the header (its length varies with the
+            # metadata: the method's name) ends, and CPU kernels round by the address's alignment
+            tensors = {k: f.get_tensor(k).clone() for k in f.keys()} if keys else {}
     except FileNotFoundError:
         raise
     except Exception as err:  # safetensors raises its own error types for truncated or foreign bytes
