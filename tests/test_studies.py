@@ -93,6 +93,7 @@ def test_summary_ablation_and_integration_tables():
     abl_table = ablation_table(Ledger("ablation", runs), {"method": "m+intact", "terms": ["var", "feat"]}, ["digits"])
     # AA's 95 % interval and Δ's, each in its own column: 52 ± t(0.975, 1) · 2.83 / √2; Δ = -1, -3: -2 ± t · 1.41 / √2
     full, no_var = abl_table.rows[:2]
+    assert not any("backbone" in note for note in abl_table.notes)   # not told which: it said "none declared"
     assert (full["digits_aa_ci"], full["digits_ci"]) == ("[26.59, 77.41]", "—")
     assert (no_var["digits_aa_ci"], no_var["digits_ci"]) == ("[37.29, 62.71]", "[-14.71, +10.71]")
     abl = abl_table.data

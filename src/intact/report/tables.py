@@ -110,12 +110,13 @@ def paired_record(p: Paired | None) -> dict[str, Any]:
             "diffs": " ".join(map(repr, p.diffs))}
 
 
-def backbone_note(stored: StoredResults) -> str:
-    """Which backbone every "here" column ran on: a number is never compared across checkpoints by accident."""
+def backbone_notes(stored: StoredResults) -> list[str]:
+    """Which backbone every "here" column ran on: a number is never compared across checkpoints by accident. None
+    where the report was not told (a study's report reads its runs only)."""
     if not stored.backbones:
-        return "Here: no benchmark of this config declares a backbone."
-    return "Backbone of each \"here\" column: " + "; ".join(
-        f"{benchmark_title(b)}: {text}" for b, text in stored.backbones.items()) + "."
+        return []
+    return ["Backbone of each \"here\" column: " + "; ".join(
+        f"{benchmark_title(b)}: {text}" for b, text in stored.backbones.items()) + "."]
 
 
 def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredResults,
@@ -136,7 +137,7 @@ def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredRe
             records.append({"a": a, "b": b_, "benchmark": b, **paired_record(p)})
         table.rows.append(cells)
     table.data = pd.DataFrame(records, columns=["a", "b", "benchmark", *PAIRED_FIELDS])
-    table.notes = [paired_note(), AA_NOTE, FORGETTING_NOTE, *([backbone_note(stored)] if stored.backbones else [])]
+    table.notes = [paired_note(), AA_NOTE, FORGETTING_NOTE, *backbone_notes(stored)]
     if not table.rows:
         table.notes.insert(0, "No pair of runs (with and without +intact) is declared here.")
     return table
