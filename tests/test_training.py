@@ -202,7 +202,6 @@ from torch.utils.data import Dataset
 from intact.config import resolve_run
 from intact.data import benchmark_class
 from intact.io import load_tensors, read_json
-from intact.naming import format_value
 from intact.testing import train_one
 from intact.train import Preempted
 
