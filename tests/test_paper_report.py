@@ -23,6 +23,7 @@ from intact.settings import IntactConfig
 from intact.report.paper_tables import paper_tables
 from intact.report.settings import report_settings
 from intact.report.render import to_latex, write_table
+from intact.report.tables import ci_note
 from intact.results import StoredResults, StoredRun
 from intact.layering import load_file
 
@@ -149,6 +150,10 @@ def test_measured_cells_differences_and_paired_wins(tmp_path):
     lo, hi = s.mean() - 4.303 * s.std(ddof=1) / 3 ** 0.5, s.mean() + 4.303 * s.std(ddof=1) / 3 ** 0.5
     assert (row["here_ci_low"], row["here_ci_high"]) == pytest.approx((lo, hi), abs=2e-3)
     assert row["here_paper_in_ci"] == (lo <= 74.23 <= hi) and f"[{lo:.2f}, {hi:.2f}] out" in md
+    assert "in / out: whether the paper's mean lies inside it" in md
+    # a table none of whose cells has a paper's mean to compare does not explain in / out
+    assert "in / out" not in ci_note(pd.DataFrame({"here_paper_in_ci": [None, None]}))
+    assert "in / out" in ci_note(pd.DataFrame({"here_paper_in_ci": [None, False]}))
     # bold marks the best measured cell of a column, never a '—'
     assert f"**{np.mean(list(intact.values())):.2f} ± " in md and "**—**" not in md
     eff = pd.read_csv(tmp_path / "efficiency.csv").set_index(["benchmark", "run"])
@@ -241,6 +246,24 @@ def test_a_figures_lines_repeat_no_colour_and_pair_each_method_with_its_intact()
     assert style["l2p"]["ls"] == "--" and style["l2p"]["mfc"] == "white" and style["coda_p"]["ls"] == "--"
     assert "ls" not in style["ewc"] and "ls" not in figures.styles(["coda_p"])["coda_p"]
     assert figures.styles(["coda_p+intact-no_var", "coda_p+intact"])["coda_p+intact-no_var"]["color"] != "black"
+
+
+def test_the_aa_legend_explains_dashed_lines_only_when_it_draws_one(monkeypatch):
+    """A run without InTAct is drawn dashed and hollow; the legend's title says so only when such a run is drawn,
+    not when one was planned (in ``methods``) but has no stored runs."""
+    from intact.report import figures
+
+    titles = []
+
+    def legend_title(fig, paths, banner=None):
+        titles.append(fig.axes[0].get_legend().get_title().get_text())
+        figures.plt.close(fig)
+
+    monkeypatch.setattr(figures, "write_figure", legend_title)
+    plain, with_intact = _run("imagenet_r", "coda_p", 0, 50.0), _run("imagenet_r", "coda_p+intact", 0, 52.0)
+    figures.aa_evolution(StoredResults([with_intact]), "imagenet_r", ["coda_p", "coda_p+intact"], [])
+    figures.aa_evolution(StoredResults([plain, with_intact]), "imagenet_r", ["coda_p", "coda_p+intact"], [])
+    assert "without InTAct" not in titles[0] and "dashed, hollow: without InTAct" in titles[1]
 
 
 def test_latex_compiles_or_is_well_formed(tmp_path):

@@ -110,7 +110,7 @@ def _legend(ax: plt.Axes, n: int, **kw: Any) -> None:
 def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path],
                  title: str | None = None) -> None:
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    drawn, names, style = 0, [], styles(methods)
+    drawn, names, style = [], [], styles(methods)
     for m in methods:
         runs = stored.select(benchmark, m)
         if not runs:
@@ -119,12 +119,12 @@ def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], 
         names = runs[0].metrics["task_names"]
         _band(ax, np.arange(1, curves.shape[1] + 1), curves, f"{m} ({curves[:, -1].mean():.1f}, n={len(runs)})",
               style[m])
-        drawn += 1
+        drawn.append(m)
     if drawn:
         _task_axis(ax, names)
         ax.set_ylabel("AA over the tasks seen so far (%)")
-        dashed = any(st.get("mfc") == "white" for st in style.values())
-        _legend(ax, drawn, title="method (final AA, seeds)" + ("\ndashed, hollow: without InTAct" if dashed else ""),
+        dashed = any(style[m].get("mfc") == "white" for m in drawn)  # the legend explains only what it shows
+        _legend(ax, len(drawn), title="method (final AA, seeds)" + ("\ndashed, hollow: without InTAct" if dashed else ""),
                 title_fontsize=8)
     else:
         _empty(ax, f"no stored runs on {benchmark} yet")

@@ -15,7 +15,7 @@ from intact.report.paper import (
 )
 from intact.report.render import Column, Table
 from intact.report.completeness import Ledger
-from intact.report.tables import CI_NOTE, backbone_notes, ci_cell, ci_record, pm_n
+from intact.report.tables import backbone_notes, ci_cell, ci_note, ci_record, pm_n
 
 
 def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
@@ -108,6 +108,6 @@ def efficiency_table(ledger: Ledger, ours: Sequence[str]) -> Table:
         f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
         AA_NOTE, FORGETTING_NOTE,
         seeds_note(table.data.get("here_seeds", []), stored),
-        CI_NOTE, *backbone_notes(stored),
+        ci_note(table.data), *backbone_notes(stored),
     ]
     return table

@@ -21,7 +21,7 @@ from intact.report.settings import LAMBDAS, PAPER_BENCHMARKS, PAPER_RUN, ReportS
 from intact.report.paper_efficiency import efficiency_table
 from intact.report.render import Column, Table, bold_best
 from intact.report.completeness import Ledger
-from intact.report.tables import (CAPTION, CI_NOTE, backbone_notes, ci_cell, ci_record, paired_cells, paired_columns,
+from intact.report.tables import (CAPTION, backbone_notes, ci_cell, ci_note, ci_record, paired_cells, paired_columns,
                                   paired_note, paired_record, paired_table, pm_n)
 from intact.results import StoredResults
 from intact.studies import ablation_variants
@@ -123,7 +123,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: mean ± std over {section['seeds']} runs (paper table {section['table']}). {section['caption']}",
-        seeds_note([*table.data["here_seeds"], *table.data.get("official_seeds", [])], stored), CI_NOTE,
+        seeds_note([*table.data["here_seeds"], *table.data.get("official_seeds", [])], stored), ci_note(table.data),
         *backbone_notes(stored),
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
         "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
@@ -197,7 +197,7 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
-        seeds_note(table.data["here_seeds"], stored), CI_NOTE, *backbone_notes(stored),
+        seeds_note(table.data["here_seeds"], stored), ci_note(table.data), *backbone_notes(stored),
         "Δ: AA without the term − AA of the full method (negative: the term helps). "
         + paired_note("full better: the seeds with d_s < 0"),
     ]

@@ -38,8 +38,16 @@ PAIRED_NOTE = (
     "seed, a single point where every d_s is the same (identical runs: [+0.00, +0.00]). An interval that excludes "
     "0 is a difference these seeds resolve; one that contains 0 is not."
 )
-CI_NOTE = ("95 % CI of ours: Student's t interval of the mean over our seeds, mean ± t(0.975, n − 1) · sd / "
-           "sqrt(n) (none with one seed); in / out: whether the paper's mean lies inside it.")
+
+
+def ci_note(data: pd.DataFrame) -> str:
+    """How a table's "95 % CI" cells are computed, with what ``in`` / ``out`` means only where a cell compares the
+    paper's mean with our interval (a ``*paper_in_ci`` field of :func:`ci_record` set in ``data``, its records)."""
+    compared = any(str(c).endswith("paper_in_ci") and data[c].notna().any() for c in data.columns)
+    return ("95 % CI of ours: Student's t interval of the mean over our seeds, mean ± t(0.975, n − 1) · sd / sqrt(n) "
+            "(none with one seed)" + ("; in / out: whether the paper's mean lies inside it." if compared else "."))
+
+
 #: what the caption (title) of every comparison table says about its interval
 CAPTION = "paired by seed, Δ with its Student's t 95 % CI"
 #: the CSV fields of a paired comparison (:func:`paired_record`)
