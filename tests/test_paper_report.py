@@ -245,10 +245,12 @@ def test_a_figures_lines_repeat_no_colour_and_pair_each_method_with_its_intact()
     assert style["coda_p+intact"]["color"] == "black" and style["l2p+intact"].get("ls", "-") == "-"
     assert style["l2p"]["ls"] == "--" and style["l2p"]["mfc"] == "white" and style["coda_p"]["ls"] == "--"
     assert "ls" not in style["ewc"] and "ls" not in figures.styles(["coda_p"])["coda_p"]
+    # dashed means "without InTAct": only those runs are dashed (the reference-code InTAct is dotted)
+    assert {m for m, st in style.items() if st.get("ls") == "--"} == {baseline(m) for m in methods} - {None}
     assert figures.styles(["coda_p+intact-no_var", "coda_p+intact"])["coda_p+intact-no_var"]["color"] != "black"
 
 
-def test_the_aa_legend_explains_dashed_lines_only_when_it_draws_one(monkeypatch):
+def test_a_legend_explains_dashed_lines_only_when_it_draws_one(monkeypatch):
     """A run without InTAct is drawn dashed and hollow; the legend's title says so only when such a run is drawn,
     not when one was planned (in ``methods``) but has no stored runs."""
     from intact.report import figures
@@ -261,9 +263,12 @@ def test_the_aa_legend_explains_dashed_lines_only_when_it_draws_one(monkeypatch)
 
     monkeypatch.setattr(figures, "write_figure", legend_title)
     plain, with_intact = _run("imagenet_r", "coda_p", 0, 50.0), _run("imagenet_r", "coda_p+intact", 0, 52.0)
-    figures.aa_evolution(StoredResults([with_intact]), "imagenet_r", ["coda_p", "coda_p+intact"], [])
-    figures.aa_evolution(StoredResults([plain, with_intact]), "imagenet_r", ["coda_p", "coda_p+intact"], [])
-    assert "without InTAct" not in titles[0] and "dashed, hollow: without InTAct" in titles[1]
+    methods = ["coda_p", "coda_p+intact"]
+    for figure in (figures.aa_evolution, figures.certificate):
+        figure(StoredResults([with_intact]), "imagenet_r", methods, [])
+        figure(StoredResults([plain, with_intact]), "imagenet_r", methods, [])
+    assert ["without InTAct" in t for t in titles] == [False, True, False, True], titles
+    assert titles[0].startswith("method (final AA, seeds)")
 
 
 def test_latex_compiles_or_is_well_formed(tmp_path):

@@ -45,9 +45,10 @@ _MARKERS = "osD^vP<>Xph"
 # distinguishable colours
 _PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + ["#000080", "#808000", "#00a0a0",
                                                                                 "#800000"]
-#: InTAct as the paper draws it (black, stars), and the reference-code form (dashed grey)
+#: InTAct as the paper draws it (black, stars), and the reference-code form (dash-dot grey: dashed says "without
+#: InTAct" in these figures, dotted "sampled" in the certificate's)
 _FIXED = {"coda_p+intact": {"color": "black", "marker": "*", "ms": 9, "lw": 2.0, "zorder": 5},
-          "coda_p+intact@preset=reference": {"color": "0.45", "marker": "*", "ms": 8, "ls": "--", "lw": 1.6,
+          "coda_p+intact@preset=reference": {"color": "0.45", "marker": "*", "ms": 8, "ls": "-.", "lw": 1.6,
                                              "zorder": 4}}
 
 
@@ -101,10 +102,18 @@ def _task_axis(ax: plt.Axes, names: Sequence[str], first: int = 0) -> None:
     ax.grid(alpha=0.3)
 
 
-def _legend(ax: plt.Axes, n: int, **kw: Any) -> None:
-    if n:
-        ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                                                             **kw)
+def _legend(ax: plt.Axes, drawn: Sequence[str], style: Mapping[str, Mapping[str, Any]], title: str = "",
+            extra: int = 0) -> None:
+    """The legend of the runs ``drawn`` in ``style`` (:func:`styles`), and ``extra`` other entries; its title says
+    what a dashed line means when one of them is dashed: a figure explains only what it shows."""
+    n = len(drawn) + extra
+    if not n:
+        return
+    dashed = any(style[m].get("ls") == "--" for m in drawn)
+    title = "\n".join(t for t in (title, "dashed, hollow: without InTAct" if dashed else "") if t) or None
+    kw = {"title": title, "title_fontsize": 8}
+    ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                                                         **kw)
 
 
 def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path],
@@ -123,9 +132,7 @@ def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], 
     if drawn:
         _task_axis(ax, names)
         ax.set_ylabel("AA over the tasks seen so far (%)")
-        dashed = any(style[m].get("mfc") == "white" for m in drawn)  # the legend explains only what it shows
-        _legend(ax, len(drawn), title="method (final AA, seeds)" + ("\ndashed, hollow: without InTAct" if dashed else ""),
-                title_fontsize=8)
+        _legend(ax, drawn, style, title="method (final AA, seeds)")
     else:
         _empty(ax, f"no stored runs on {benchmark} yet")
     ax.set_title(title or f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
@@ -220,7 +227,7 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
     _diagnostic(ax, cert, methods, "max |logit drift| in the previous hypercube", first=1, log=True, dashed=sampled)
     if cert:
         ax.plot([], [], color="0.3", ls=":", label="dotted: largest drift at 4,096 sampled points")
-        _legend(ax, len(cert) + 1)
+        _legend(ax, list(cert), styles(methods), extra=1)
     ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std "
                  "of log10 over seeds)")
     _note_below(ax, not_drawn(stored, benchmark, methods, cert, "no certificate recorded"))
@@ -235,7 +242,7 @@ def hypercube(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     axes[0].set_title(f"Cumulative hypercube of the [CLS] feature: log-volume ({benchmark_title(benchmark)})")
     _diagnostic(axes[1], width, methods, "mean width per neuron")
     axes[1].set_title("Cumulative hypercube: mean width")
-    _legend(axes[1], len(width))
+    _legend(axes[1], list(width), styles(methods))
     _note_below(axes[0], not_drawn(stored, benchmark, methods, vol, "no hypercube recorded"))
     fig.tight_layout()
     write_figure(fig, paths, banner(stored.is_rehearsal))
@@ -255,7 +262,7 @@ def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     _diagnostic(ax, gate, methods, "passing the L_Feat gate (%)", first=1)
     if gate:
         ax.set_ylim(-3, 103)
-        _legend(ax, len(gate))
+        _legend(ax, list(gate), styles(methods))
     ax.set_title(f"L_Feat gate pass fraction per task on {benchmark_title(benchmark)}")
     _note_below(ax, "paper gate: share of samples whose teacher feature lies in the box\n"
                     "reference-code gate: share of (sample, neuron) elements of the student feature in the box\n"
