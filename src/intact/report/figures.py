@@ -199,7 +199,9 @@ def _note_below(ax: plt.Axes, text: str) -> None:
 
 
 def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
-                log: bool = False, dashed: Mapping[str, Any] | None = None, label: str = "") -> None:
+                log: bool = False, dotted: Mapping[str, Any] | None = None, label: str = "") -> None:
+    """Each run's per-task value (``data``: :func:`_per_task`'s) as a line and its band over seeds; ``dotted``: a
+    second value per run, drawn dotted in its colour (the certificate's sampled drift)."""
     names, style = [], styles(methods)
     for m in methods:
         if m not in data:
@@ -207,8 +209,8 @@ def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], y
         names, arr = data[m]
         x = np.arange(1, arr.shape[1] + 1)[first:]
         _band(ax, x, arr[:, first:], f"{m}{label}", style[m], log=log)
-        if dashed and m in dashed:
-            d = dashed[m][1][:, first:]
+        if dotted and m in dotted:
+            d = dotted[m][1][:, first:]
             ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style[m]["color"],
                     ls=":", lw=1.2)
     if not names:
@@ -224,7 +226,7 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
     cert = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["certificate"][t])
     sampled = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["sampled_drift"][t])
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    _diagnostic(ax, cert, methods, "max |logit drift| in the previous hypercube", first=1, log=True, dashed=sampled)
+    _diagnostic(ax, cert, methods, "max |logit drift| in the previous hypercube", first=1, log=True, dotted=sampled)
     if cert:
         ax.plot([], [], color="0.3", ls=":", label="dotted: largest drift at 4,096 sampled points")
         _legend(ax, list(cert), styles(methods), extra=1)
