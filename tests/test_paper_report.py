@@ -245,7 +245,7 @@ def test_a_figures_lines_repeat_no_colour_and_pair_each_method_with_its_intact()
     assert style["coda_p+intact"]["color"] == "black" and style["l2p+intact"].get("ls", "-") == "-"
     assert style["l2p"]["ls"] == "--" and style["l2p"]["mfc"] == "white" and style["coda_p"]["ls"] == "--"
     assert "ls" not in style["ewc"] and "ls" not in figures.styles(["coda_p"])["coda_p"]
-    # dashed means "without InTAct": only those runs are dashed (the reference-code InTAct is dotted)
+    # dashed means "without InTAct": only those runs are dashed (the reference-code InTAct is dash-dot)
     assert {m for m, st in style.items() if st.get("ls") == "--"} == {baseline(m) for m in methods} - {None}
     assert figures.styles(["coda_p+intact-no_var", "coda_p+intact"])["coda_p+intact-no_var"]["color"] != "black"
 

@@ -50,6 +50,8 @@ _PALETTE = [c for j, c in enumerate(plt.get_cmap("tab10").colors) if j != 7] + [
 _FIXED = {"coda_p+intact": {"color": "black", "marker": "*", "ms": 9, "lw": 2.0, "zorder": 5},
           "coda_p+intact@preset=reference": {"color": "0.45", "marker": "*", "ms": 8, "ls": "-.", "lw": 1.6,
                                              "zorder": 4}}
+#: how a run drawn beside its InTAct form looks (:func:`styles`); a legend explains it when it draws one
+_WITHOUT_INTACT = {"ls": "--", "mfc": "white"}
 
 
 def _family(method: str) -> tuple:
@@ -70,7 +72,7 @@ def styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
         i = families.index(_family(m))
         out[m] = {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)], "ms": 5, "lw": 1.4}
         if m in paired:
-            out[m].update(ls="--", mfc="white")
+            out[m].update(_WITHOUT_INTACT)
     return out
 
 
@@ -109,7 +111,7 @@ def _legend(ax: plt.Axes, drawn: Sequence[str], style: Mapping[str, Mapping[str,
     n = len(drawn) + extra
     if not n:
         return
-    dashed = any(style[m].get("ls") == "--" for m in drawn)
+    dashed = any(_WITHOUT_INTACT.items() <= style[m].items() for m in drawn)
     title = "\n".join(t for t in (title, "dashed, hollow: without InTAct" if dashed else "") if t) or None
     kw = {"title": title, "title_fontsize": 8}
     ax.legend(fontsize=8, **kw) if n <= 6 else ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
@@ -198,15 +200,14 @@ def _note_below(ax: plt.Axes, text: str) -> None:
                     ha="center", va="top", fontsize=8, color="0.3")
 
 
-def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], methods: Sequence[str], ylabel: str, first: int = 0,
-                log: bool = False, dotted: Mapping[str, Any] | None = None, label: str = "") -> None:
-    """Each run's per-task value (``data``: :func:`_per_task`'s) as a line and its band over seeds; ``dotted``: a
-    second value per run, drawn dotted in its colour (the certificate's sampled drift)."""
-    names, style = [], styles(methods)
-    for m in methods:
-        if m not in data:
-            continue
-        names, arr = data[m]
+def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], style: Mapping[str, Mapping[str, Any]], ylabel: str,
+                first: int = 0, log: bool = False, dotted: Mapping[str, Any] | None = None, label: str = "") -> None:
+    """Each run's per-task value (``data``: :func:`_per_task`'s, in the figure's order) as a line in its ``style``
+    and its band over seeds; ``dotted``: a second value per run, drawn dotted in its colour (the certificate's
+    sampled drift)."""
+    names = []
+    for m, value in data.items():
+        names, arr = value
         x = np.arange(1, arr.shape[1] + 1)[first:]
         _band(ax, x, arr[:, first:], f"{m}{label}", style[m], log=log)
         if dotted and m in dotted:
@@ -226,10 +227,11 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
     cert = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["certificate"][t])
     sampled = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["sampled_drift"][t])
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    _diagnostic(ax, cert, methods, "max |logit drift| in the previous hypercube", first=1, log=True, dotted=sampled)
+    style = styles(methods)
+    _diagnostic(ax, cert, style, "max |logit drift| in the previous hypercube", first=1, log=True, dotted=sampled)
     if cert:
         ax.plot([], [], color="0.3", ls=":", label="dotted: largest drift at 4,096 sampled points")
-        _legend(ax, list(cert), styles(methods), extra=1)
+        _legend(ax, list(cert), style, extra=1)
     ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std "
                  "of log10 over seeds)")
     _note_below(ax, not_drawn(stored, benchmark, methods, cert, "no certificate recorded"))
@@ -240,11 +242,12 @@ def hypercube(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     vol = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["hypercube_log_volume"][t])
     width = _per_task(stored, benchmark, methods, lambda r, t: r.metrics["hypercube_mean_width"][t])
     fig, axes = plt.subplots(1, 2, figsize=(13.0, 4.2))
-    _diagnostic(axes[0], vol, methods, "log-volume (sum of log widths)")
+    style = styles(methods)
+    _diagnostic(axes[0], vol, style, "log-volume (sum of log widths)")
     axes[0].set_title(f"Cumulative hypercube of the [CLS] feature: log-volume ({benchmark_title(benchmark)})")
-    _diagnostic(axes[1], width, methods, "mean width per neuron")
+    _diagnostic(axes[1], width, style, "mean width per neuron")
     axes[1].set_title("Cumulative hypercube: mean width")
-    _legend(axes[1], list(width), styles(methods))
+    _legend(axes[1], list(width), style)
     _note_below(axes[0], not_drawn(stored, benchmark, methods, vol, "no hypercube recorded"))
     fig.tight_layout()
     write_figure(fig, paths, banner(stored.is_rehearsal))
@@ -261,10 +264,11 @@ def _gate(r: Any, t: int) -> float | None:
 def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], paths: Sequence[str | Path]) -> None:
     gate = _per_task(stored, benchmark, methods, _gate)
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    _diagnostic(ax, gate, methods, "passing the L_Feat gate (%)", first=1)
+    style = styles(methods)
+    _diagnostic(ax, gate, style, "passing the L_Feat gate (%)", first=1)
     if gate:
         ax.set_ylim(-3, 103)
-        _legend(ax, list(gate), styles(methods))
+        _legend(ax, list(gate), style)
     ax.set_title(f"L_Feat gate pass fraction per task on {benchmark_title(benchmark)}")
     _note_below(ax, "paper gate: share of samples whose teacher feature lies in the box\n"
                     "reference-code gate: share of (sample, neuron) elements of the student feature in the box\n"
