@@ -4,6 +4,7 @@ another config or task is never loaded; a full disk fails the job cleanly."""
 import json
 import re
 import shutil
+import traceback
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from safetensors.torch import save_file
 
 from intact.config import resolve_run
 from intact.evaluate import evaluate_task
-from intact.io import ArtifactError, load_tensors, save_tensors, write_record
+from intact.io import ArtifactError, load_tensors, save_checkpoint, save_tensors, write_record
 from intact.results import collect_run, read_run
 from intact.train import Preempted, train_task
 
@@ -329,6 +330,21 @@ def tiny_disk(tmp_path):
         yield mnt, lambda size: subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_checkpoint_that_finds_the_disk_full_leaves_no_view_of_its_buffer_in_the_error(tiny_disk):
+    """The error of a checkpoint write that found the disk full holds no view of the in-memory buffer in its
+    tracebacks (its own or its context's): on CPython 3.12.1 the garbage collector crashed freeing one, so the
+    full-disk job below died in a segfault at its next collection."""
+    mnt, _ = tiny_disk
+    with pytest.raises(OSError, match="no space left on the device") as err:
+        save_checkpoint(mnt / "checkpoint.pt", {"w": torch.zeros(10_000)})
+    views, exc = [], err.value
+    while exc is not None:
+        views += [name for frame, _ in traceback.walk_tb(exc.__traceback__) for name, value in frame.f_locals.items()
+                  if isinstance(value, memoryview) and type(value.obj).__name__ == "_BytesIOBuffer"]
+        exc = exc.__context__
+    assert views == [], f"frames of the error still hold views of the buffer: {views}"
 
 
 def test_full_disk_fails_the_job_cleanly_and_a_rerun_after_freeing_space_finishes(tiny_bench, two_tasks, tmp_path,

@@ -202,7 +202,9 @@ def save_checkpoint(path: str | os.PathLike, obj: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(obj, buffer)  # in memory first: torch's own writer reports a full disk as an opaque RuntimeError
     with atomic_path(path) as tmp:
-        tmp.write_bytes(buffer.getbuffer())
+        # its bytes, not getbuffer()'s view: a failed write's traceback holds the view, and freeing it crashed the
+        # garbage collector of CPython 3.12.1 (python/cpython#111049, #77894): a full disk became a segfault
+        tmp.write_bytes(buffer.getvalue())
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
