@@ -201,7 +201,7 @@ def _note_below(ax: plt.Axes, text: str) -> None:
 
 
 def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], style: Mapping[str, Mapping[str, Any]], ylabel: str,
-                first: int = 0, log: bool = False, dotted: Mapping[str, Any] | None = None, label: str = "") -> None:
+                first: int = 0, log: bool = False, dotted: Mapping[str, Any] | None = None) -> None:
     """Each run's per-task value (``data``: :func:`_per_task`'s, in the figure's order) as a line in its ``style``
     and its band over seeds; ``dotted``: a second value per run, drawn dotted in its colour (the certificate's
     sampled drift)."""
@@ -209,7 +209,7 @@ def _diagnostic(ax: plt.Axes, data: Mapping[str, Any], style: Mapping[str, Mappi
     for m, value in data.items():
         names, arr = value
         x = np.arange(1, arr.shape[1] + 1)[first:]
-        _band(ax, x, arr[:, first:], f"{m}{label}", style[m], log=log)
+        _band(ax, x, arr[:, first:], m, style[m], log=log)
         if dotted and m in dotted:
             d = dotted[m][1][:, first:]
             ax.plot(x, 10 ** np.nanmean(np.log10(d), 0) if log else np.nanmean(d, 0), color=style[m]["color"],
