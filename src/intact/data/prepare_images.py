@@ -158,6 +158,9 @@ def prepare_images(cfg: Any, plan: list[TaskPlan], split_files: list[dict[str, A
     check_split(splits, cfg.num_classes, list_files={t.name: list_names(split_files, t.name) for t in plan})
     workers = max(1, workers or default_workers())
     total = sum(len(t.train) + len(t.test) for t in plan)
+    # fork, not spawn or forkserver: those run the job's __main__ again in each worker (Snakemake's script, which
+    # has no __main__ guard, so each worker would prepare the benchmark with a pool of its own). Python 3.12 warns in
+    # the job's log that the process forking has threads (a warm job's client, torch's); the workers only decode.
     pool = mp.get_context("fork").Pool(workers) if workers > 1 else None
     tasks, files, skipped = [], {}, []
     try:
