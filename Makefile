@@ -10,6 +10,8 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; v = sys.version.split()[0]; sys.exit(sys.version_info < (3, 11) and f"intact \
+	needs Python 3.11 or newer; $(VENV) has {v}: rm -rf $(VENV) and run make with PYTHON=python3.11 (or newer)")'
 	$(BIN)/pip install --quiet --disable-pip-version-check -c envs/constraints.txt -e '.[workflow,dev]'
 	touch $(STAMP)
 
