@@ -10,8 +10,10 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -c 'import sys; v = sys.version.split()[0]; sys.exit(sys.version_info < (3, 11) and f"intact \
-	needs Python 3.11 or newer; $(VENV) has {v}: rm -rf $(VENV) and run make with PYTHON=python3.11 (or newer)")'
+	@# pyproject.toml's requires-python, before pip: on an older Python, pip's resolver names a dependency conflict
+	@$(BIN)/python -c 'import re, sys; need = re.search(r"requires-python = \">=([\d.]+)", open("pyproject.toml")\
+	.read())[1]; sys.exit(sys.version_info < tuple(map(int, need.split("."))) and f"intact needs Python {need} or \
+	newer; $(VENV) has {sys.version.split()[0]}: rm -rf $(VENV) and run make with PYTHON=python{need} (or newer)")'
 	$(BIN)/pip install --quiet --disable-pip-version-check -c envs/constraints.txt -e '.[workflow,dev]'
 	touch $(STAMP)
 
