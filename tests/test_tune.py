@@ -17,6 +17,7 @@ from conftest import snakemake, tiny_config, write_config
 from test_workflow import job_counts
 from intact.config import ConfigError, resolve_run, validate_config
 from intact.plan import Plan
+from intact.report.paper import AA_NOTE, FORGETTING_NOTE
 from intact.settings import build_dataclass
 from intact.settings.studies import RandomSearch
 from intact.tune import Search, expand_tune, grid_points, random_points, select
@@ -243,6 +244,7 @@ def test_the_report_pairs_the_choice_with_its_baseline_seed_by_seed(tmp_path):
     assert (row["delta_aa_ci_low"], row["delta_aa_ci_high"]) == pytest.approx((2.5 - half, 2.5 + half), abs=2e-3)
     md = out["md"].read_text()
     assert "+3.00 / +0.50 / +4.00 | +2.50 | [-1.98, +6.98] | 3 of 3" in md and "Student's t" in md
+    assert AA_NOTE in md and FORGETTING_NOTE in md   # which AA and which forgetting (its Δ forgetting column)
     assert pd.read_csv(out["paired"])["delta_aa"].tolist() == [3.0, 0.5, 4.0]
 
 

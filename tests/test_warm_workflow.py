@@ -208,7 +208,7 @@ def test_a_run_adopts_the_warm_parent_intact_warm_keeps_and_leaves_it_running(pr
     from that parent, starts none of its own and leaves it running; Ctrl-C then ends it, leaving no process."""
     work = _copy(prepared, tmp_path / "w")
     trace = tmp_path / "trace"
-    keeper = subprocess.Popen([str(Path(sys.executable).with_name("intact")), "warm"], stdout=subprocess.PIPE,
+    keeper = subprocess.Popen([sys.executable, "-m", "intact.cli", "warm"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**os.environ, "INTACT_WARM_TRACE": str(trace)},
                               preexec_fn=plain_signals)
     try:

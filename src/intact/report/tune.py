@@ -12,6 +12,7 @@ import pandas as pd
 
 from intact.metrics import Paired, Stat
 from intact.rehearsal import banner
+from intact.report.paper import AA_NOTE, FORGETTING_NOTE
 from intact.report.render import Column, Table, write_table
 from intact.report.tables import CAPTION, paired_cells, paired_columns, paired_note, pm
 from intact.results import StoredResults
@@ -22,7 +23,8 @@ NOTE = ("Search on the validation split (train minus a validation part of it; th
         "val AA = the chosen point's mean ± std over the selection seeds; how decisive = its lead over the best "
         "other point against the larger of the two points' std over the selection seeds (decisive: the lead "
         "exceeds it), or a tie where the points' runs are identical (the tie rule, not the data, chose). "
-        "diag = mean of R's diagonal (accuracy on a task right after learning it).")
+        "Δ forgetting: A − B of forgetting (max-final), mean over the paired seeds (negative: the chosen point forgets "
+        "less). diag = mean of R's diagonal (accuracy on a task right after learning it).")
 KEYS = ("aa", "forgetting_max", "diag")
 
 
@@ -120,7 +122,7 @@ def write_tune_report(choices: Sequence[Mapping[str, Any]], stored: StoredResult
     rows = [_summary(c, stored, seeds) for c in choices]
     table.rows = [cells for cells, _ in rows]
     table.data = pd.DataFrame([record for _, record in rows])
-    table.notes = [NOTE, paired_note()]
+    table.notes = [NOTE, paired_note(), AA_NOTE, FORGETTING_NOTE]
     mark = banner(stored.is_rehearsal)
     write_table(table, outputs["csv"], outputs["md"], banner=mark)
     for key, frame in (("search", search), ("paired", paired)):
