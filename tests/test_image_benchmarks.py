@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
+import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -200,6 +203,23 @@ def test_unreadable_image_can_be_skipped_and_is_listed(tree, tmp_path):
     bench = open_benchmark(m)
     assert len(bench.train_set(0)) == 7 and len(next(iter(eval_batches(bench.train_set(0), 100)))[1]) == 7
 
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="only Python 3.12+ warns when a process with threads forks")
+def test_a_prepare_beside_another_thread_writes_no_fork_warning(tree, tmp_path):
+    """As a warm job prepares (its client watcher is a second thread), the forked pool adds no DeprecationWarning
+    to the job's log (intact.data.prepare_images._decoding_pool: the workers only decode)."""
+    done = threading.Event()
+    watcher = threading.Thread(target=done.wait, daemon=True)
+    watcher.start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            c = configs(tree)["domainnet"]
+            benchmark_class(c["type"]).prepare(bench_cfg("d", **c), tmp_path / "d", workers=2, progress=False)
+    finally:
+        done.set()
+    assert [str(w.message) for w in caught if "fork" in str(w.message)] == []
 
 # ---- bad input: clear messages before any training ------------------------------------------------------
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing as mp
+from multiprocessing.pool import Pool
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,18 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def _decoding_pool(workers: int) -> Pool:
+    """Forked workers, not spawned or from a fork server: those run the job's ``__main__`` again in each worker
+    (Snakemake's script, which has no ``__main__`` guard, so each would prepare the benchmark with a pool of its own).
+    Python 3.12+ warns when a process with threads forks (a warm job's client watcher, blocked in ``recv``; torch's
+    idle pool): no lock of theirs is held across the fork and the workers only decode and hash, so that one warning
+    is not written into the job's log."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"This process \(pid=\d+\) is multi-threaded, use of fork\(\)",
+                                DeprecationWarning)
+        return mp.get_context("fork").Pool(workers)
+
+
 def prepare_images(cfg: Any, plan: list[TaskPlan], split_files: list[dict[str, Any]], out_dir: str | os.PathLike,
                    workers: int | None = None, progress: bool = True, split: str | None = None) -> Path:
     """Check ``plan`` against the roots, store every task's pixels, write ``manifest.json`` (last). ``cfg``: an
@@ -158,10 +172,7 @@ def prepare_images(cfg: Any, plan: list[TaskPlan], split_files: list[dict[str, A
     check_split(splits, cfg.num_classes, list_files={t.name: list_names(split_files, t.name) for t in plan})
     workers = max(1, workers or default_workers())
     total = sum(len(t.train) + len(t.test) for t in plan)
-    # fork, not spawn or forkserver: those run the job's __main__ again in each worker (Snakemake's script, which
-    # has no __main__ guard, so each worker would prepare the benchmark with a pool of its own). Python 3.12 warns in
-    # the job's log that the process forking has threads (a warm job's client, torch's); the workers only decode.
-    pool = mp.get_context("fork").Pool(workers) if workers > 1 else None
+    pool = _decoding_pool(workers) if workers > 1 else None
     tasks, files, skipped = [], {}, []
     try:
         with tqdm(total=total, desc=f"prepare {cfg.name}", unit="img", file=sys.stderr, mininterval=2.0,
