@@ -85,12 +85,19 @@ def install_page_package(root: Path, doc: Path, project: str = "") -> dict[str, 
     return install_package(pkg, root / "site")
 
 
+def pythonpath(*first: str | Path) -> str:
+    """A subprocess's PYTHONPATH: ``first``, then this process's, so that dependencies found through it stay found
+    (a machine whose packages are carried there, as on the GPU machine); no empty entry (Python reads one as the
+    working directory)."""
+    return os.pathsep.join(filter(None, [*map(str, first), os.environ.get("PYTHONPATH")]))
+
+
 def install_package(pkg: Path, site: Path) -> dict[str, str]:
     """The package folder ``pkg`` installed into ``site`` with no index and no build isolation (it builds in
     ``pkg``: pass a copy); the environment (PYTHONPATH) under which it is installed."""
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--no-index", "--target", str(site), str(pkg)], check=True, capture_output=True, text=True)
-    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    return {"PYTHONPATH": pythonpath(site, REPO / "src")}
 
 
 def python_in(env: dict[str, str], code: str) -> str:

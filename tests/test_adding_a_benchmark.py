@@ -19,8 +19,8 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from conftest import (REPO, fenced, install_package, install_page_package, python_in, snakemake, tiny_config,
-                      write_config)
+from conftest import (REPO, fenced, install_package, install_page_package, python_in, pythonpath, snakemake,
+                      tiny_config, write_config)
 from intact.layering import merge
 from intact.paths import run_dir
 
@@ -111,7 +111,7 @@ def test_a_prepare_that_writes_other_tasks_is_refused_before_any_training(instal
     site = tmp_path / "site"
     shutil.copytree(installed_rot["PYTHONPATH"].split(os.pathsep)[0], site)
     (site / "intact_rotdigits.py").write_text(source.replace("tasks = cfg.tasks", "tasks = ROTATIONS[:len(cfg.tasks)]"))
-    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {"PYTHONPATH": pythonpath(site, REPO / "src")}
     prepared_digits(rot_config(), tmp_path / "w")
     proc = snakemake(tmp_path / "w", check=False, env=env)
     out = proc.stdout + proc.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, pythonpath
 from intact.runtime.warm import ENV_SOCKET
 
 PAGE = REPO / "docs/one-job.md"
@@ -46,7 +46,7 @@ def test_the_page_names_its_files_as_the_reader_finds_them():
 @pytest.mark.slow
 def test_the_one_job_page_names_exactly_the_files_a_job_runs(tiny_bench, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != ENV_SOCKET}   # the job runs here, cold
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = pythonpath(REPO / "src")
     proc = subprocess.run([sys.executable, str(TRACER), str(tiny_bench["manifest"]), str(tiny_bench["weights"]),
                            str(tmp_path)], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]

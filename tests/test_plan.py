@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, tiny_config
+from conftest import REPO, pythonpath, tiny_config
 from intact.paths import RUN_DIR, run_dir
 from intact.plan import PAPER_FIGURES, PAPER_TABLES, Plan, each_run, merge_runs
 from intact.sources import HOW_JOBS_START, _closure as PARSE, imported_modules, module_file, source_files
@@ -142,7 +142,7 @@ def _loaded_modules(script) -> set[str]:
     code = imports + ("\nimport sys\n"
                       "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.split('.')[0] == 'intact'))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")}, timeout=300)
+                          env={**os.environ, "PYTHONPATH": pythonpath(REPO / "src")}, timeout=300)
     return set(proc.stdout.split())
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, plain_signals, snakemake, tiny_config, write_config
+from conftest import REPO, plain_signals, pythonpath, snakemake, tiny_config, write_config
 from intact.data import BUILTIN_TYPES
 from intact.data.declare import BenchmarkType
 from intact.methods.declare import Method
@@ -165,7 +165,7 @@ def bench_registry(site, monkeypatch) -> Registry:
 
 
 def env(site: Path) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    return {"PYTHONPATH": pythonpath(site, REPO / "src")}
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, pythonpath
 
 PLANTED = '''
 import os, pytest
@@ -32,7 +32,7 @@ def _run(tmp_path, *args):
     (tmp_path / "test_planted.py").write_text(PLANTED)
     failures = tmp_path / "failures.txt"
     failures.unlink(missing_ok=True)
-    env = {**os.environ, "PYTEST_FAILURES": str(failures), "PYTHONPATH": str(REPO / "tools")}
+    env = {**os.environ, "PYTEST_FAILURES": str(failures), "PYTHONPATH": pythonpath(REPO / "tools")}
     env.pop("PYTEST_XDIST_WORKER", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_failures_now",
                            *args, "test_planted.py"], cwd=tmp_path, env=env, capture_output=True, text=True)

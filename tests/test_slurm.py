@@ -32,7 +32,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, tiny_config, write_config
+from conftest import REPO, pythonpath, tiny_config, write_config
 from slurm_cluster import ClusterUnavailable, SlurmCluster, ensure_packages
 
 PROFILE = REPO / "slurm" / "config.yaml"
@@ -259,7 +259,7 @@ def test_signal_mid_task_checkpoints_and_resumes(tiny_bench, tmp_path):
     out = tmp_path / "cut"
     args = json.dumps({"config": cfg, "manifest": str(tiny_bench["manifest"]), "weights": str(tiny_bench["weights"]),
                        "out": str(out)})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": pythonpath(REPO / "src")}
     proc = subprocess.Popen([sys.executable, "-c", TRAIN_SCRIPT, args], env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120

@@ -246,12 +246,13 @@ def test_a_method_drawing_from_the_global_rngs_resumes_bit_for_bit(tiny_bench, t
     import subprocess
     import sys
 
+    from conftest import pythonpath
     from test_plugins import add_plugin
 
     add_plugin(tmp_path / "site", "noisy_dist", {"noisy": "noisy_decl:METHOD"},
                {"noisy_decl": NOISY_DECL, "noisy_impl": NOISY_IMPL})
     (tmp_path / "bench.json").write_text(json.dumps({k: str(v) if k != "config" else v for k, v in tiny_bench.items()}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": pythonpath(tmp_path / "site")}
     proc = subprocess.run([sys.executable, "-c", RESUME, str(tmp_path / "bench.json"), str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, plain_signals, process_gone
+from conftest import REPO, plain_signals, process_gone, pythonpath
 from intact.runtime import protocol, warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
@@ -310,7 +310,7 @@ def test_a_job_under_another_import_path_or_after_a_code_change_runs_cold(tmp_pa
     mod = plugin / "warm_probe_mod.py"
     mod.write_text("VALUE = 1\n")
     # the plugin's folder first, then the package's sources as the test process has them (a worktree's)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTHONPATH", pythonpath(plugin))
     p = warm.start(["warm_probe_mod"], export=False)
     try:
         assert warm.probe(p.path) == ""
@@ -544,7 +544,7 @@ def test_a_checkout_at_a_path_outside_ascii_runs_its_jobs_cold_after_an_edit_wit
     (checkout / "src").mkdir(parents=True)
     mod = checkout / "src" / "warm_probe_mod.py"
     mod.write_text("VALUE = 1\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(mod.parent), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTHONPATH", pythonpath(mod.parent))
     p = warm.start(["warm_probe_mod"], export=False)
     try:
         code, out, err = _run(checkout / "job", "value", p.path)
