@@ -19,6 +19,8 @@
 # Each step can be given a wall-clock limit in seconds (SPEED_TIMEOUT, SCALE_TIMEOUT, PIPELINE_TIMEOUT,
 # TEST_TIMEOUT; 0 = none, the default except for the tests' 600), so that a short device lease ends with every
 # step's output; TEST_WORKERS=N runs the tests on N xdist workers (--dist loadfile).
+# First, OUTDIR/dependencies.txt: the declared dependencies missing there and the exact pins not met
+# (tools/check_dependencies.py), the likely cause of a test that fails only there.
 # CI never runs this: it has no GPU. Exit status: non-zero if any step failed.
 set -uo pipefail
 out=${1:-results/gpu_check}
@@ -26,6 +28,8 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
+# what a failure below may come from: a declared dependency missing there, or another version of a pinned one
+"$py" tools/check_dependencies.py | tee "$out/dependencies.txt"
 "$py" - <<'EOF' | tee "$out/device.txt" || exit 1
 import os, platform, torch, timm, snakemake
 if not torch.cuda.is_available():
@@ -78,7 +82,8 @@ from pathlib import Path
 import pandas as pd
 
 out, wall = Path(sys.argv[1]), float(sys.argv[2]) / 1000
-print((Path(out) / "device.txt").read_text().strip(), f"\n\ndefault pipeline wall time: {wall:.1f} s\n")
+print((Path(out) / "device.txt").read_text().strip(), (Path(out) / "dependencies.txt").read_text().strip(),
+      f"\n\ndefault pipeline wall time: {wall:.1f} s\n", sep="\n")
 rows = []
 for f in sorted(Path("results/runs").glob("*/*/seed*/task*/train.json")):
     r = json.loads(f.read_text())
@@ -92,7 +97,7 @@ if rows:
     print("certificate after the last task, per seed:\n")
     last = df[df.task == df.task.max()].pivot(index="seed", columns="method", values="certificate")
     print(last.to_markdown(floatfmt=".3g"), "\n")
-for table in sorted(Path("results/tables").glob("*/main.md")):
+for table in sorted(Path("results/tables").glob("*/default_run.md")):
     print(f"{table}:\n\n{table.read_text()}")
 EOF
 tar czf "$out/results.tar.gz" results/tables results/figures $(ls results/runs/*/*/seed*/R.csv results/runs/*/*/seed*/metrics.json results/runs/*/*/seed*/task*/train.json 2>/dev/null)

@@ -1,0 +1,60 @@
+"""Which of intact's declared dependencies this Python lacks, and which exact pins it does not meet: the GPU
+check's first lines (tools/gpu_check.sh), so that a test failing there for a missing package (MLflow,
+Snakemake) or a numerics difference from another torch is read as what it is.
+
+    python tools/check_dependencies.py [pyproject.toml]
+
+Reads ``[project] dependencies`` and every optional-dependency group. Prints one line each for the missing
+distributions and the unmet ``==`` pins (or that there are none); exits 0 either way: the check informs.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*?)\s*(?:;.*)?$")
+
+
+def requirements(pyproject: Path) -> list[tuple[str, str, str]]:
+    """(group, name, version specifier) of every declared dependency: ``project`` or the extra's name."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    groups = {"project": project.get("dependencies", []), **project.get("optional-dependencies", {})}
+    out = []
+    for group, reqs in groups.items():
+        for req in reqs:
+            m = REQUIREMENT.match(req)
+            if m:
+                out.append((group, m[1], m[2]))
+    return out
+
+
+def report(pyproject: Path) -> list[str]:
+    """The lines: missing distributions, unmet exact pins, or that all are present."""
+    missing, unmet = [], []
+    reqs = requirements(pyproject)
+    for group, name, spec in reqs:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(f"{name} ({group})")
+            continue
+        pin = spec.removeprefix("==") if spec.startswith("==") else None
+        if pin is not None and version != pin:
+            unmet.append(f"{name} {version} (pinned {pin})")
+    lines = [f"dependencies missing: {', '.join(missing)}"] if missing else []
+    lines += [f"pins not met: {', '.join(unmet)}"] if unmet else []
+    return lines or [f"dependencies: all {len(reqs)} declared present, every exact pin met"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    print("\n".join(report(Path(args[0] if args else "pyproject.toml"))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
