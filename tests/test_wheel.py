@@ -1,7 +1,8 @@
 """The kit from a non-editable install (issue 43 item 6): intact built as a wheel and installed into a fresh venv,
 a plugin's tests run there with ``intact.testing``, which reads the workflow the wheel ships inside the package
 (``intact/workflow``: setup.py). No index is used: the venv takes the shared venv's packages (torch, snakemake,
-pytest) through a .pth file naming its site-packages, whose own .pth files (intact's editable one) are not run."""
+pytest) through a .pth file naming its site-packages (whose own .pth files, intact's editable one, are not run) and
+the PYTHONPATH folders outside this checkout."""
 
 from __future__ import annotations
 
@@ -32,11 +33,19 @@ def test_the_overlay_runs_through_the_wheels_workflow(tmp_path):
 '''
 
 
+def outside_paths() -> list[str]:
+    """The ``PYTHONPATH`` folders outside this checkout: where a machine keeps packages it was given (the GPU
+    machine's carried wheels); ``src`` is left out (under it pip would find ``src/intact.egg-info``, the editable
+    install's, and skip the wheel as installed)."""
+    paths = [Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [str(p) for p in paths if not p.is_relative_to(REPO.resolve())]
+
+
 def outside_env() -> dict[str, str]:
-    """This environment with nothing of this checkout or of the suite's warm parents: no ``PYTHONPATH`` (under
-    ``PYTHONPATH=src`` pip would find ``src/intact.egg-info``, the editable install's, and skip the wheel as
-    installed), no ``INTACT_*``."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("INTACT_")}
+    """This environment with nothing of this checkout or of the suite's warm parents: ``PYTHONPATH`` only
+    :func:`outside_paths`, no ``INTACT_*``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("INTACT_")}
+    return {**env, "PYTHONPATH": os.pathsep.join(outside_paths())} if outside_paths() else env
 
 
 def pip(*args: str) -> None:
@@ -61,7 +70,8 @@ def test_a_plugins_tests_pass_with_intact_installed_from_a_wheel(tmp_path):
     python = str(venv / "bin" / "python")
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    (site / "shared.pth").write_text(str(Path(sysconfig.get_paths()["purelib"]).resolve()) + "\n")
+    shared = [str(Path(sysconfig.get_paths()["purelib"]).resolve()), *outside_paths()]
+    (site / "shared.pth").write_text("".join(f"{p}\n" for p in shared))
     pip("--python", python, "install", "--no-deps", "--no-index", str(wheel))
 
     plugin = tmp_path / "plugin"   # the page's rotdigits package, installed (not editable) into the venv
