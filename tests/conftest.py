@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import signal
@@ -41,6 +42,10 @@ RAN_A_JOB = re.compile(r"^(Finished jobid: \d+|Error in rule \w+:|\d+ of \d+ ste
 
 #: the test running in this process (set around its set-up, call and tear-down)
 RUNNING: list[pytest.Item] = []
+
+#: whether MLflow (the ``workflow`` extra) is installed: where it is not, tracking leaves every run ``pending``
+#: (intact.tracking.track) and the tests of MLflow itself are skipped
+MLFLOW = importlib.util.find_spec("mlflow") is not None
 
 
 def in_fast_tier(item: pytest.Item) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, plain_signals, process_gone, pythonpath
+from conftest import MLFLOW, REPO, plain_signals, process_gone, pythonpath
 from intact.runtime import protocol, warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
@@ -377,6 +377,7 @@ def test_every_job_script_hands_off_before_its_imports():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not MLFLOW, reason="MLflow (intact[workflow]) is not installed")
 def test_a_tracking_runs_parent_has_imported_mlflow_without_a_thread():
     """A run that tracks preloads MLflow (each track_run job would import it: ~4 s on 2 cores), one that does not,
     not; the preload starts no thread (a parent forks its jobs) and MLflow's telemetry is off before its import."""
