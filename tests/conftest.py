@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 import tomllib
 from pathlib import Path
 
@@ -88,6 +89,14 @@ def install_page_package(root: Path, doc: Path, project: str = "") -> dict[str, 
     for module in tomllib.loads(pyproject)["tool"]["setuptools"]["py-modules"]:
         (pkg / f"{module}.py").write_text(fenced(doc, "python", f"# {module}.py\n"))
     return install_package(pkg, root / "site")
+
+
+def load_tool(name: str) -> types.ModuleType:
+    """``tools/<name>.py`` as a module (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def pythonpath(*first: str | Path) -> str:

@@ -3,27 +3,19 @@ the unmet exact pins named."""
 
 from __future__ import annotations
 
-import importlib.util
 from importlib import metadata
 
-from conftest import REPO
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("check_dependencies", REPO / "tools" / "check_dependencies.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import REPO, load_tool
 
 
 def test_it_reads_every_group_of_the_projects_dependencies():
-    names = {(group, name) for group, name, _ in _tool().requirements(REPO / "pyproject.toml")}
+    names = {(group, name) for group, name, _ in load_tool("check_dependencies").requirements(REPO / "pyproject.toml")}
     assert {("project", "torch"), ("project", "jsonschema"), ("workflow", "snakemake"), ("workflow", "mlflow"),
             ("dev", "pytest")} <= names
 
 
 def test_it_names_what_is_missing_and_the_pins_not_met(tmp_path):
-    tool = _tool()
+    tool = load_tool("check_dependencies")
     pyyaml, pytest_version = metadata.version("pyyaml"), metadata.version("pytest")
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(f"""[project]

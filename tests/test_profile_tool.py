@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import types
 
-from conftest import REPO
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("profile_train_task", REPO / "tools" / "profile_train_task.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_tool
 
 
 def test_nested_phases_are_counted_once(monkeypatch):
-    tool = _tool()
+    tool = load_tool("profile_train_task")
     clock = [0.0]
     monkeypatch.setattr(tool.time, "perf_counter", lambda: clock[0])
 

@@ -7,23 +7,15 @@ tests/data/run_hashes.tsv``) in the commit that changes it, and say why in CHANG
 
 from __future__ import annotations
 
-import importlib.util
 
-from conftest import REPO
+from conftest import REPO, load_tool
 from intact.config import run_from_dict
 
 TABLE = REPO / "tests" / "data" / "run_hashes.tsv"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("run_hashes", REPO / "tools" / "run_hashes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_shipped_run_keeps_its_hash():
-    tool = _tool()
+    tool = load_tool("run_hashes")
     lines = TABLE.read_text().splitlines()
     assert tuple(lines[0].split("\t")) == tool.HEADER
     stored = {tuple(line.split("\t")) for line in lines[1:]}
@@ -50,7 +42,7 @@ def test_every_shipped_run_rebuilds_from_its_plain_form():
     """The plain form (``RunConfig.to_dict``: a job's ``params.run``, a record's ``config``) is lossless: what it
     leaves out (a key declared ``later``, at its default) is rebuilt in one place, ``build_dataclass`` from the
     declarations, so every shipped run comes back equal, and writes the same plain form again."""
-    tool, checked = _tool(), 0
+    tool, checked = load_tool("run_hashes"), 0
     for path in tool.default_paths(REPO):
         for (benchmark, method), run in tool.resolved_runs(path, REPO).items():
             back = run_from_dict(run.to_dict())
