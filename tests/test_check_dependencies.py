@@ -27,3 +27,14 @@ dev = ["pytest[testing]=={pytest_version}"]
                                       f"pins not met: pyyaml {pyyaml} (pinned 0.0.1)"]
     pyproject.write_text(f'[project]\ndependencies = ["pytest=={pytest_version}", "pyyaml>=1"]\n')
     assert tool.report(pyproject) == ["dependencies: all 2 declared present, every exact pin met"]
+
+
+def test_an_exact_pin_is_met_by_a_build_with_a_local_label(tmp_path, monkeypatch):
+    """PEP 440: ``torch==2.14.1`` is met by ``2.14.1+cu130`` (a CUDA build's version), not by ``2.14.0+cu130``."""
+    tool = load_tool("check_dependencies")
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = ["torch==2.14.1"]\n')
+    for installed, expected in (("2.14.1+cu130", "dependencies: all 1 declared present, every exact pin met"),
+                                ("2.14.0+cu130", "pins not met: torch 2.14.0+cu130 (pinned 2.14.1)")):
+        monkeypatch.setattr(tool.metadata, "version", lambda name, v=installed: v)
+        assert tool.report(pyproject) == [expected]

@@ -204,7 +204,6 @@ def test_unreadable_image_can_be_skipped_and_is_listed(tree, tmp_path):
     assert len(bench.train_set(0)) == 7 and len(next(iter(eval_batches(bench.train_set(0), 100)))[1]) == 7
 
 
-
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="only Python 3.12+ warns when a process with threads forks")
 def test_a_prepare_beside_another_thread_writes_no_fork_warning(tree, tmp_path):
     """As a warm job prepares (its client watcher is a second thread), the forked pool adds no DeprecationWarning
@@ -220,6 +219,7 @@ def test_a_prepare_beside_another_thread_writes_no_fork_warning(tree, tmp_path):
     finally:
         done.set()
     assert [str(w.message) for w in caught if "fork" in str(w.message)] == []
+
 
 # ---- bad input: clear messages before any training ------------------------------------------------------
 

@@ -43,7 +43,8 @@ def report(pyproject: Path) -> list[str]:
             missing.append(f"{name} ({group})")
             continue
         pin = spec.removeprefix("==") if spec.startswith("==") else None
-        if pin is not None and version != pin:
+        local = version if pin is None or "+" in pin else version.partition("+")[0]  # ==2.1 matches 2.1+cu130
+        if pin is not None and local != pin:
             unmet.append(f"{name} {version} (pinned {pin})")
     lines = [f"dependencies missing: {', '.join(missing)}"] if missing else []
     lines += [f"pins not met: {', '.join(unmet)}"] if unmet else []
