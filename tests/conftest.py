@@ -47,6 +47,7 @@ RUNNING: list[pytest.Item] = []
 #: whether MLflow (the ``workflow`` extra) is installed: where it is not, tracking leaves every run ``pending``
 #: (intact.tracking.track) and the tests of MLflow itself are skipped
 MLFLOW = importlib.util.find_spec("mlflow") is not None
+NO_MLFLOW = "MLflow (intact[workflow]) is not installed"
 
 
 def in_fast_tier(item: pytest.Item) -> bool:

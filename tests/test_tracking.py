@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import MLFLOW, NO_MLFLOW, REPO, snakemake, tiny_config, write_config
 from stored_run import rewrite_task
 from intact.hashing import stable_hash
 from intact.tracking import (
@@ -132,6 +132,8 @@ def assert_artifacts_match(c, run_id: str, run_dir: Path, tmp: Path) -> None:
 @pytest.fixture(scope="module")
 def local_store(tmp_path_factory) -> Path:
     """One working directory whose default SQLite store the local tests share (its schema is made once)."""
+    if not MLFLOW:
+        pytest.skip(NO_MLFLOW)
     return tmp_path_factory.mktemp("local_store").resolve()
 
 
@@ -296,6 +298,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """`mlflow server` on 127.0.0.1 (2 workers, SQLite backend, proxied artifacts), stopped by process group."""
+    if not MLFLOW:
+        pytest.skip(NO_MLFLOW)
     root = tmp_path_factory.mktemp("mlflow_server")
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}

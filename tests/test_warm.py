@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MLFLOW, REPO, plain_signals, process_gone, pythonpath
+from conftest import MLFLOW, NO_MLFLOW, REPO, plain_signals, process_gone, pythonpath
 from intact.runtime import protocol, warm
 
 #: a job script as the adapters are: hand_off() first, then the work (chosen by argv[1])
@@ -377,7 +377,7 @@ def test_every_job_script_hands_off_before_its_imports():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not MLFLOW, reason="MLflow (intact[workflow]) is not installed")
+@pytest.mark.skipif(not MLFLOW, reason=NO_MLFLOW)
 def test_a_tracking_runs_parent_has_imported_mlflow_without_a_thread():
     """A run that tracks preloads MLflow (each track_run job would import it: ~4 s on 2 cores), one that does not,
     not; the preload starts no thread (a parent forks its jobs) and MLflow's telemetry is off before its import."""
@@ -389,6 +389,14 @@ def test_a_tracking_runs_parent_has_imported_mlflow_without_a_thread():
             "os.environ['MLFLOW_DISABLE_TELEMETRY'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "True", "true"]
+
+
+def test_the_tracking_preload_imports_nothing_where_mlflow_is_not_installed():
+    """`intact warm` preloads for a run that tracks; where MLflow is missing that preload must not end the parent
+    (it did: every job then ran cold). Each track_run job records its run pending, naming the module, instead."""
+    code = "import sys; sys.modules['mlflow'] = None; import intact.tracking.preload; print('imported')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["imported"], out.stderr[-2000:]
 
 
 @pytest.mark.slow

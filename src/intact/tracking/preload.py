@@ -8,6 +8,8 @@ import contextlib
 from intact.tracking.mlflow_log import import_mlflow
 from intact.settings import TrackingConfig
 
-import_mlflow(TrackingConfig())
-with contextlib.suppress(ImportError):   # mlflow-skinny has no SQL store (an http:// server needs none)
+# nothing to preload where MLflow is not installed (each track_run job then records its run pending, naming the
+# missing module) or has no SQL store (mlflow-skinny: an http:// server needs none)
+with contextlib.suppress(ImportError):
+    import_mlflow(TrackingConfig())
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
