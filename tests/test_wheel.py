@@ -45,7 +45,8 @@ def outside_env() -> dict[str, str]:
     """This environment with nothing of this checkout or of the suite's warm parents: ``PYTHONPATH`` only
     :func:`outside_paths`, no ``INTACT_*``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("INTACT_")}
-    return {**env, "PYTHONPATH": os.pathsep.join(outside_paths())} if outside_paths() else env
+    paths = outside_paths()
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)} if paths else env
 
 
 def pip(*args: str) -> None:
