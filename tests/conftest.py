@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import torch
 
 # the public test kit (src/intact/testing.py): the project's tests use what a plugin's tests use
 import intact.testing as kit
@@ -48,6 +49,11 @@ RUNNING: list[pytest.Item] = []
 #: (intact.tracking.track) and the tests of MLflow itself are skipped
 MLFLOW = importlib.util.find_spec("mlflow") is not None
 NO_MLFLOW = "MLflow (intact[workflow]) is not installed"
+
+#: a test of a claim made for the CPU in fp32, a feature cache equal to the live path bit for bit (``intact.cache``):
+#: skipped where CUDA is visible, since training then runs on the GPU, where the claim is not made
+CPU_CLAIM = pytest.mark.skipif(torch.cuda.is_available(), reason="a claim made for the CPU in fp32 (bit for bit), "
+                               "and training runs on CUDA here")
 
 
 def in_fast_tier(item: pytest.Item) -> bool:

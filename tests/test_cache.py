@@ -19,6 +19,8 @@ from intact.train import train_task
 # the image-benchmark fixtures (synthetic trees in the real layouts, a small RGB ViT)
 from test_image_benchmarks import paper_like_config, prepared, tree, weights  # noqa: F401
 
+from conftest import CPU_CLAIM
+
 
 def _run(cfg: dict, bench: str, method: str, cache: bool):
     cfg = copy.deepcopy(cfg)
@@ -51,6 +53,7 @@ def _assert_identical(live, cached):
         assert not a["feature_cache"]["used"] and b["feature_cache"]["used"]
 
 
+@CPU_CLAIM
 def test_digits_cached_run_equals_live_run_bit_for_bit(tiny_bench, tmp_path):
     cfg, manifest, w = tiny_bench["config"], tiny_bench["manifest"], tiny_bench["weights"]
     cached_run = _run(cfg, "digits", "coda_p+intact", True)
@@ -65,6 +68,7 @@ def test_digits_cached_run_equals_live_run_bit_for_bit(tiny_bench, tmp_path):
 
 
 @pytest.mark.slow
+@CPU_CLAIM
 def test_flipped_images_cached_run_equals_live_run_bit_for_bit(prepared, tree, weights, tmp_path):  # noqa: F811
     cfg = paper_like_config(tree, weights)
     cfg["run"]["benchmarks"] = ["imagenet_r"]

@@ -20,7 +20,7 @@ from intact.models.shared_prompt import split_prompt
 from intact.restore import build_method
 from intact.train import Preempted
 
-from conftest import train_on_tiny, train_one
+from conftest import CPU_CLAIM, train_on_tiny, train_one
 
 METHODS = ["compositional_prompt", "compositional_prompt+intact", "ka_prompt", "ka_prompt+intact"]
 TASKS = 3
@@ -242,6 +242,7 @@ def test_resume_mid_task_is_bit_identical(runs, tiny_bench, tmp_path, method):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@CPU_CLAIM
 def test_the_query_and_teacher_caches_are_exact(runs, tiny_bench, tmp_path):
     """token-1 query and L_Feat teacher computed once per task = computed every step (CPU, fp32), to rounding: the
     live path's last bits depend on the memory layout MKL's kernels see (at 3e6ed78 the run named

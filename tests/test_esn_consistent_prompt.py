@@ -18,7 +18,7 @@ from intact.models.esn import ClassAttentionBlock, choose_temperature, free_ener
 from intact.restore import build_method
 from intact.train import Preempted
 
-from conftest import snakemake, tiny_config, train_on_tiny, train_one
+from conftest import CPU_CLAIM, snakemake, tiny_config, train_on_tiny, train_one
 
 TASKS = 3
 
@@ -221,6 +221,7 @@ def test_esn_and_consistent_prompt_run_through_the_workflow_and_a_deleted_task_i
     assert {m: (r / "R.csv").read_bytes() for m, r in runs.items()} == before
 
 
+@CPU_CLAIM
 def test_consistent_prompt_with_its_query_cache_equals_the_live_run_bit_for_bit(runs, tiny_bench, tmp_path):
     """The unprompted pre-norm [CLS] computed once per task = computed every step (CPU, fp32)."""
     z = runs["consistent_prompt"]

@@ -13,7 +13,7 @@ from intact.models.backbone import FrozenViT, create_vit
 from intact.methods.impl.s_prompts import choose_domain, forward_with_tokens, kmeans_centres
 from intact.restore import build_method
 
-from conftest import train_on_tiny, train_one
+from conftest import CPU_CLAIM, train_on_tiny, train_one
 
 TASKS = 3
 
@@ -88,7 +88,8 @@ def test_s_prompts_trains_three_domains_and_picks_them_at_test(tiny_bench, tmp_p
     bench, method, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"),
                                    state=tmp_path / "task1/state.safetensors")
     method.end_task(2, bench.train_set(2))
-    assert torch.equal(method.centres[2], s2["centres"][2])
+    if not torch.cuda.is_available():   # a claim made for the CPU in fp32 (conftest.CPU_CLAIM): the run trained there
+        assert torch.equal(method.centres[2], s2["centres"][2])
     # the test-time domain choice on task 1's test images is mostly right (the digits' domains are separable)
     x = torch.stack([bench.eval_set(1)[i][0] for i in range(64)])
     with torch.no_grad():
@@ -114,6 +115,7 @@ def test_s_prompts_resumes_mid_task_bit_identically(tiny_bench, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@CPU_CLAIM
 def test_s_prompts_with_the_query_cache_equals_the_live_run_bit_for_bit(tiny_bench, tmp_path):
     from intact.cache import build_query_cache
     from test_cache import _run as run_with_cache, _train_eval

@@ -6,6 +6,7 @@ import os
 import random
 import zlib
 from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -19,6 +20,18 @@ def derive_seed(*parts: object) -> int:
 def task_generator(seed: int, task: int, purpose: str) -> torch.Generator:
     """A CPU generator owned by one purpose of one task, so resuming mid-task replays the same draws."""
     return torch.Generator().manual_seed(derive_seed(seed, task, purpose))
+
+
+def init_on_cpu_(tensor: torch.Tensor, init: Callable[..., Any], generator: torch.Generator, *args: Any,
+                 **kwargs: Any) -> None:
+    """``init(tensor, *args, generator=generator, **kwargs)`` (an ``nn.init`` function) drawn into a new CPU tensor,
+    where the task generator lives, then copied into ``tensor``: a run starts from the same values on every device.
+    (In place, a CPU generator cannot draw into a CUDA tensor: torch refuses it, "Expected a 'cuda' device type for
+    generator but found 'cpu'".) ``tests/test_devices.py`` checks that no method draws in place into its own tensors."""
+    with torch.no_grad():
+        drawn = torch.empty(tensor.shape, dtype=tensor.dtype)
+        init(drawn, *args, generator=generator, **kwargs)
+        tensor.copy_(drawn)
 
 
 def seed_everything(seed: int) -> None:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from intact.models.backbone import FrozenViT
+from intact.seeding import init_on_cpu_
 
 
 def prompted_tokens(backbone: FrozenViT, x: torch.Tensor, inserts: Mapping[int, torch.Tensor]) -> torch.Tensor:
@@ -60,7 +61,7 @@ class ClassAttentionBlock(nn.Module):
         """The code's init: every Linear weight ~ trunc_normal(std 0.02), biases 0, LayerNorms (1, 0)."""
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02, generator=g)
+                init_on_cpu_(m.weight, nn.init.trunc_normal_, g, std=0.02)
                 nn.init.zeros_(m.bias)
             elif isinstance(m, nn.LayerNorm):
                 nn.init.ones_(m.weight)
@@ -110,9 +111,9 @@ def linear_init_(layer: nn.Linear, g: torch.Generator, bias_zero: bool = False) 
     ``bias_zero``, PyCIL's ``SimpleLinear`` (kaiming_uniform(nonlinearity='linear'), bias 0; CPrompt)."""
     with torch.no_grad():
         if bias_zero:
-            nn.init.kaiming_uniform_(layer.weight, nonlinearity="linear", generator=g)
+            init_on_cpu_(layer.weight, nn.init.kaiming_uniform_, g, nonlinearity="linear")
             nn.init.zeros_(layer.bias)
             return
         bound = 1 / math.sqrt(layer.in_features)
-        nn.init.uniform_(layer.weight, -bound, bound, generator=g)
-        nn.init.uniform_(layer.bias, -bound, bound, generator=g)
+        init_on_cpu_(layer.weight, nn.init.uniform_, g, -bound, bound)
+        init_on_cpu_(layer.bias, nn.init.uniform_, g, -bound, bound)

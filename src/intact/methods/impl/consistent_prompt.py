@@ -26,7 +26,7 @@ from intact.methods.shared.base import Batch, ContinualMethod, Penalty
 from intact.methods.shared.frozen import QUERY, frozen_feature
 from intact.models.esn import linear_init_, prompted_tokens
 from intact.models.heads import Head
-from intact.seeding import task_generator
+from intact.seeding import init_on_cpu_, task_generator
 
 
 def ccl_loss(old_logits: torch.Tensor, current_logits: torch.Tensor, margin: float, tau: float) -> torch.Tensor:
@@ -120,7 +120,7 @@ class ConsistentPrompt(ContinualMethod):
         g = task_generator(self.run.seed, task, "prompts")
         if task == 0:
             # the code: keys orthogonal (tensor_prompt(..., ortho=True)); prompts nn.Linear(D, L) weights
-            nn.init.orthogonal_(self.keys, generator=g)
+            init_on_cpu_(self.keys, nn.init.orthogonal_, g)
             bound = 1 / math.sqrt(self.backbone.embed_dim)
             self.prompts[0].copy_((torch.rand(self.prompts[0].shape, generator=g) * 2 - 1) * bound)
         else:
