@@ -108,8 +108,8 @@ class Hog:
     def result(self) -> dict:
         import torch
 
-        from intact.speed import _peak_mb
-        return {"peak_mb": _peak_mb(torch.device("cpu")), "pid": __import__("os").getpid()}
+        from intact.efficiency import peak_memory_bytes
+        return {"peak_mb": peak_memory_bytes(torch.device("cpu")) / 2**20, "pid": __import__("os").getpid()}
 
 
 @pytest.mark.slow
@@ -128,3 +128,30 @@ def test_each_row_reports_its_own_peak_memory():
             r.close()
     assert big["pid"] != small["pid"] and __import__("os").getpid() not in (big["pid"], small["pid"])
     assert big["peak_mb"] - small["peak_mb"] > 250, (big, small)
+
+
+def test_the_peak_memory_is_in_bytes_on_linux_and_macos(monkeypatch):
+    """Linux's VmHWM where there is a /proc; else ``ru_maxrss``, which counts kilobytes on Linux and bytes on macOS
+    (a laptop's train.json said 1,024 times its peak before)."""
+    import builtins
+    import resource
+
+    import torch
+
+    from intact import efficiency
+
+    cpu = torch.device("cpu")
+    hwm = efficiency.peak_memory_bytes(cpu)   # ru_maxrss is at least this image's peak (to the kernel's lag)
+    assert 2**20 < hwm < 1.1 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    opened = builtins.open
+
+    def without_proc(path, *args, **kwargs):   # a system without /proc (macOS)
+        if path == "/proc/self/status":
+            raise OSError(path)
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", without_proc)
+    monkeypatch.setattr(efficiency.resource, "getrusage", lambda who: type("Usage", (), {"ru_maxrss": 5000}))
+    for platform, expected in (("linux", 5000 * 1024), ("darwin", 5000)):
+        monkeypatch.setattr(efficiency.sys, "platform", platform)
+        assert efficiency.peak_memory_bytes(cpu) == expected, platform

@@ -335,6 +335,27 @@ def test_a_job_under_another_import_path_or_after_a_code_change_runs_cold(tmp_pa
     assert warm.probe(p.path).startswith("unavailable")
 
 
+def test_off_linux_no_parent_starts_and_the_run_and_intact_warm_say_why(monkeypatch, capsys):
+    """A warm parent takes Linux's Unix sockets (SOCK_SEQPACKET, abstract names, SO_PEERCRED; macOS has none): on
+    another system none starts, the run's line says why, its jobs run cold, and ``intact warm`` stops, saying why.
+    On Linux, a parent that fails to start is named too."""
+    monkeypatch.delenv(warm.ENV_SOCKET, raising=False)
+    monkeypatch.setattr(warm.sys, "platform", "darwin")
+    assert warm.start(["json"]) is None and warm.ENV_SOCKET not in os.environ
+    parent, line = warm.start_or_adopt(["json"])
+    assert parent is None and line == ("intact: no warm parent (warm parents need Linux's Unix sockets; this is "
+                                       "darwin); jobs run cold")
+    assert warm.keep(["--checkout", str(REPO)]) == 1
+    assert "intact warm: no warm parent (warm parents need Linux's Unix sockets" in capsys.readouterr().err
+    monkeypatch.setattr(warm.sys, "platform", "linux")
+    popen = subprocess.Popen   # a parent that ends before it listens
+    monkeypatch.setattr(warm.subprocess, "Popen", lambda *a, **k: popen([sys.executable, "-c", "pass"], **k))
+    assert warm.start_or_adopt(["json"]) == (None, "intact: no warm parent (it did not start: its error is above); "
+                                                   "jobs run cold")
+    monkeypatch.setenv(warm.ENV_SWITCH, "0")
+    assert warm.start_or_adopt(["json"]) == (None, "")     # switched off: nothing to say
+
+
 def test_a_run_adopts_a_serving_parent_the_environment_names_and_starts_its_own_otherwise(parent, monkeypatch):
     """start_or_adopt (the workflow's onstart): a socket in the environment whose parent serves this Python is
     used and left running (nothing to stop); a dead one is dropped and a parent of the run's own started.

@@ -7,6 +7,8 @@ eval mode without gradients: measuring changes no stored result.
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from typing import Any
 
@@ -31,6 +33,20 @@ def parameter_counts(method: nn.Module, trainable: int) -> dict[str, int]:
         seen.add(id(p))
         total += p.numel()
     return {"total_parameters": total, "trainable_parameters": trainable}
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """This process's peak memory: on a GPU what CUDA allocated; else the peak resident set of this process image
+    (Linux's ``VmHWM``: ``ru_maxrss`` also keeps what the process it was forked from, Snakemake, held before its
+    ``exec``), else ``ru_maxrss`` (kilobytes, but bytes on macOS)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024
+    except (OSError, StopIteration):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss if sys.platform == "darwin" else rss * 1024
 
 
 def _sync(device: torch.device) -> None:

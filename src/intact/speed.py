@@ -29,7 +29,6 @@ import dataclasses
 import multiprocessing
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
@@ -46,7 +45,7 @@ from intact.cache import lookup, task_caches
 from intact.config import benchmark_config, load_config, resolve_run
 from intact.data.loader import eval_batches, train_batches
 from intact.data.prepared import PreparedImages
-from intact.efficiency import parameter_counts
+from intact.efficiency import parameter_counts, peak_memory_bytes
 from intact.io import write_json
 from intact.methods import create_method
 from intact.methods.shared.base import batch_loss, enter_task, leave_task, num_trainable_parameters
@@ -77,15 +76,6 @@ class PassCounter:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _peak_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    try:  # this process image's own peak (ru_maxrss keeps the forking parent's across fork + exec)
-        return next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:")) / 2**10
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
 def cpu_model() -> str:
@@ -201,7 +191,7 @@ class Row:
             "step_max_s": step["max"], "step_times_s": self.times[1:],
             "passes_per_step": statistics.median(self.passes[1:]),
             "eval_batch_s": ev["median"], "eval_min_s": ev["min"], "eval_max_s": ev["max"],
-            "peak_mb": _peak_mb(self.device), "trainable_params": counts["trainable_parameters"],
+            "peak_mb": peak_memory_bytes(self.device) / 2**20, "trainable_params": counts["trainable_parameters"],
             "total_params": counts["total_parameters"], "cache_build_s": self.build_s, "cache_record": self.record,
             "images_per_s": self.batch / step["median"], "load_before": self.load_before, "load_after": system_load(),
         }

@@ -16,7 +16,6 @@ uninterrupted one on CPU.
 from __future__ import annotations
 
 import math
-import resource
 import signal
 import sys
 import time
@@ -32,7 +31,7 @@ from tqdm import tqdm
 
 from intact.cache import QueryCache, lookup, query_settings, task_caches
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
-from intact.efficiency import efficiency_record
+from intact.efficiency import efficiency_record, peak_memory_bytes
 from intact.evaluate import evaluate_method
 from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_record
@@ -302,8 +301,7 @@ def end_of_task(job: TaskRun) -> TrainRecord:
     # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing saved
     efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device,
                                    steps=o.epochs * job.steps_per_epoch)
-    peak = (torch.cuda.max_memory_allocated() if job.device.type == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    peak = peak_memory_bytes(job.device)
     n = len(job.train_set)
     return TrainRecord(
         benchmark=run.benchmark.name, method=run.method, seed=run.seed, task=job.task,

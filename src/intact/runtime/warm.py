@@ -10,10 +10,10 @@ directory, environment, umask and file descriptors 0-2 to the parent, which fork
 script as ``python <script>`` would. The client relays every catchable signal it receives to the child and
 exits exactly as the child did (same exit code, or killed by the same signal), so Snakemake sees the job's own
 status; if the client dies (SIGKILL), the parent SIGKILLs the child. The child runs in a process group of its
-own, so a signal reaches it once, through its client. Where no warm parent serves (SLURM, another executor,
-``INTACT_WARM=0``, another Python, a parent that is gone, a message that is not the protocol's:
-:mod:`intact.runtime.protocol`) the job runs cold in its own process, as before (where a parent was named, a
-line on stderr says why).
+own, so a signal reaches it once, through its client. Where no warm parent serves (SLURM, another executor, a
+system other than Linux, ``INTACT_WARM=0``, another Python, a parent that is gone, a message that is not the
+protocol's: :mod:`intact.runtime.protocol`) the job runs cold in its own process, as before (where a parent was
+named, a line on stderr says why).
 docs/design.md says more.
 """
 
@@ -27,7 +27,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 
 from intact.runtime import protocol
 
@@ -171,11 +170,10 @@ def _exit_as(sock: socket.socket) -> None:
 # ---- the workflow's side: start and stop the warm parent ---------------------------------------------------
 
 class WarmParent:
-    """A running warm parent; :meth:`stop` ends it (it also ends by itself when its starter exits). ``folder``
-    holds its socket file, or is None where the socket has an abstract name (Linux)."""
+    """A running warm parent; :meth:`stop` ends it (it also ends by itself when its starter exits)."""
 
-    def __init__(self, proc: subprocess.Popen, folder: str | None, path: str, before: str | None = None) -> None:
-        self.proc, self.folder, self.path = proc, folder, path
+    def __init__(self, proc: subprocess.Popen, path: str, before: str | None = None) -> None:
+        self.proc, self.path = proc, path
         self.before = before  # the ENV_SOCKET this process had before: stop() gives it back
 
     @property
@@ -198,38 +196,35 @@ class WarmParent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        if self.folder and os.path.isdir(self.folder):
-            for name in os.listdir(self.folder):
-                os.unlink(os.path.join(self.folder, name))
-            os.rmdir(self.folder)
+
+
+def unsupported() -> str:
+    """Why this system cannot run a warm parent, or "" where it can: it takes Linux's Unix sockets of type
+    ``SOCK_SEQPACKET``, their abstract names and ``SO_PEERCRED`` (macOS has none of the three)."""
+    return "" if sys.platform == "linux" else f"warm parents need Linux's Unix sockets; this is {sys.platform}"
 
 
 def start(modules: list[str], export: bool = True, env: dict[str, str] | None = None) -> WarmParent | None:
     """Start a warm parent that preloads ``modules`` and, with ``export``, export its socket to the jobs this
     process starts (``INTACT_WARM_SOCKET``); ``env``: the parent's environment, if not this process's. Returns
-    None (jobs run cold) when the switch is off or the parent fails to start. Returns as soon as the parent
-    listens; it imports the modules while the first jobs connect."""
-    if not enabled():
+    None (jobs run cold) when the switch is off, the system cannot (:func:`unsupported`) or the parent fails to
+    start. Returns as soon as the parent listens; it imports the modules while the first jobs connect."""
+    if not enabled() or unsupported():
         return None
-    if sys.platform == "linux":  # an abstract name: unguessable, and gone with the last process holding it
-        folder, path = None, f"@intact-warm-{os.getpid()}-{secrets.token_hex(8)}"
-    else:
-        folder = tempfile.mkdtemp(prefix="intact-warm-")  # mode 0700: only this user reaches the socket
-        path = os.path.join(folder, "socket")
+    path = f"@intact-warm-{os.getpid()}-{secrets.token_hex(8)}"   # abstract: unguessable, no file to clean up
     code = "import sys; from intact.runtime.warm_server import serve; serve(sys.argv[1], sys.argv[2:])"
     # stdin stays a pipe from this process: its end-of-file (a stop, or this process gone) ends the parent
     proc = subprocess.Popen([sys.executable, "-c", code, path, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env)
     if proc.stdout.readline().strip() != b"listening":
         proc.wait()
-        parent = WarmParent(proc, folder, path)
-        parent.stop()
+        WarmParent(proc, path).stop()
         return None
     proc.stdout.close()
     before = os.environ.get(ENV_SOCKET)
     if export:
         os.environ[ENV_SOCKET] = path
-    return WarmParent(proc, folder, path, before)
+    return WarmParent(proc, path, before)
 
 
 def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
@@ -248,7 +243,8 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
         note = f" (the one {ENV_SOCKET} names does not serve this run: {why})"
     parent = start(modules)
     if parent is None:
-        return None, note and f"intact: no warm parent{note}; jobs run cold"
+        why = unsupported() or ("it did not start: its error is above" if enabled() else "")
+        return None, (why or note) and f"intact: no warm parent{note}{f' ({why})' if why else ''}; jobs run cold"
     return parent, f"intact: jobs start from a warm parent (pid {parent.pid}; INTACT_WARM=0: cold){note}"
 
 
@@ -302,11 +298,12 @@ def keep(argv: list[str]) -> int:
     parser.add_argument("--checkout", default=str(SRC.parent),
                         help="the repository whose Snakefile runs (default: %(default)s)")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
     parent = start_for_checkout(args.checkout, export=False)
     if parent is None:
-        print("intact warm: no warm parent (INTACT_WARM is off, or it failed to start)", file=sys.stderr)
+        why = unsupported() or ("it did not start: its error is above" if enabled() else f"{ENV_SWITCH} is off")
+        print(f"intact warm: no warm parent ({why})", file=sys.stderr)
         return 1
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
     print(f"export {ENV_SOCKET}={parent.path}", flush=True)
     print(f"intact warm: pid {parent.pid}; runs started where {ENV_SOCKET} is set so adopt it; Ctrl-C stops it",
           file=sys.stderr, flush=True)
