@@ -1,8 +1,9 @@
-"""A run starts from the same numbers on every device: every method draws its random initial values from CPU task
-generators (``intact.seeding.task_generator``) into new CPU tensors, never in place into a tensor it holds. In place,
-a CPU generator cannot draw into a CUDA tensor (torch refuses it), so such a method fails at its first task on a GPU:
-ESN and CPrompt did (CHANGELOG.md). Checked on the CPU, by recording every in-place draw, and where CUDA is
-visible (``bash tools/gpu_check.sh``), by building every method on both devices."""
+"""A run starts from the same numbers on every device: every method draws its random values from CPU task generators
+(``intact.seeding.task_generator``) into new CPU tensors, never in place into a tensor it holds. In place, a CPU
+generator cannot draw into a CUDA tensor (torch refuses it), so such a method fails on a GPU: ESN and CPrompt did, at
+their first task (CHANGELOG.md). Checked on the CPU by recording every in-place draw while each method begins a task,
+takes a training step and ends the task, twice; and where CUDA is visible (``bash tools/gpu_check.sh``), by
+building every method on both devices."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from intact.config import resolve_run
 from intact.methods import METHODS
-from intact.methods.shared.base import enter_task, trainable_state
+from intact.methods.shared.base import batch_loss, batches, enter_task, leave_task, trainable_state
 from intact.restore import build_method
 from intact.seeding import derive_seed, init_on_cpu_, seed_everything, task_generator
 
@@ -49,13 +50,19 @@ def test_the_recorder_sees_an_in_place_draw_and_init_on_cpu_draws_into_a_new_ten
 
 
 @pytest.mark.parametrize("method", RUNS)
-def test_a_method_draws_its_initial_values_into_new_tensors_not_its_own(tiny_bench, method):
+def test_a_method_draws_its_random_values_into_new_tensors_not_its_own(tiny_bench, method):
     run = resolve_run(tiny_bench["config"], "digits", method, 0)
     bench, model, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
     own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
     with InPlaceDraws() as draws:
-        for task in (0, 1):
-            enter_task(model, task, model.training_data(bench, task))
+        for task in (0, 1):   # as a job: begin the task, a training step, end the task (hypercubes, statistics)
+            data = model.training_data(bench, task)
+            enter_task(model, task, data)
+            x, y = next(batches(model, data))
+            model.train()
+            batch_loss(model, x, y)[0].backward()
+            model.eval()
+            leave_task(model, task, data)
     assert not own & set(draws.storages), f"{method} draws in place into its own tensors: use init_on_cpu_"
 
 
