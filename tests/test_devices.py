@@ -2,8 +2,8 @@
 (``intact.seeding.task_generator``) into new CPU tensors, never in place into a tensor it holds. In place, a CPU
 generator cannot draw into a CUDA tensor (torch refuses it), so such a method fails on a GPU: ESN and CPrompt did, at
 their first task (CHANGELOG.md). Checked on the CPU by recording every in-place draw while each method begins a task,
-takes a training step and ends the task, twice; and where CUDA is visible (``bash tools/gpu_check.sh``), by
-building every method on both devices."""
+takes a training step and ends the task, twice; and where CUDA is visible (``bash tools/gpu_check.sh``), by taking
+every method through the same two tasks there."""
 
 from __future__ import annotations
 
@@ -49,20 +49,32 @@ def test_the_recorder_sees_an_in_place_draw_and_init_on_cpu_draws_into_a_new_ten
     assert torch.equal(weight, before)                      # the same values as the draw in place
 
 
+def _built(run, bench: dict, device: str):
+    """The benchmark and ``run``'s method on ``device``, seeded as a task-0 job seeds (``intact.train.set_up``)."""
+    seed_everything(derive_seed(run.seed, 0, "init"))
+    data, model, _ = build_method(run, bench["manifest"], bench["weights"], torch.device(device))
+    return data, model
+
+
+def _two_tasks(data, model) -> None:
+    """Two tasks as a job takes them, in short: begin the task, one training step, end the task (hypercubes,
+    statistics)."""
+    for task in (0, 1):
+        train_set = model.training_data(data, task)
+        enter_task(model, task, train_set)
+        x, y = next(batches(model, train_set))
+        model.train()
+        batch_loss(model, x, y)[0].backward()
+        model.eval()
+        leave_task(model, task, train_set)
+
+
 @pytest.mark.parametrize("method", RUNS)
 def test_a_method_draws_its_random_values_into_new_tensors_not_its_own(tiny_bench, method):
-    run = resolve_run(tiny_bench["config"], "digits", method, 0)
-    bench, model, _ = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))
-    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+    data, model = _built(resolve_run(tiny_bench["config"], "digits", method, 0), tiny_bench, "cpu")
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}   # alive throughout
     with InPlaceDraws() as draws:
-        for task in (0, 1):   # as a job: begin the task, a training step, end the task (hypercubes, statistics)
-            data = model.training_data(bench, task)
-            enter_task(model, task, data)
-            x, y = next(batches(model, data))
-            model.train()
-            batch_loss(model, x, y)[0].backward()
-            model.eval()
-            leave_task(model, task, data)
+        _two_tasks(data, model)
     assert not own & set(draws.storages), f"{method} draws in place into its own tensors: use init_on_cpu_"
 
 
@@ -76,26 +88,16 @@ def test_init_on_cpu_gives_the_values_of_the_draw_in_place():
         assert torch.equal(a, b), init.__name__
 
 
-def _starts(run, bench: dict, device: str) -> dict[str, torch.Tensor]:
-    """The trainable state after ``enter_task`` of tasks 0 and 1, the method built on ``device``, seeded as a task-0
-    job seeds before it builds (``intact.train.set_up``)."""
-    seed_everything(derive_seed(run.seed, 0, "init"))
-    data, model, _ = build_method(run, bench["manifest"], bench["weights"], torch.device(device))
-    for task in (0, 1):
-        enter_task(model, task, model.training_data(data, task))
-    return trainable_state(model)
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_every_method_starts_its_first_two_tasks_from_the_same_values_on_cpu_and_cuda(tiny_bench):
+def test_every_method_takes_two_tasks_on_cuda(tiny_bench):
+    """Where the CPU test above cannot see: any op of a task's hooks or step that mixes devices. (Not the values:
+    a start computed from data, InfLoRA's, differs between the devices by their rounding.)"""
     failures = []   # every method's, in one run of the GPU check
     for method in RUNS:
-        run = resolve_run(tiny_bench["config"], "digits", method, 0)
         try:
-            cpu, cuda = _starts(run, tiny_bench, "cpu"), _starts(run, tiny_bench, "cuda")
-            assert cpu.keys() == cuda.keys() and all(v.device.type == "cuda" for v in cuda.values())
-            for name, value in cpu.items():
-                torch.testing.assert_close(cuda[name].cpu(), value, msg=name)
+            data, model = _built(resolve_run(tiny_bench["config"], "digits", method, 0), tiny_bench, "cuda")
+            _two_tasks(data, model)
+            assert all(t.device.type == "cuda" for t in trainable_state(model).values())
         except Exception as err:  # noqa: BLE001 - a method that fails on CUDA is reported with the others
             failures.append(f"{method}: {type(err).__name__}: {err}")
     assert not failures, "\n".join(failures)
