@@ -4,6 +4,10 @@
 #   bash tools/gpu_check.sh [OUTDIR]      (from the repository root, in an environment with intact's
 #                                          dependencies; OUTDIR defaults to results/gpu_check)
 #
+# First, OUTDIR/dependencies.txt: the declared dependencies missing there and the exact pins not met
+# (tools/check_dependencies.py), the likely cause of a test that fails only there. Then the tests only a GPU answers
+# (DEVICE_TESTS: the CUDA-only ones, every method through two tasks on the GPU, ESN and CPrompt), in minutes:
+# OUTDIR/device_tests.log (step 2 leaves these files out).
 # 0. Paper scale (issue 10): `intact speed` on ViT-B/16 at batch 64 in bf16 (coda_p, coda_p+intact,
 #    caches on/off: OUTDIR/speed.json|txt), then a few hundred real training steps of coda_p+intact on a
 #    synthetic 224-px ImageNet-R-layout tree (tools/paper_scale_check.py: images/s, peak memory, per-task
@@ -16,11 +20,9 @@
 # 2. Runs the test suite on the GPU (every train/evaluate test picks CUDA when it is visible), except
 #    the SLURM and MLflow tests, which need services rather than a GPU; each failure's traceback goes to
 #    OUTDIR/failures.txt as it fails (tools/pytest_failures_now.py).
-# Each step can be given a wall-clock limit in seconds (SPEED_TIMEOUT, SCALE_TIMEOUT, PIPELINE_TIMEOUT,
-# TEST_TIMEOUT; 0 = none, the default except for the tests' 600), so that a short device lease ends with every
-# step's output; TEST_WORKERS=N runs the tests on N xdist workers (--dist loadfile).
-# First, OUTDIR/dependencies.txt: the declared dependencies missing there and the exact pins not met
-# (tools/check_dependencies.py), the likely cause of a test that fails only there.
+# Each step can be given a wall-clock limit in seconds (DEVICE_TEST_TIMEOUT, SPEED_TIMEOUT, SCALE_TIMEOUT,
+# PIPELINE_TIMEOUT, TEST_TIMEOUT; 0 = none, the default except for the tests' 300 and 600), so that a short device
+# lease ends with every step's output; TEST_WORKERS=N runs step 2's tests on N xdist workers (--dist loadfile).
 # CI never runs this: it has no GPU. Exit status: non-zero if any step failed.
 set -uo pipefail
 out=${1:-results/gpu_check}
@@ -42,6 +44,18 @@ else:
 print(f"device: {name}, {gib:.0f} GiB; python {platform.python_version()}, "
       f"torch {torch.__version__} (CUDA {torch.version.cuda}), timm {timm.__version__}, snakemake {snakemake.__version__}")
 EOF
+
+# ---- first: the tests only a GPU can answer (minutes), before the long steps -----------------------------
+# the CUDA-only tests, every method through two tasks on the GPU (tests/test_devices.py) and ESN / CPrompt, whose
+# fixtures failed on the H200 of 2026-11-28; the suite of step 2 leaves these files out
+DEVICE_TESTS=(tests/test_cuda.py tests/test_devices.py tests/test_guard.py tests/test_esn_consistent_prompt.py)
+rm -f "$out/failures.txt"   # each failure's traceback as it fails, here and in step 2
+PYTEST_FAILURES="$out/failures.txt" PYTHONPATH="$PWD/tools:$PYTHONPATH" \
+    timeout "${DEVICE_TEST_TIMEOUT:-300}" "$py" -m pytest -q -p no:cacheprovider -p pytest_failures_now -rfEs \
+    "${DEVICE_TESTS[@]}" > "$out/device_tests.log" 2>&1
+device_rc=$?
+tail -8 "$out/device_tests.log"
+echo "device tests: exit $device_rc (log: $out/device_tests.log; failures: $out/failures.txt)"
 
 # ---- 0. paper scale ------------------------------------------------------------------------------------
 scale=${PAPER_SCALE:-full}
@@ -66,7 +80,7 @@ if [ "$scale" != off ]; then
     scale_rc=$(( speed_rc != 0 || paper_rc != 0 ))
     [ $scale_rc -eq 0 ] || tail -n 20 "$out/speed.log" "$out/paper_scale.log"
 fi
-[ -n "${ONLY_PAPER_SCALE:-}" ] && exit $scale_rc
+[ -n "${ONLY_PAPER_SCALE:-}" ] && exit $(( scale_rc != 0 || device_rc != 0 ))
 
 # ---- 1. the default pipeline ------------------------------------------------------------------------
 printf 'tracking:\n  enabled: false\n' > "$out/no_tracking.yaml"
@@ -105,12 +119,12 @@ tar czf "$out/results.tar.gz" results/tables results/figures $(ls results/runs/*
 # ---- 2. the test suite on the GPU --------------------------------------------------------------------
 workers=()
 [ -n "${TEST_WORKERS:-}" ] && workers=(-n "$TEST_WORKERS" --dist loadfile)
-rm -f "$out/failures.txt"   # each failure's traceback as it fails: a run cut by TEST_TIMEOUT keeps them
+# each failure's traceback as it fails, after the device tests' (a run cut by TEST_TIMEOUT keeps them)
 PYTEST_FAILURES="$out/failures.txt" PYTHONPATH="$PWD/tools:$PYTHONPATH" \
     timeout "${TEST_TIMEOUT:-600}" "$py" -m pytest -q -p no:cacheprovider -p pytest_failures_now -rfEs --durations=8 \
-    "${workers[@]}" tests \
+    "${workers[@]}" tests "${DEVICE_TESTS[@]/#/--ignore=}" \
     --ignore=tests/test_tracking.py --ignore=tests/test_slurm.py > "$out/pytest.log" 2>&1
 tests_rc=$?
 tail -25 "$out/pytest.log"
 echo "tests: exit $tests_rc (log: $out/pytest.log)"
-exit $(( scale_rc != 0 || pipeline_rc != 0 || tests_rc != 0 ))
+exit $(( device_rc != 0 || scale_rc != 0 || pipeline_rc != 0 || tests_rc != 0 ))
