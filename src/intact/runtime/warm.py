@@ -204,6 +204,12 @@ def unsupported() -> str:
     return "" if sys.platform == "linux" else f"warm parents need Linux's Unix sockets; this is {sys.platform}"
 
 
+def not_started(off: str) -> str:
+    """Why :func:`start` returned None: this system (:func:`unsupported`), else ``off`` where the switch is off, else
+    the parent's own failure (its traceback is on stderr)."""
+    return unsupported() or ("it did not start: its error is above" if enabled() else off)
+
+
 def start(modules: list[str], export: bool = True, env: dict[str, str] | None = None) -> WarmParent | None:
     """Start a warm parent that preloads ``modules`` and, with ``export``, export its socket to the jobs this
     process starts (``INTACT_WARM_SOCKET``); ``env``: the parent's environment, if not this process's. Returns
@@ -243,7 +249,7 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
         note = f" (the one {ENV_SOCKET} names does not serve this run: {why})"
     parent = start(modules)
     if parent is None:
-        why = unsupported() or ("it did not start: its error is above" if enabled() else "")
+        why = not_started(off="")
         return None, (why or note) and f"intact: no warm parent{note}{f' ({why})' if why else ''}; jobs run cold"
     return parent, f"intact: jobs start from a warm parent (pid {parent.pid}; INTACT_WARM=0: cold){note}"
 
@@ -300,8 +306,7 @@ def keep(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     parent = start_for_checkout(args.checkout, export=False)
     if parent is None:
-        why = unsupported() or ("it did not start: its error is above" if enabled() else f"{ENV_SWITCH} is off")
-        print(f"intact warm: no warm parent ({why})", file=sys.stderr)
+        print(f"intact warm: no warm parent ({not_started(off=f'{ENV_SWITCH} is off')})", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
     print(f"export {ENV_SOCKET}={parent.path}", flush=True)
