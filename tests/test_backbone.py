@@ -1,6 +1,7 @@
 """Any timm ViT by name, with weights from a local file (checksum recorded and checked), never downloaded."""
 
 import pytest
+import timm
 import torch
 from safetensors.torch import save_file
 
@@ -95,3 +96,83 @@ def test_a_timm_keyed_pth_with_its_21k_head_loads_as_is_and_a_file_of_other_keys
     assert len(unexpected) == len(other) and all(torch.equal(v, fresh.state_dict()[k]) for k, v in before.items())
     with pytest.raises(WeightsError, match="does not fit the model: missing"):
         load_backbone_weights(create_vit("vit_tiny_patch16_224"), tmp_path / "other_keys.pth")
+
+
+# ---- the original JAX checkpoints (.npz) -----------------------------------------------------------------------
+
+def _jax_npz(vit, path, drop=(), blocks=None):
+    """``vit`` written in the layout of Google's original ViT checkpoints (the inverse of timm's ``_load_weights``:
+    kernels input-major, attention kernels split by head), without the arrays named in ``drop``; ``blocks``
+    writes only the first blocks."""
+    import numpy as np
+
+    s = {k: v.detach().double().numpy() for k, v in vit.state_dict().items()}
+    heads = vit.blocks[0].attn.num_heads
+    w = {"embedding/kernel": s["patch_embed.proj.weight"].transpose(2, 3, 1, 0),
+         "embedding/bias": s["patch_embed.proj.bias"], "cls": s["cls_token"],
+         "Transformer/posembed_input/pos_embedding": s["pos_embed"],
+         "Transformer/encoder_norm/scale": s["norm.weight"], "Transformer/encoder_norm/bias": s["norm.bias"]}
+    for i in range(len(vit.blocks) if blocks is None else blocks):
+        b, p = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+        dim = s[b + "attn.proj.weight"].shape[0]
+        for j, n in enumerate(("query", "key", "value")):
+            rows, mha = slice(j * dim, (j + 1) * dim), f"{p}MultiHeadDotProductAttention_1/{n}"
+            w[f"{mha}/kernel"] = s[b + "attn.qkv.weight"][rows].T.reshape(dim, heads, -1)
+            w[f"{mha}/bias"] = s[b + "attn.qkv.bias"][rows].reshape(heads, -1)
+        w[f"{p}MultiHeadDotProductAttention_1/out/kernel"] = s[b + "attn.proj.weight"].T.reshape(heads, -1, dim)
+        w[f"{p}MultiHeadDotProductAttention_1/out/bias"] = s[b + "attn.proj.bias"]
+        for ln, norm in (("LayerNorm_0", "norm1"), ("LayerNorm_2", "norm2")):
+            w[f"{p}{ln}/scale"], w[f"{p}{ln}/bias"] = s[f"{b}{norm}.weight"], s[f"{b}{norm}.bias"]
+        for r in range(2):
+            w[f"{p}MlpBlock_3/Dense_{r}/kernel"] = s[f"{b}mlp.fc{r + 1}.weight"].T
+            w[f"{p}MlpBlock_3/Dense_{r}/bias"] = s[f"{b}mlp.fc{r + 1}.bias"]
+    np.savez(path, **{k: v.astype(np.float32) for k, v in w.items() if k not in drop})
+    return path
+
+
+def test_an_original_jax_checkpoint_loads_to_the_same_backbone(tmp_path):
+    from intact.models.backbone import load_backbone_weights
+
+    torch.manual_seed(2)
+    source = create_vit("vit_digits_p8")
+    torch.manual_seed(3)
+    vit = create_vit("vit_digits_p8")
+    path = _jax_npz(source, tmp_path / "ViT-digits.npz")
+    assert load_backbone_weights(vit, path) == sha256_file(path)
+    for key, value in source.state_dict().items():
+        assert torch.equal(vit.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize("other, drop, blocks, problem", [
+    # timm's loader would resample the 4x4 patches and the 65-token grid to the model's, sum the RGB kernels to
+    # one channel and load the first 4 of 5 blocks, each without a word
+    ("vit_digits_p4", (), None, r"'embedding/kernel' has shape \(4, 4, 1, 64\), the model's \(8, 8, 1, 64\)"),
+    ("vit_rgb_p8", (), None, r"'embedding/kernel' has shape \(8, 8, 3, 64\), the model's \(8, 8, 1, 64\)"),
+    ("vit_digits_p8_depth5", (), None, "5 encoder blocks, the model has 4"),
+    ("vit_digits_p8", (), 3, "3 encoder blocks, the model has 4"),
+    ("vit_digits_p8", ("Transformer/encoderblock_1/MlpBlock_3/Dense_0/bias",), None,
+     "KeyError: 'Transformer/encoderblock_1/MlpBlock_3/Dense_0/bias'"),
+    ("vit_digits_p8", ("embedding/kernel",), None, "no 'embedding/kernel' array"),
+])
+def test_a_jax_checkpoint_that_does_not_fit_is_refused_as_a_safetensors_file_is(tmp_path, other, drop, blocks,
+                                                                                problem):
+    from intact.models.backbone import load_backbone_weights
+
+    source = timm.create_model("vit_digits_p8", depth=5) if other.endswith("_depth5") else create_vit(other)
+    path = _jax_npz(source, tmp_path / "w.npz", drop, blocks)
+    with pytest.raises(WeightsError, match=f"backbone weights file '{path}' does not fit the model: {problem}"):
+        load_backbone_weights(create_vit("vit_digits_p8"), path)
+
+
+def test_a_file_named_npz_that_is_not_a_checkpoint_is_refused_in_one_line(tmp_path):
+    import numpy as np
+
+    from intact.models.backbone import load_backbone_weights
+
+    (tmp_path / "junk.npz").write_bytes(b"not an archive")
+    with pytest.raises(WeightsError, match=r"'.*junk.npz' cannot be read as .npz: "):
+        load_backbone_weights(create_vit("vit_digits_p8"), tmp_path / "junk.npz")
+    with open(tmp_path / "one.npz", "wb") as f:    # np.save writes a single array whatever the name
+        np.save(f, np.zeros(3))
+    with pytest.raises(WeightsError, match=r"holds one array \(.npy\), not a .npz checkpoint"):
+        load_backbone_weights(create_vit("vit_digits_p8"), tmp_path / "one.npz")

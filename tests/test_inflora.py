@@ -82,6 +82,30 @@ def test_dualgpm_grows_by_the_energy_the_threshold_asks_for():
     assert int(gpm.dims[0]) == 3
 
 
+def test_dualgpm_stored_as_its_complement_still_grows_with_a_later_tasks_new_directions():
+    """Past half the space the basis is the free space ("retain"). A later task then shrinks it by the new directions
+    its inputs bring (the official code's retain branch, which no other test reached); a task inside the protected
+    span changes nothing."""
+    g = torch.Generator().manual_seed(2)
+    D = 16
+    U = _orthonormal(D, D, g)
+    old, new, rest = U[:, :10], U[:, 10:12], U[:, 12:]
+    gpm = DualGPM(1, D)
+    assert gpm.update([_cov(_inputs(old, 500, g))], thr=0.999)[0]["kind"] == "retain"
+    before = gpm.protected_basis(0)
+    assert (before - old @ (old.T @ before)).abs().max() < 1e-6 and before.shape[1] > D / 2
+    info = gpm.update([_cov(_inputs(torch.cat([old, new], 1), 2000, g))], thr=0.999)
+    prot = gpm.protected_basis(0)
+    assert info[0] == {"protected": prot.shape[1], "kind": "retain"} and prot.shape[1] == 12
+    assert torch.allclose(prot.T @ prot, torch.eye(12, dtype=prot.dtype), atol=1e-10)
+    span = torch.cat([old, new], 1)                           # the old directions stay protected, the new join them
+    assert (span - prot @ (prot.T @ span)).abs().max() < 1e-6
+    assert torch.allclose(gpm.free_projector(0), rest @ rest.T, atol=1e-6)  # and the rest stays free
+    basis = gpm.basis.clone()
+    assert gpm.update([_cov(_inputs(old, 500, g))], thr=0.999)[0]["protected"] == 12
+    assert torch.equal(gpm.basis, basis)
+
+
 def test_lora_forward_equals_the_backbone_with_merged_key_and_value_weights():
     torch.manual_seed(0)
     vit = create_vit("vit_digits_p8")

@@ -49,7 +49,8 @@ def peak_memory_bytes(device: torch.device) -> int:
         return rss if sys.platform == "darwin" else rss * 1024
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (CUDA runs asynchronously), so a timer read after it counts that work."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -69,10 +70,10 @@ def inference_seconds_per_batch(method: Any, data: Dataset, batch_size: int, dev
             break
         if len(x) < batch_size and i > 0:  # a last partial batch would bias the per-batch time
             break
-        _sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         method.predict(x)
-        _sync(device)
+        synchronize(device)
         if i > 0 or len(data) <= batch_size:
             times.append(time.perf_counter() - t0)
     method.train(was_training)

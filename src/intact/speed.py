@@ -45,7 +45,7 @@ from intact.cache import lookup, task_caches
 from intact.config import benchmark_config, load_config, resolve_run
 from intact.data.loader import eval_batches, train_batches
 from intact.data.prepared import PreparedImages
-from intact.efficiency import parameter_counts, peak_memory_bytes
+from intact.efficiency import parameter_counts, peak_memory_bytes, synchronize
 from intact.io import write_json
 from intact.methods import create_method
 from intact.methods.shared.base import batch_loss, enter_task, leave_task, num_trainable_parameters
@@ -71,11 +71,6 @@ class PassCounter:
             return tokens(x)
 
         backbone.tokens = counted
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def cpu_model() -> str:
@@ -138,11 +133,11 @@ class Row:
         self.counter = PassCounter(m.backbone)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        _sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         self.caches, self.record = task_caches(m, None, data, eval_split="test", batch_size=run.optim.eval_batch_size,
                                                device=device, amp=self.autocast, query_cache=None, enabled=cache)
-        _sync(device)
+        synchronize(device)
         self.build_s = time.perf_counter() - t0
         self.opt, _ = build_optimizer(m, run.optim, repeats + 1)
         self.batches = iter(train_batches(data, seed=seed, task=1, epoch=0, batch_size=batch, device=device, keys=True))
@@ -156,7 +151,7 @@ class Row:
         """Time one training step (loss, backward, optimizer) on the next batch."""
         x, y, *keys = next(self.batches)
         m, before = self.m, self.counter.total
-        _sync(self.device)
+        synchronize(self.device)
         t = time.perf_counter()
         with self.autocast, serving(m, {k: lookup(c, *keys) for k, c in self.caches.items()}):
             loss, _ = batch_loss(m, x, y)
@@ -164,7 +159,7 @@ class Row:
         loss.backward()
         self.opt.step()
         m.after_step()
-        _sync(self.device)
+        synchronize(self.device)
         self.times.append(time.perf_counter() - t)
         self.passes.append(self.counter.total - before)
         return self.times[-1]
@@ -174,11 +169,11 @@ class Row:
         """Time ``predict`` on one batch, the query read from the cache when there is one."""
         self.m.eval()
         q = self.caches["query"][:self.batch, 0] if "query" in self.caches else None
-        _sync(self.device)
+        synchronize(self.device)
         t = time.perf_counter()
         with self.autocast, serving(self.m, {QUERY: q} if q is not None else {}):
             self.m.predict(self.x_eval)
-        _sync(self.device)
+        synchronize(self.device)
         self.m.train()
         self.eval_times.append(time.perf_counter() - t)
         return self.eval_times[-1]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import timm
 import torch
@@ -45,6 +48,60 @@ def written_for(path: Path) -> str | None:
         return (f.metadata() or {}).get("timm_model")
 
 
+#: where the arrays of a JAX checkpoint sit: the plain layout, the optimiser's target, big_vision's (as timm reads them)
+NPZ_PREFIXES = ("", "opt/target/", "params/", "params/img/")
+
+
+def _npz_problem(vit: nn.Module, arrays: Any) -> str | None:
+    """Why a JAX checkpoint's ``arrays`` (an ``np.load`` of the .npz) do not fit ``vit`` as they are; None: they
+    do. timm's loader would resample another patch size or position grid, adapt other input channels and load
+    the first blocks of a deeper model, each without a word; a checkpoint must fit here as a .safetensors file
+    must (the rest - widths, heads, missing arrays - fails in the loader itself)."""
+    prefix = next((p for p in NPZ_PREFIXES if f"{p}embedding/kernel" in arrays), None)
+    if prefix is None:
+        return "no 'embedding/kernel' array (not a ViT checkpoint in the JAX layout)"
+    proj = vit.patch_embed.proj.weight
+    pos = f"{prefix}pos_embedding" if f"{prefix}pos_embedding" in arrays else \
+        f"{prefix}Transformer/posembed_input/pos_embedding"
+    expected = {f"{prefix}embedding/kernel": (*proj.shape[2:], proj.shape[1], proj.shape[0]),
+                pos: tuple(vit.pos_embed.shape)}
+    for key, shape in expected.items():
+        found = tuple(arrays[key].shape) if key in arrays else None
+        if found != shape:
+            return f"no {key!r} array" if found is None else f"{key!r} has shape {found}, the model's {shape}"
+    scanned = f"{prefix}Transformer/encoderblock/LayerNorm_0/scale"  # all blocks in one array (big_vision)
+    one = re.compile(rf"{re.escape(prefix)}Transformer/encoderblock_\d+/LayerNorm_0/scale")
+    blocks = arrays[scanned].shape[0] if scanned in arrays else sum(map(bool, map(one.fullmatch, arrays)))
+    if blocks != len(vit.blocks):
+        return f"{blocks} encoder blocks, the model has {len(vit.blocks)}"
+    return None
+
+
+def _load_npz(vit: nn.Module, path: Path) -> None:
+    import numpy as np
+    from timm.models.vision_transformer import _load_weights
+
+    def refuse(why: str) -> WeightsError:
+        return WeightsError(f"backbone weights file {str(path)!r} does not fit the model: {why}")
+
+    try:
+        arrays = np.load(path)  # no pickles: a file that holds one is refused
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise WeightsError(f"backbone weights file {str(path)!r} cannot be read as .npz: {err}") from None
+    if not isinstance(arrays, np.lib.npyio.NpzFile):
+        raise WeightsError(f"backbone weights file {str(path)!r} holds one array (.npy), not a .npz checkpoint")
+    with arrays:
+        problem = _npz_problem(vit, arrays)
+    if problem:
+        raise refuse(problem)
+    try:
+        _load_weights(vit, str(path))
+    except KeyError as err:  # numpy's message: "<key> is not a file in the archive"
+        raise refuse(f"KeyError: {str(err.args[0]).removesuffix(' is not a file in the archive')!r}") from None
+    except (ValueError, RuntimeError) as err:
+        raise refuse(f"{type(err).__name__}: {str(err).splitlines()[-1].strip()}") from None
+
+
 def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None = None, model: str | None = None) -> str:
     """Load local weights into ``vit`` (classifier heads ignored); return the file's sha256. With ``model``, a
     file that records another timm model (the same architecture under other weights) is refused."""
@@ -63,9 +120,7 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
         raise WeightsError(f"backbone weights file {str(path)!r} was written for timm model {recorded!r}, "
                            f"not {model!r} (tools/export_timm_weights.py --named writes each named backbone)")
     if path.suffix == ".npz":  # original JAX/big_vision checkpoints
-        from timm.models.vision_transformer import _load_weights
-
-        _load_weights(vit, str(path))
+        _load_npz(vit, path)
         return digest
     state = {k: v for k, v in read_state_dict(path).items()
              if not k.startswith(("head.", "fc_norm.")) or k in vit.state_dict()}
