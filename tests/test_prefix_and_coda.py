@@ -85,3 +85,33 @@ def test_new_components_are_orthonormal_to_earlier_ones():
     gram_schmidt_(t, 0, 2, g)
     gram_schmidt_(t, 2, 6, g)
     torch.testing.assert_close(t @ t.T, torch.eye(6), atol=1e-5, rtol=0)
+
+
+def test_the_orthogonality_loss_is_codas_over_the_components_so_far_and_trains_only_the_current_ones(vit):
+    """``methods.coda_p.ortho_mu`` > 0 (0 in the paper's configs, as in CODA-P's own): per prompted layer, mu times
+    mean((T T^T - I)^2) of the keys, the attention vectors and the flattened prompts of the components so far; only
+    in training, and only the current task's components receive its gradient."""
+    mu = 0.5
+    pool = CodaPromptPool(vit.embed_dim, pool_size=6, length=4, layers=(0, 2), num_tasks=3, ortho_mu=mu)
+    g = torch.Generator().manual_seed(0)
+    pool.begin_task(0, g)
+    pool.begin_task(1, g)
+    with torch.no_grad():                   # away from orthonormal, so the loss and its gradient are not zero
+        for params in (pool.keys, pool.attn, pool.prompts):
+            for p in params.values():
+                p.add_(0.1 * torch.randn(p.shape, generator=g))
+    q = torch.randn(3, vit.embed_dim)
+    pool.eval()
+    assert pool(q)[1] == 0
+    pool.train()
+    _, aux = pool(q)
+
+    def penalty(t):
+        t = t[:4].detach().flatten(1)
+        return ((t @ t.T - torch.eye(4)) ** 2).mean()
+    expected = sum(mu * (penalty(pool.keys[k]) + penalty(pool.attn[k]) + penalty(pool.prompts[k])) for k in ("0", "2"))
+    torch.testing.assert_close(aux, expected)
+    aux.backward()
+    for params in (pool.keys, pool.attn, pool.prompts):
+        for p in params.values():
+            assert p.grad[:2].abs().sum() == 0 and p.grad[2:4].abs().sum() > 0 and p.grad[4:].abs().sum() == 0
