@@ -100,10 +100,10 @@ def test_a_timm_keyed_pth_with_its_21k_head_loads_as_is_and_a_file_of_other_keys
 
 # ---- the original JAX checkpoints (.npz) -----------------------------------------------------------------------
 
-def _jax_npz(vit, path, drop=(), blocks=None):
+def _jax_npz(vit, path, drop=(), blocks=None, prefix=""):
     """``vit`` written in the layout of Google's original ViT checkpoints (the inverse of timm's ``_load_weights``:
     kernels input-major, attention kernels split by head), without the arrays named in ``drop``; ``blocks``
-    writes only the first blocks."""
+    writes only the first blocks; ``prefix`` before every name (``opt/target/``: a checkpoint with its optimiser)."""
     import numpy as np
 
     s = {k: v.detach().double().numpy() for k, v in vit.state_dict().items()}
@@ -126,18 +126,19 @@ def _jax_npz(vit, path, drop=(), blocks=None):
         for r in range(2):
             w[f"{p}MlpBlock_3/Dense_{r}/kernel"] = s[f"{b}mlp.fc{r + 1}.weight"].T
             w[f"{p}MlpBlock_3/Dense_{r}/bias"] = s[f"{b}mlp.fc{r + 1}.bias"]
-    np.savez(path, **{k: v.astype(np.float32) for k, v in w.items() if k not in drop})
+    np.savez(path, **{prefix + k: v.astype(np.float32) for k, v in w.items() if k not in drop})
     return path
 
 
-def test_an_original_jax_checkpoint_loads_to_the_same_backbone(tmp_path):
+@pytest.mark.parametrize("prefix", ["", "opt/target/"])
+def test_an_original_jax_checkpoint_loads_to_the_same_backbone(tmp_path, prefix):
     from intact.models.backbone import load_backbone_weights
 
     torch.manual_seed(2)
     source = create_vit("vit_digits_p8")
     torch.manual_seed(3)
     vit = create_vit("vit_digits_p8")
-    path = _jax_npz(source, tmp_path / "ViT-digits.npz")
+    path = _jax_npz(source, tmp_path / "ViT-digits.npz", prefix=prefix)
     assert load_backbone_weights(vit, path) == sha256_file(path)
     for key, value in source.state_dict().items():
         assert torch.equal(vit.state_dict()[key], value), key
