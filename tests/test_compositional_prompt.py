@@ -150,6 +150,26 @@ def _greedy_by_brute_force(sim: torch.Tensor, count: int) -> list[int]:
     return picked
 
 
+@pytest.mark.parametrize("base", ["compositional_prompt", "ka_prompt"])
+def test_one_lr_for_every_group_and_the_methods_weight_decay_reach_the_optimizer(base):
+    """``methods.<m>.lr`` (the paper configs set it, as the authors' scripts pass one ``--lr``) is the lr of every
+    group the task's optimizer gets, in place of ``optim.lr_head`` / ``lr_prompt``; the method's ``weight_decay``
+    replaces ``optim.weight_decay``. Unset, the two ``optim`` rates stay."""
+    from intact.methods import create_method
+    from intact.testing import tiny_config
+    from intact.train import build_optimizer
+
+    cfg = tiny_config(methods=[base])
+    for name, lr in ((f"{base}@methods.{base}.lr=0.0123", 0.0123), (base, None)):
+        run = resolve_run(cfg, "digits", name, 0)
+        opt, _ = build_optimizer(create_method(run, _backbone(), 10, 3), run.optim, 5)
+        groups = {g["name"]: (g["initial_lr"], g["weight_decay"]) for g in opt.param_groups}
+        expected = (lr or run.optim.lr_head, lr or run.optim.lr_prompt)
+        assert groups == {"head": (expected[0], run.settings.weight_decay),
+                          "prompts": (expected[1], run.settings.weight_decay)}
+        assert run.settings.weight_decay != run.optim.weight_decay and run.optim.lr_head != run.optim.lr_prompt
+
+
 def test_greedy_initialisation_picks_the_highest_coverage_keys():
     g = torch.Generator().manual_seed(0)
     sim = torch.rand(7, 40, generator=g)
