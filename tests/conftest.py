@@ -128,6 +128,27 @@ def python_in(env: dict[str, str], code: str) -> str:
                           text=True).stdout
 
 
+def header_only_weights(model: str, path: Path) -> Path:
+    """A .safetensors file that declares timm ``model``'s tensors (names, shapes, float32) over a sparse data
+    section: what ``intact validate`` reads of a real file (its header), at no cost in time or disk (ViT-B's
+    330 MB of data are a hole). Loading it gives zeros."""
+    from intact.models.backbone import create_vit
+
+    with torch.device("meta"):
+        state = create_vit(model).state_dict()
+    header, end = {}, 0
+    for key, tensor in state.items():
+        size = tensor.numel() * 4
+        header[key] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [end, end + size]}
+        end += size
+    blob = json.dumps(header).encode()
+    blob += b" " * (-len(blob) % 8)
+    with open(path, "wb") as f:
+        f.write(len(blob).to_bytes(8, "little") + blob)
+        f.truncate(8 + len(blob) + end)
+    return path
+
+
 def plain_signals() -> None:
     """``preexec_fn`` for a process a test signals: start it with nothing blocked or ignored, as a shell starts
     a command. What the test runner's process inherited, or what C code in it set (a SIG_IGN that Python's

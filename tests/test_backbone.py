@@ -177,3 +177,47 @@ def test_a_file_named_npz_that_is_not_a_checkpoint_is_refused_in_one_line(tmp_pa
         np.save(f, np.zeros(3))
     with pytest.raises(WeightsError, match=r"holds one array \(.npy\), not a .npz checkpoint"):
         load_backbone_weights(create_vit("vit_digits_p8"), tmp_path / "one.npz")
+
+
+# ---- intact validate: a weights file's header, checked against its model before any job --------------------
+
+def test_a_weights_files_header_tells_what_loading_it_would(vit_tiny_weights, tmp_path):
+    """``weights_problem`` (what ``intact validate`` asks of each weights file) reads names and shapes only - the
+    header, a memory map - on a model built on the meta device, and says what loading would refuse: for each
+    file, None where the load succeeds, else the load's own message, word for word."""
+    from intact.models.backbone import load_backbone_weights, weights_problem
+
+    root, reference = vit_tiny_weights
+    state = reference.state_dict()
+    torch.save(state, tmp_path / "legacy.pth", _use_new_zipfile_serialization=False)   # cannot be memory-mapped
+    save_file(create_vit("vit_digits_p8").state_dict(), str(tmp_path / "digits.safetensors"))
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "named.safetensors"),
+              metadata={"timm_model": "vit_small_patch16_224"})
+    (tmp_path / "junk.safetensors").write_bytes(b"not a header")
+    (tmp_path / "junk.pth").write_bytes(b"not a pickle")
+    _jax_npz(create_vit("vit_digits_p4"), tmp_path / "p4.npz")
+    cases = {
+        root / "vit_tiny.safetensors": ("vit_tiny_patch16_224", None),            # its 1000-class head ignored
+        root / "vit_tiny.pth": ("vit_tiny_patch16_224", None),
+        tmp_path / "legacy.pth": ("vit_tiny_patch16_224", None),
+        tmp_path / "digits.safetensors": ("vit_tiny_patch16_224", "does not fit the model: size mismatch for "
+                                          "cls_token: the file's [1, 1, 64], the model's [1, 1, 192] (and"),
+        tmp_path / "named.safetensors": ("vit_tiny_patch16_224", "was written for timm model "
+                                         "'vit_small_patch16_224', not 'vit_tiny_patch16_224'"),
+        tmp_path / "junk.safetensors": ("vit_tiny_patch16_224", "cannot be read as .safetensors: SafetensorError: "),
+        tmp_path / "junk.pth": ("vit_tiny_patch16_224", "cannot be read as .pth: UnpicklingError: "),
+        tmp_path / "p4.npz": ("vit_digits_p8", "does not fit the model: 'embedding/kernel' has shape (4, 4, 1, 64)"),
+    }
+    for path, (model, problem) in cases.items():
+        found = weights_problem(path, model)
+        try:
+            load_backbone_weights(create_vit(model), path, model=model)
+            loaded = None
+        except Exception as err:            # noqa: BLE001  (whatever the load raises is compared)
+            loaded = err
+        if problem is None:
+            assert found is None and loaded is None, (path, found, loaded)
+        else:
+            assert found is not None and found.startswith(problem), (path, found)
+            assert isinstance(loaded, WeightsError) and str(loaded) == f"backbone weights file '{path}' {found}", \
+                (found, loaded)

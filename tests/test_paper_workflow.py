@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import image_trees as trees
-from conftest import REPO, snakemake, tiny_config, write_config
+from conftest import REPO, header_only_weights, snakemake, tiny_config, write_config
 from test_workflow import imported, job_counts
 from intact.layering import load_file
 
@@ -224,11 +224,18 @@ def test_intact_validate_checks_the_files_its_target_reads(tmp_path, capsys, mon
     from intact.cli import main
 
     monkeypatch.chdir(tmp_path)
-    weights = tmp_path / "w.safetensors"
-    weights.write_bytes(b"x")
+    weights = header_only_weights("vit_base_patch16_224", tmp_path / "w.safetensors")  # ViT-B/16's header
     for var, value in {**NO_ENV, "INTACT_VIT_B16_AUGREG2": str(weights), "IMAGENET_R_ROOT": str(tmp_path)}.items():
         monkeypatch.setenv(var, value)
     files = [str(REPO / "config.yaml"), str(PAPER / "imagenet_r.yaml")]
+    # each weights file is read as far as its header: one of another ViT is refused before any job
+    other = header_only_weights("vit_base_patch32_224", tmp_path / "b32.safetensors")
+    monkeypatch.setenv("INTACT_VIT_B16_AUGREG2", str(other))
+    assert main(["validate", *files]) == 2
+    assert (f"key 'backbones.vit_b16_augreg2_in1k.weights': weights file '{other}' does not fit the model: size "
+            "mismatch for pos_embed: the file's [1, 50, 768], the model's [1, 197, 768] (and 1 more) (needed by "
+            "target all, e.g. run imagenet_r/") in capsys.readouterr().err
+    monkeypatch.setenv("INTACT_VIT_B16_AUGREG2", str(weights))
     assert main(["validate", *files]) == 0
     out = capsys.readouterr().out
     assert "valid (target all: checked the weights of vit_b16_augreg2_in1k and the data of imagenet_r" in out

@@ -1,8 +1,9 @@
-"""``intact`` command line: check a config and list the runs it declares (no torch import).
+"""``intact`` command line: check a config and list the runs it declares (no torch import but for a weights file).
 
     intact validate [--target T] [config.yaml ...]   # the Snakefile's start-up check of the config (schema, names,
                                        # every run resolved), and the weights files and data roots the runs of
-                                       # target T (default: all) read; prepared data (results/data/<b>) needs no root
+                                       # target T (default: all) read; prepared data (results/data/<b>) needs no root;
+                                       # each weights file's header: does it fit its model (torch on the meta device)
     intact runs [config.yaml ...]      # every (benchmark, method, seed) of the default run and the studies, with
                                        # what each trains with (protocol, backbone, epochs, batch, optimizer, ...)
     intact speed [--model M --batch B --device D --pairs --json FILE]   # step cost of coda_p(+intact), caches on/off
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         # the files are checked per target, as the workflow checks them (a dry run needs none)
         cfg = load_config(*args.config, check_files=False)
         if args.command == "validate":
-            checked = check_target_files(cfg, args.target, lambda b: Path(f"results/data/{b}/manifest.json").is_file())
+            checked = check_target_files(cfg, args.target, lambda b: Path(f"results/data/{b}/manifest.json").is_file(),
+                                         fits=_weights_problem)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -102,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
                 training = "\t".join(f"{k}={v}" for k, v in training_summary(run).items())
                 print(f"{b}\t{m}\tseeds={','.join(map(str, seeds))}\thash={run.hash()}\t{training}")
     return 0
+
+
+def _weights_problem(path: str, model: str) -> str | None:
+    from intact.models.backbone import weights_problem  # torch and timm: only where a config names a weights file
+
+    return weights_problem(path, model)
 
 
 def _migrate(results: str, dry_run: bool) -> int:

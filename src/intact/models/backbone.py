@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import timm
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 import intact.models.vit_digits  # noqa: F401  (registers vit_digits_* in timm)
@@ -24,18 +25,34 @@ class WeightsError(ValueError):
     """A weights file that is missing, has the wrong checksum, or does not fit the model."""
 
 
-def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Load a state dict from .safetensors, or .pth/.pt/.bin with ``weights_only=True`` (no pickle code)."""
+def read_state_dict(path: str | Path, mmap: bool = False) -> dict[str, torch.Tensor]:
+    """Load a state dict from .safetensors, or .pth/.pt/.bin with ``weights_only=True`` (no pickle code);
+    ``mmap``: a .pth/.pt/.bin file's tensors mapped, not read, where its format allows (their shapes cost nothing)."""
     path = Path(path)
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
         return load_file(str(path))
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except RuntimeError:
+        if not mmap:
+            raise
+        state = torch.load(path, map_location="cpu", weights_only=True)  # torch's legacy format cannot be mapped
     for key in ("state_dict", "model", "module"):
         if isinstance(state, dict) and key in state and isinstance(state[key], dict):
             state = state[key]
     return state
+
+
+def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Each tensor's name and shape in a .safetensors/.pth/.pt/.bin file, without reading the tensors."""
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    return {k: tuple(v.shape) for k, v in read_state_dict(path, mmap=True).items() if isinstance(v, torch.Tensor)}
 
 
 def written_for(path: Path) -> str | None:
@@ -48,58 +65,113 @@ def written_for(path: Path) -> str | None:
         return (f.metadata() or {}).get("timm_model")
 
 
+def other_model(path: Path, model: str) -> str | None:
+    """The rest of a sentence about a weights file that records another timm model than ``model``, else None:
+    e.g. ImageNet-21k weights for the authors' fine-tuned backbone load without error and give wrong numbers."""
+    recorded = written_for(path)
+    if recorded is None or recorded == model:
+        return None
+    return (f"was written for timm model {recorded!r}, not {model!r} (tools/export_timm_weights.py --named writes "
+            "each named backbone)")
+
+
+def state_problem(vit: nn.Module, shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """Why a state dict of these tensor shapes does not fit ``vit`` (a classifier head the model lacks is
+    ignored), as the rest of a sentence about the file; None: it fits."""
+    model = {k: tuple(v.shape) for k, v in vit.state_dict().items()}
+    shapes = {k: v for k, v in shapes.items() if not k.startswith(("head.", "fc_norm.")) or k in model}
+    wrong = [k for k in model if k in shapes and shapes[k] != model[k]]
+    if wrong:
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        return (f"does not fit the model: size mismatch for {wrong[0]}: the file's {list(shapes[wrong[0]])}, "
+                f"the model's {list(model[wrong[0]])}{more}")
+    missing = [k for k in model if k not in shapes and not k.startswith("head.")]
+    unexpected = [k for k in shapes if k not in model]
+    if missing or unexpected:
+        return (f"does not fit the model: missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+                f"unexpected {unexpected[:5]}")
+    return None
+
+
 #: where the arrays of a JAX checkpoint sit: the plain layout, the optimiser's target, big_vision's (as timm reads them)
 NPZ_PREFIXES = ("", "opt/target/", "params/", "params/img/")
 
 
-def _npz_problem(vit: nn.Module, arrays: Any) -> str | None:
-    """Why a JAX checkpoint's ``arrays`` (an ``np.load`` of the .npz) do not fit ``vit`` as they are; None: they
-    do. timm's loader would resample another patch size or position grid, adapt other input channels and load
-    the first blocks of a deeper model, each without a word; a checkpoint must fit here as a .safetensors file
-    must (the rest - widths, heads, missing arrays - fails in the loader itself)."""
-    prefix = next((p for p in NPZ_PREFIXES if f"{p}embedding/kernel" in arrays), None)
-    if prefix is None:
-        return "no 'embedding/kernel' array (not a ViT checkpoint in the JAX layout)"
-    proj = vit.patch_embed.proj.weight
-    pos = f"{prefix}pos_embedding" if f"{prefix}pos_embedding" in arrays else \
-        f"{prefix}Transformer/posembed_input/pos_embedding"
-    expected = {f"{prefix}embedding/kernel": (*proj.shape[2:], proj.shape[1], proj.shape[0]),
-                pos: tuple(vit.pos_embed.shape)}
-    for key, shape in expected.items():
-        found = tuple(arrays[key].shape) if key in arrays else None
-        if found != shape:
-            return f"no {key!r} array" if found is None else f"{key!r} has shape {found}, the model's {shape}"
-    scanned = f"{prefix}Transformer/encoderblock/LayerNorm_0/scale"  # all blocks in one array (big_vision)
-    one = re.compile(rf"{re.escape(prefix)}Transformer/encoderblock_\d+/LayerNorm_0/scale")
-    blocks = arrays[scanned].shape[0] if scanned in arrays else sum(map(bool, map(one.fullmatch, arrays)))
+def npz_problem(vit: nn.Module, path: Path) -> str | None:
+    """Why a JAX checkpoint (.npz) does not fit ``vit`` as it is, as the rest of a sentence about the file; None:
+    it does. timm's loader would resample another patch size or position grid, adapt other input channels and
+    load the first blocks of a deeper model, each without a word; a checkpoint must fit here as a .safetensors
+    file must (the rest - widths, heads, missing arrays - fails in the loader itself)."""
+    import numpy as np
+
+    try:
+        arrays = np.load(path)  # no pickles: a file that holds one is refused
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        return f"cannot be read as .npz: {err}"
+    if not isinstance(arrays, np.lib.npyio.NpzFile):
+        return "holds one array (.npy), not a .npz checkpoint"
+    with arrays:
+        prefix = next((p for p in NPZ_PREFIXES if f"{p}embedding/kernel" in arrays), None)
+        if prefix is None:
+            return "does not fit the model: no 'embedding/kernel' array (not a ViT checkpoint in the JAX layout)"
+        proj = vit.patch_embed.proj.weight
+        pos = f"{prefix}pos_embedding" if f"{prefix}pos_embedding" in arrays else \
+            f"{prefix}Transformer/posembed_input/pos_embedding"
+        expected = {f"{prefix}embedding/kernel": (*proj.shape[2:], proj.shape[1], proj.shape[0]),
+                    pos: tuple(vit.pos_embed.shape)}
+        for key, shape in expected.items():
+            found = tuple(arrays[key].shape) if key in arrays else None
+            if found != shape:
+                return "does not fit the model: " + (
+                    f"no {key!r} array" if found is None else f"{key!r} has shape {found}, the model's {shape}")
+        scanned = f"{prefix}Transformer/encoderblock/LayerNorm_0/scale"  # all blocks in one array (big_vision)
+        one = re.compile(rf"{re.escape(prefix)}Transformer/encoderblock_\d+/LayerNorm_0/scale")
+        blocks = arrays[scanned].shape[0] if scanned in arrays else sum(map(bool, map(one.fullmatch, arrays)))
     if blocks != len(vit.blocks):
-        return f"{blocks} encoder blocks, the model has {len(vit.blocks)}"
+        return f"does not fit the model: {blocks} encoder blocks, the model has {len(vit.blocks)}"
     return None
 
 
 def _load_npz(vit: nn.Module, path: Path) -> None:
-    import numpy as np
     from timm.models.vision_transformer import _load_weights
 
     def refuse(why: str) -> WeightsError:
         return WeightsError(f"backbone weights file {str(path)!r} does not fit the model: {why}")
 
     try:
-        arrays = np.load(path)  # no pickles: a file that holds one is refused
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise WeightsError(f"backbone weights file {str(path)!r} cannot be read as .npz: {err}") from None
-    if not isinstance(arrays, np.lib.npyio.NpzFile):
-        raise WeightsError(f"backbone weights file {str(path)!r} holds one array (.npy), not a .npz checkpoint")
-    with arrays:
-        problem = _npz_problem(vit, arrays)
-    if problem:
-        raise refuse(problem)
-    try:
         _load_weights(vit, str(path))
     except KeyError as err:  # numpy's message: "<key> is not a file in the archive"
         raise refuse(f"KeyError: {str(err.args[0]).removesuffix(' is not a file in the archive')!r}") from None
     except (ValueError, RuntimeError) as err:
         raise refuse(f"{type(err).__name__}: {str(err).splitlines()[-1].strip()}") from None
+
+
+def weights_problem(path: str | Path, model: str) -> str | None:
+    """Why the weights file ``path`` would not load into timm model ``model`` (a recorded model name, the tensors'
+    names and shapes), read from the file's header or a memory map, the model built on torch's meta device: what
+    :func:`load_backbone_weights` would refuse, as the rest of a sentence about the file, without loading either.
+    None: it fits."""
+    path = Path(path).expanduser()
+    if path.suffix not in WEIGHT_SUFFIXES:
+        return f"is not one of {', '.join(WEIGHT_SUFFIXES)}"
+    with torch.device("meta"):
+        vit = create_vit(model)
+    if path.suffix == ".npz":
+        return npz_problem(vit, path)
+    try:
+        return other_model(path, model) or state_problem(vit, weight_shapes(path))
+    except READ_ERRORS as err:
+        return unreadable(path, err)
+
+
+#: what reading a damaged or foreign .safetensors/.pth/.pt/.bin file raises
+READ_ERRORS = (OSError, RuntimeError, ValueError, pickle.UnpicklingError, SafetensorError)
+
+
+def unreadable(path: Path, err: BaseException) -> str:
+    """The rest of a sentence about a weights file that ``err`` stopped reading."""
+    first = str(err).splitlines()[0] if str(err) else ""
+    return f"cannot be read as {path.suffix}: {type(err).__name__}: {first[:200]}"
 
 
 def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None = None, model: str | None = None) -> str:
@@ -114,27 +186,23 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
     digest = sha256_file(path)
     if sha256 is not None and digest != sha256:
         raise WeightsError(f"backbone weights file {str(path)!r} has sha256 {digest}, expected {sha256}")
-    recorded = written_for(path) if model else None
-    if recorded is not None and recorded != model:
-        # e.g. ImageNet-21k weights for the authors' fine-tuned backbone: loads without error, wrong numbers
-        raise WeightsError(f"backbone weights file {str(path)!r} was written for timm model {recorded!r}, "
-                           f"not {model!r} (tools/export_timm_weights.py --named writes each named backbone)")
-    if path.suffix == ".npz":  # original JAX/big_vision checkpoints
-        _load_npz(vit, path)
-        return digest
-    state = {k: v for k, v in read_state_dict(path).items()
-             if not k.startswith(("head.", "fc_norm.")) or k in vit.state_dict()}
+    state: dict[str, torch.Tensor] = {}
     try:
-        missing, unexpected = vit.load_state_dict(state, strict=False)
-    except RuntimeError as err:  # shape mismatches: weights of another architecture
-        raise WeightsError(f"backbone weights file {str(path)!r} does not fit the model: "
-                           f"{str(err).splitlines()[-1].strip()}") from None
-    missing = [k for k in missing if not k.startswith("head.")]
-    if missing or unexpected:
-        raise WeightsError(
-            f"backbone weights file {str(path)!r} does not fit the model: "
-            f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
-        )
+        problem = other_model(path, model) if model else None
+        if problem is None and path.suffix == ".npz":  # original JAX/big_vision checkpoints
+            problem = npz_problem(vit, path)
+        elif problem is None:
+            state = read_state_dict(path)
+            problem = state_problem(vit, {k: tuple(v.shape) for k, v in state.items()})
+    except READ_ERRORS as err:
+        problem = unreadable(path, err)
+    if problem:
+        raise WeightsError(f"backbone weights file {str(path)!r} {problem}")
+    if path.suffix == ".npz":
+        _load_npz(vit, path)
+    else:
+        keys = vit.state_dict().keys()
+        vit.load_state_dict({k: v for k, v in state.items() if k in keys}, strict=False)  # a head it lacks: left out
     return digest
 
 
