@@ -45,7 +45,7 @@ def read_state_dict(path: str | Path, mmap: bool = False) -> dict[str, torch.Ten
     return state
 
 
-def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+def _weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """Each tensor's name and shape in a .safetensors/.pth/.pt/.bin file, without reading the tensors."""
     if path.suffix == ".safetensors":
         from safetensors import safe_open
@@ -65,7 +65,7 @@ def written_for(path: Path) -> str | None:
         return (f.metadata() or {}).get("timm_model")
 
 
-def other_model(path: Path, model: str) -> str | None:
+def _other_model(path: Path, model: str) -> str | None:
     """The rest of a sentence about a weights file that records another timm model than ``model``, else None:
     e.g. ImageNet-21k weights for the authors' fine-tuned backbone load without error and give wrong numbers."""
     recorded = written_for(path)
@@ -75,7 +75,7 @@ def other_model(path: Path, model: str) -> str | None:
             "each named backbone)")
 
 
-def state_problem(vit: nn.Module, shapes: dict[str, tuple[int, ...]]) -> str | None:
+def _state_problem(vit: nn.Module, shapes: dict[str, tuple[int, ...]]) -> str | None:
     """Why a state dict of these tensor shapes does not fit ``vit`` (a classifier head the model lacks is
     ignored), as the rest of a sentence about the file; None: it fits."""
     model = {k: tuple(v.shape) for k, v in vit.state_dict().items()}
@@ -94,10 +94,10 @@ def state_problem(vit: nn.Module, shapes: dict[str, tuple[int, ...]]) -> str | N
 
 
 #: where the arrays of a JAX checkpoint sit: the plain layout, the optimiser's target, big_vision's (as timm reads them)
-NPZ_PREFIXES = ("", "opt/target/", "params/", "params/img/")
+_NPZ_PREFIXES = ("", "opt/target/", "params/", "params/img/")
 
 
-def npz_problem(vit: nn.Module, path: Path) -> str | None:
+def _npz_problem(vit: nn.Module, path: Path) -> str | None:
     """Why a JAX checkpoint (.npz) does not fit ``vit`` as it is, as the rest of a sentence about the file; None:
     it does. timm's loader would resample another patch size or position grid, adapt other input channels and
     load the first blocks of a deeper model, each without a word; a checkpoint must fit here as a .safetensors
@@ -111,7 +111,7 @@ def npz_problem(vit: nn.Module, path: Path) -> str | None:
     if not isinstance(arrays, np.lib.npyio.NpzFile):
         return "holds one array (.npy), not a .npz checkpoint"
     with arrays:
-        prefix = next((p for p in NPZ_PREFIXES if f"{p}embedding/kernel" in arrays), None)
+        prefix = next((p for p in _NPZ_PREFIXES if f"{p}embedding/kernel" in arrays), None)
         if prefix is None:
             return "does not fit the model: no 'embedding/kernel' array (not a ViT checkpoint in the JAX layout)"
         proj = vit.patch_embed.proj.weight
@@ -153,22 +153,22 @@ def weights_problem(path: str | Path, model: str) -> str | None:
     None: it fits."""
     path = Path(path).expanduser()
     if path.suffix not in WEIGHT_SUFFIXES:
-        return f"is not one of {', '.join(WEIGHT_SUFFIXES)}"
+        return f"is not a {'/'.join(WEIGHT_SUFFIXES)} file"
     with torch.device("meta"):
         vit = create_vit(model)
-    if path.suffix == ".npz":
-        return npz_problem(vit, path)
     try:
-        return other_model(path, model) or state_problem(vit, weight_shapes(path))
-    except READ_ERRORS as err:
-        return unreadable(path, err)
+        if path.suffix == ".npz":
+            return _npz_problem(vit, path)
+        return _other_model(path, model) or _state_problem(vit, _weight_shapes(path))
+    except _READ_ERRORS as err:
+        return _unreadable(path, err)
 
 
-#: what reading a damaged or foreign .safetensors/.pth/.pt/.bin file raises
-READ_ERRORS = (OSError, RuntimeError, ValueError, pickle.UnpicklingError, SafetensorError)
+#: what reading a damaged or foreign weights file raises
+_READ_ERRORS = (OSError, RuntimeError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile, SafetensorError)
 
 
-def unreadable(path: Path, err: BaseException) -> str:
+def _unreadable(path: Path, err: BaseException) -> str:
     """The rest of a sentence about a weights file that ``err`` stopped reading."""
     first = str(err).splitlines()[0] if str(err) else ""
     return f"cannot be read as {path.suffix}: {type(err).__name__}: {first[:200]}"
@@ -188,14 +188,14 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
         raise WeightsError(f"backbone weights file {str(path)!r} has sha256 {digest}, expected {sha256}")
     state: dict[str, torch.Tensor] = {}
     try:
-        problem = other_model(path, model) if model else None
+        problem = _other_model(path, model) if model else None
         if problem is None and path.suffix == ".npz":  # original JAX/big_vision checkpoints
-            problem = npz_problem(vit, path)
+            problem = _npz_problem(vit, path)
         elif problem is None:
             state = read_state_dict(path)
-            problem = state_problem(vit, {k: tuple(v.shape) for k, v in state.items()})
-    except READ_ERRORS as err:
-        problem = unreadable(path, err)
+            problem = _state_problem(vit, {k: tuple(v.shape) for k, v in state.items()})
+    except _READ_ERRORS as err:
+        problem = _unreadable(path, err)
     if problem:
         raise WeightsError(f"backbone weights file {str(path)!r} {problem}")
     if path.suffix == ".npz":
