@@ -117,14 +117,14 @@ def test_paper_config_lints_clean_before_the_data_exists(tmp_path):
 @pytest.mark.slow
 def test_paper_real_run_stops_at_start_up_naming_the_missing_root(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    weights = tmp_path / "vit.safetensors"
-    weights.write_bytes(b"x")
+    weights = header_only_weights("vit_base_patch16_224", tmp_path / "vit.safetensors")  # fits: the root is missing
     proc = snakemake(tmp_path, "all", "--configfile", str(PAPER / "imagenet_r.yaml"), check=False,
                      env={**NO_ENV, "INTACT_VIT_B16_AUGREG2": str(weights),
                           "IMAGENET_R_ROOT": str(tmp_path / "not-here")})
     assert proc.returncode != 0
     assert (f"key 'benchmarks.imagenet_r.root': data root '$IMAGENET_R_ROOT' (= '{tmp_path / 'not-here'}') "
             "does not exist") in proc.stdout + proc.stderr
+    assert "backbones.vit_b16_augreg2_in1k.weights" not in proc.stdout + proc.stderr   # its header fits
     assert not (tmp_path / "results").exists()
 
 

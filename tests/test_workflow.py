@@ -8,6 +8,8 @@ import pytest
 
 from conftest import MLFLOW, RAN_A_JOB, REPO, snakemake, tiny_config, write_config
 from intact.layering import load_file
+from intact.models.backbone import create_vit
+from safetensors.torch import save_file
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -64,11 +66,32 @@ def test_bad_config_stops_before_any_job(tmp_path, mutate, fragment):
 def test_external_weights_replace_pretraining_in_the_dag(tmp_path):
     cfg = tiny_config()
     weights = tmp_path / "my_vit.safetensors"
-    weights.write_bytes(b"x")
+    save_file(create_vit("vit_digits_p8").state_dict(), str(weights))
     cfg["backbones"]["vit_digits"]["weights"] = str(weights)
     write_config(tmp_path, cfg)
-    counts = job_counts(snakemake(tmp_path, "-n", "--quiet", "rules").stdout)
+    proc = snakemake(tmp_path, "-n", "--quiet", "rules")
+    counts = job_counts(proc.stdout)
     assert counts.get("describe_backbone") == 1 and "pretrain_backbone" not in counts
+    assert "MISSING" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_weights_file_of_another_shape_stops_the_run_before_its_first_job(tmp_path):
+    """Read from its header at start-up (the workflow's main process only): a dry run names it and the targets
+    that need it; a real run stops before any job, leaving no results/."""
+    cfg = tiny_config()
+    weights = tmp_path / "p4.safetensors"
+    save_file(create_vit("vit_digits_p4").state_dict(), str(weights))       # the config's model: vit_digits_p8
+    cfg["backbones"]["vit_digits"]["weights"] = str(weights)
+    write_config(tmp_path, cfg)
+    said = (f"key 'backbones.vit_digits.weights': weights file '{weights}' does not fit the model: size mismatch "
+            "for pos_embed: the file's [1, 65, 64], the model's [1, 17, 64] (and 1 more)")
+    dry = snakemake(tmp_path, "-n")
+    assert f"intact: MISSING (a real run whose jobs train on it stops before the first): {said} - needed by: " \
+        in dry.stderr
+    proc = snakemake(tmp_path, check=False)
+    assert proc.returncode != 0 and f"config: {said} (needed by job " in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
 
 
 def workflow_config():

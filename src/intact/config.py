@@ -139,18 +139,29 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
     return [*missing_weights(cfg).values(), *(m for b in data for m in data[b])]
 
 
-def missing_weights(cfg: Mapping[str, Any]) -> dict[str, str]:
+def missing_weights(cfg: Mapping[str, Any], check_fit: bool = False) -> dict[str, str]:
     """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
-    benchmarks', and those a per-method layer names) whose file is not there. Which targets need
-    which backbone: :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
+    benchmarks', and those a per-method layer names) whose file is not there; with ``check_fit``, or whose file
+    would not load into its model (:func:`intact.models.backbone.weights_problem`: the file's header, the model on
+    torch's meta device; imports torch and timm where a file is named). Which targets need which backbone:
+    :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
     out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
     used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
     for name in sorted(used - made):
         raw = cfg["backbones"][name]["weights"]
-        problem = None if raw == "pretrain" else file_problem("weights file", raw)
+        if raw == "pretrain":
+            continue
+        problem = file_problem("weights file", raw)
         if problem:
             out[name] = (f"key 'backbones.{name}.weights': {problem} "
                          "(expected 'pretrain' or the path of a local .safetensors/.pth/.bin/.npz file)")
+        elif check_fit:
+            from intact.models.backbone import weights_problem
+
+            path = weights_path(cfg, name)
+            unfit = weights_problem(path, cfg["backbones"][name]["model"])
+            if unfit:
+                out[name] = f"key 'backbones.{name}.weights': weights file {path!r} {unfit}"
     return out
 
 

@@ -14,8 +14,7 @@ from functools import cached_property
 from typing import Any
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from intact.config import (ConfigError, benchmark_config, missing_data, missing_weights, resolve_run,
-                           tracking_config, weights_path)
+from intact.config import ConfigError, benchmark_config, missing_data, missing_weights, resolve_run, tracking_config
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
 from intact.rehearsal import made_backbones, synthetic_benchmarks
 from intact.settings import RunSection, build_dataclass
@@ -320,24 +319,17 @@ class Plan:
 TRAINS_NOTHING = ("paper_tables", "reports", "study_toy", "study_drift")
 
 
-def check_target_files(cfg: Mapping[str, Any], target: str, prepared: Callable[[str], bool],
-                       fits: Callable[[str, str], str | None] | None = None) -> str:
+def check_target_files(cfg: Mapping[str, Any], target: str, prepared: Callable[[str], bool]) -> str:
     """What a real run of ``target`` checks before its first job, without the DAG: the weights file of every backbone
-    its runs train on, and the data roots of every benchmark they read that is not prepared yet (``prepared(name)``).
-    ``fits(path, model)``: why a weights file would not load into its timm model (``intact validate`` passes
-    :func:`intact.models.backbone.weights_problem`, which reads each file's header), None if it would.
-    A ConfigError names the first missing or unfit file and a run that needs it; else a line says what was checked
-    and which declared files this target never reads. (The workflow itself refuses only the files of the jobs it will
-    run, so a target whose runs are all finished needs none.)"""
+    its runs train on (that it exists and fits its model: :func:`intact.config.missing_weights`), and the data roots
+    of every benchmark they read that is not prepared yet (``prepared(name)``). A ConfigError names the first missing
+    or unfit file and a run that needs it; else a line says what was checked and which declared files this target
+    never reads. (The workflow itself refuses only the files of the jobs it will run, so a target whose runs are all
+    finished needs none.)"""
     plan = Plan(cfg)
     backbones, benchmarks = plan.target_inputs(target)
-    weights, data, made = missing_weights(cfg), missing_data(cfg, prepared), set(made_backbones(cfg))
+    weights, data = missing_weights(cfg, check_fit=True), missing_data(cfg, prepared)
     for name, users in backbones.items():
-        path = weights_path(cfg, name)
-        unfit = None if fits is None or name in weights or name in made or path == "pretrain" else \
-            fits(path, cfg["backbones"][name]["model"])
-        if unfit:
-            weights[name] = f"key 'backbones.{name}.weights': weights file {path!r} {unfit}"
         if name in weights:
             raise ConfigError(f"config: {weights[name]} (needed by target {target}, e.g. run {users[0]})")
     for b in benchmarks:

@@ -30,10 +30,11 @@ try:
     # builds each external ViT (on the meta device, importing torch and timm: ~3 s a job on a paper config)
     VALIDATED_RUNS = validate_config(config, check_files=False, check_runs=workflow.is_main_process)
     TRACKING = tracking_config(config)
-    # weights and raw data: a dry run lists the grid before they are in place and says what is missing, and
-    # for which targets; a real run stops before its first job if a job it runs needs one of them
-    # (refuse_missing_inputs, called in onstart: runtime.smk). A prepared benchmark no longer needs its images.
-    MISSING_WEIGHTS = missing_weights(config)
+    # weights and raw data: a dry run lists the grid before they are in place and says what is missing (or a
+    # weights file that does not fit its model, read from its header), and for which targets; a real run stops
+    # before its first job if a job it runs needs one of them (refuse_missing_inputs, called in onstart:
+    # runtime.smk). A prepared benchmark no longer needs its images.
+    MISSING_WEIGHTS = missing_weights(config, check_fit=workflow.is_main_process)
     # (a job's own process checks neither: it imports no benchmark type the job does not use, issue 43)
     MISSING_DATA = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json")) \
         if workflow.is_main_process else {}
@@ -95,7 +96,8 @@ def job_backbone(job):
 
 def refuse_missing_inputs(dag):
     """Called when a run starts for real (onstart): stop it, naming them, if a job it will run needs a weights
-    file or a data root that is not there (only those: a target that trains nothing on a missing backbone runs),
+    file or a data root that is not there, or a weights file that does not fit its model (only those: a target
+    that trains nothing on a missing backbone runs),
     or if results/ is a tree 0.1 wrote, not migrated (UNMIGRATED)."""
     problems = {}
     for job in dag.needrun_jobs():
