@@ -195,6 +195,7 @@ def test_a_weights_files_header_tells_what_loading_it_would(vit_tiny_weights, tm
               metadata={"timm_model": "vit_small_patch16_224"})
     (tmp_path / "junk.safetensors").write_bytes(b"not a header")
     (tmp_path / "junk.pth").write_bytes(b"not a pickle")
+    (tmp_path / "vit.ckpt").write_bytes(b"a format not read here")
     _jax_npz(create_vit("vit_digits_p4"), tmp_path / "p4.npz")
     cases = {
         root / "vit_tiny.safetensors": ("vit_tiny_patch16_224", None),            # its 1000-class head ignored
@@ -207,6 +208,7 @@ def test_a_weights_files_header_tells_what_loading_it_would(vit_tiny_weights, tm
         tmp_path / "junk.safetensors": ("vit_tiny_patch16_224", "cannot be read as .safetensors: SafetensorError: "),
         tmp_path / "junk.pth": ("vit_tiny_patch16_224", "cannot be read as .pth: UnpicklingError: "),
         tmp_path / "p4.npz": ("vit_digits_p8", "does not fit the model: 'embedding/kernel' has shape (4, 4, 1, 64)"),
+        tmp_path / "vit.ckpt": ("vit_digits_p8", "is not a .safetensors/.pth/.pt/.bin/.npz file"),
     }
     for path, (model, problem) in cases.items():
         found = weights_problem(path, model)

@@ -153,7 +153,7 @@ def weights_problem(path: str | Path, model: str) -> str | None:
     None: it fits."""
     path = Path(path).expanduser()
     if path.suffix not in WEIGHT_SUFFIXES:
-        return f"is not a {'/'.join(WEIGHT_SUFFIXES)} file"
+        return _NOT_WEIGHTS
     with torch.device("meta"):
         vit = create_vit(model)
     try:
@@ -163,6 +163,9 @@ def weights_problem(path: str | Path, model: str) -> str | None:
     except _READ_ERRORS as err:
         return _unreadable(path, err)
 
+
+#: the rest of a sentence about a file whose suffix names none of the formats read here
+_NOT_WEIGHTS = f"is not a {'/'.join(WEIGHT_SUFFIXES)} file"
 
 #: what reading a damaged or foreign weights file raises
 _READ_ERRORS = (OSError, RuntimeError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile, SafetensorError)
@@ -182,7 +185,7 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
     if problem:
         raise WeightsError(problem)
     if path.suffix not in WEIGHT_SUFFIXES:
-        raise WeightsError(f"backbone weights file {str(path)!r}: expected one of {', '.join(WEIGHT_SUFFIXES)}")
+        raise WeightsError(f"backbone weights file {str(path)!r} {_NOT_WEIGHTS}")
     digest = sha256_file(path)
     if sha256 is not None and digest != sha256:
         raise WeightsError(f"backbone weights file {str(path)!r} has sha256 {digest}, expected {sha256}")
