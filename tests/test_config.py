@@ -57,8 +57,18 @@ def test_validation_returns_the_runs_the_workflow_uses(extra):
     (lambda c: c["run"].update(methods=["coda_p+intact@lambda_vr=1"]), ["lambda_vr"]),
     (lambda c: c["run"].update(methods=["coda_p+intact@lambda_var=abc"]), ["intact.lambda_var", "abc"]),
     (lambda c: c["run"].update(benchmarks=["imagenet_r"]), ["imagenet_r", "digits"]),
+    # a study's name that does not parse: one line naming the study (a MethodNameError traceback before 2026-11-30)
+    (lambda c: c["studies"]["main"].update(methods=["coda_p@x"]),
+     ["'coda_p@x'", "key=value", "declared in studies.main"]),
+    (lambda c: c["studies"]["main"].update(methods=[""]), ["method name ''", "declared in studies.main"]),
+    (lambda c: c["studies"]["integration"].update(methods=["coda_p+intact"]),
+     ["already has '+intact'", "declared in studies.integration"]),
+    (lambda c: c["studies"]["ablation"].update(method="coda_p@x"),
+     ["'coda_p@x", "key=value", "declared in studies.ablation"]),
     (lambda c: c["benchmarks"]["digits"].update(type="mnist"), ["benchmarks.digits.type", "mnist", "digits"]),
     (lambda c: c["benchmarks"]["digits"].update(domains=["blur", "fogg"]), ["domains[1]", "fogg"]),
+    (lambda c: c["benchmarks"]["digits"].update(test_fraction=0.999),  # scikit-learn's error in the prepare job before
+     ["'benchmarks.digits.test_fraction' = 0.999", "into 1077 taken and 1 kept", "at least 10 on each side"]),
     (lambda c: c["backbones"]["vit_digits"].update(weights="/nonexistent/vit.safetensors"),
      ["backbones.vit_digits.weights", "/nonexistent/vit.safetensors", "does not exist"]),
 ])

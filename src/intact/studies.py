@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from intact.naming import ablation_name, intact_pair, parse_method_name, sweep_name, with_protocol
+from intact.naming import MethodNameError, ablation_name, intact_pair, parse_method_name, sweep_name, with_protocol
 from intact.protocols import changes
-from intact.settings import build_dataclass
+from intact.settings import ConfigError, build_dataclass
 from intact.settings.studies import STUDY_SETTINGS
 
 STUDIES = ("main", "integration", "ablation", "sensitivity")
@@ -54,16 +54,23 @@ def expand_study(name: str, spec: Mapping[str, Any], default_seeds: tuple[int, .
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
     study = build_dataclass(STUDY_SETTINGS[name], spec, f"studies.{name}")
-    if name == "main":
-        methods = protocol_runs(list(study.methods), list(study.protocols), applies)
-    elif name == "integration":
-        methods = [m for entry in study.methods for m in intact_pair(entry)]
-    elif name == "ablation":
-        methods = [study.method] + [ablation_name(study.method, t) for t in study.terms]
-    else:  # sensitivity
-        methods = [sweep_name(study.method, key, v) for key, values in study.grid.items() for v in values]
+    try:
+        methods = _study_runs(name, study, applies)
+    except MethodNameError as e:  # a name that does not parse: refused here, where its key is known
+        raise ConfigError(f"config: {e} (declared in studies.{name})") from None
     seeds = tuple(study.seeds or default_seeds)  # a declared study's null: the default seeds
     return Study(name, tuple(dict.fromkeys(methods)), seeds, spec)
+
+
+def _study_runs(name: str, study: Any, applies: Callable[[str, str], bool]) -> list[str]:
+    """The run names of a typed study, in order (repeats included)."""
+    if name == "main":
+        return protocol_runs(list(study.methods), list(study.protocols), applies)
+    if name == "integration":
+        return [m for entry in study.methods for m in intact_pair(entry)]
+    if name == "ablation":
+        return [study.method] + [ablation_name(study.method, t) for t in study.terms]
+    return [sweep_name(study.method, key, v) for key, values in study.grid.items() for v in values]  # sensitivity
 
 
 def default_seeds(cfg: Mapping[str, Any]) -> tuple[int, ...]:
