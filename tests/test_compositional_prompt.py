@@ -137,6 +137,39 @@ def test_ema_gamma_follows_its_formula():
     torch.testing.assert_close(ema(head, z), z @ ema.shadow()["weight"].T + ema.shadow()["bias"])
 
 
+def test_an_ema_span_under_one_step_is_refused():
+    """ema_span sets h = 1 + ln(span x mean steps): under one step, h < 1 and the EMA diverged (NaN) before."""
+    from intact.methods.compositional_prompt import ema_h, ema_span
+
+    assert ema_h(ema_span(6.5, [30, 40]), [30, 40]) == pytest.approx(6.5) and ema_h(1 / 35, [30, 40]) == 1.0
+    with pytest.raises(ValueError, match=r"ema_span = 0.01 tasks is under one step of this run's tasks \(35 steps on "
+                                         r"average\): at least 0.0286"):
+        ema_h(0.01, [30, 40])
+
+
+@pytest.mark.parametrize("base", ["compositional_prompt", "ka_prompt"])
+@pytest.mark.parametrize("settings, key, fragment", [
+    # each accepted by validation before 2026-11-30: the job then raised (top_n), crashed (no general prompt: a
+    # TypeError) or trained an EMA head of NaNs (an expert block over every general block)
+    ({"per_task": 1}, "top_n", "above per_task = 1"),
+    ({"top_n": 4}, "top_n", "above per_task = 3"),
+    ({"expert_first": 1}, "expert_first", "blocks [1] would get both the general and an expert prompt"),
+    ({"expert_first": 0}, "expert_first", "blocks [0, 1] would get both"),
+    ({"general_layers": []}, "general_layers", "is empty, but the adaptive EMA head"),
+])
+def test_settings_the_job_cannot_run_are_refused_at_validation(base, settings, key, fragment):
+    from intact.config import ConfigError, validate_config
+    from intact.testing import tiny_config
+
+    cfg = tiny_config(methods=[base])
+    cfg["methods"][base] = dict(settings)
+    msg = str(pytest.raises(ConfigError, validate_config, cfg, check_files=False).value)
+    assert f"methods.{base}.{key}" in msg and fragment in msg, msg
+    if key == "general_layers":   # without the adaptive EMA, no general prompt is a setting the job runs
+        cfg["methods"][base]["ema_head"] = False
+        validate_config(cfg, check_files=False)
+
+
 # ---- KA-Prompt's greedy initialisation -------------------------------------------------------------
 
 def _greedy_by_brute_force(sim: torch.Tensor, count: int) -> list[int]:

@@ -88,6 +88,18 @@ def test_esn_plus_intact_and_consistent_prompt_plus_intact_are_refused_with_the_
             resolve_run(tiny_bench["config"], "digits", f"{method}+intact", 0)
 
 
+def test_an_mlp_ratio_that_leaves_no_hidden_unit_is_refused_at_validation():
+    """int(width x mlp_ratio) hidden units: 0 passed validation and the job's guard failed on the empty weights."""
+    from intact.config import validate_config
+    from intact.testing import tiny_config
+
+    cfg = tiny_config(methods=["esn"])
+    cfg["methods"]["esn"] = {"mlp_ratio": 0.01}
+    with pytest.raises(ConfigError, match=r"'methods.esn.mlp_ratio' = 0.01: gives the class-attention MLP 0 hidden "
+                                          r"units at the backbone's width \d+: at least 1"):
+        validate_config(cfg, check_files=False)
+
+
 # ---- CPrompt ------------------------------------------------------------------------------------------
 
 def test_ccl_pushes_old_classifiers_only_where_the_new_one_is_not_confident():

@@ -148,6 +148,24 @@ def test_guard_order_terms_then_gradients_then_parameters():
         g2.check("kept")
 
 
+def test_an_empty_parameter_is_finite_and_does_not_stop_the_guard():
+    """ESN's prompt of length 0 (declared minimum 0) is an empty parameter: torch's max |x| has no identity for it,
+    which failed every step before 2026-11-30."""
+    w, empty = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.zeros(0, 4))
+    guard = DivergenceGuard("b/m/seed0", 0, 1, 4, [("empty", empty), ("w", w)], torch.device("cpu"))
+    loss = w.sum() + empty.sum()
+    loss.backward()
+    assert empty.grad is not None and empty.grad.numel() == 0
+    guard.observe(loss, {"ce": loss.detach()})
+    assert guard.batch_ok(loss, {"ce": loss.detach()}, 0, 0)
+    guard.check("x")
+    with torch.no_grad():
+        w.fill_(float("nan"))
+    guard.observe(loss, {"ce": loss.detach()})
+    with pytest.raises(NonFiniteError, match="the parameter 'w'"):
+        guard.check("kept")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the no-sync property is about a GPU)")
 def test_guard_observe_never_synchronises_with_the_gpu():
     """The default policy's per-step work is device-only: CUDA's sync debug mode raises on any sync."""

@@ -70,8 +70,38 @@ def test_protected_layers_are_chosen_by_config():
     method = create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)
     assert list(method.intact.tracker.layers) == ["fc1", "fc2"] and method.intact.tracker.feature == "fc1"
     cfg["methods"]["net_finetune"]["protect"] = ["conv9"]
-    with pytest.raises(ValueError, match="protect names"):
+    with pytest.raises(ValueError, match=r"protect = \['conv9'\]: names \['conv9'\], not layers of the mlp"):
         create_method(resolve_run(cfg, "digits", "net_finetune+intact", 0), None, 10, 3)
+
+
+@pytest.mark.parametrize("model, widths", [("mlp", (128, 64)), ("mlp", (7,)), ("cnn_bn", (8, 16)), ("cnn_bn", (4,))])
+def test_the_declared_layer_names_are_the_built_networks(model, widths):
+    """What validation checks ``feature`` and ``protect`` against (no torch) is what the job builds."""
+    from intact.methods.net_finetune import layer_names
+    from intact.models.networks import build_network
+    from intact.regularizers.interval import AFFINE
+
+    net = build_network(model, (3, 16, 16), widths, 10)
+    assert layer_names(model, widths) == [n for n, m in net.named_modules() if isinstance(m, AFFINE)]
+
+
+@pytest.mark.parametrize("settings, fragments", [
+    # each accepted by validation before 2026-11-30 and refused by the job (or, channels, a shape error in it)
+    ({"model": "cnn_bn"}, ["methods.net_finetune.feature", "'fc1'", "not a protected layer of the cnn_bn",
+                           "['conv0', 'bn0', 'conv1', 'bn1', 'fc0']"]),
+    ({"channels": 3}, ["methods.net_finetune.channels", "benchmark 'digits' (type 'digits') has 1-channel images"]),
+    ({"protect": ["fc0", "fc9"]}, ["methods.net_finetune.protect", "names ['fc9']"]),
+    ({"protect": ["fc0"]}, ["methods.net_finetune.feature", "not a protected layer", "expected one of ['fc0']"]),
+])
+def test_a_network_that_does_not_fit_its_benchmark_or_names_no_such_layer_is_refused_at_validation(settings,
+                                                                                                    fragments):
+    from intact.config import ConfigError, validate_config
+
+    cfg = tiny_config()
+    cfg["run"]["methods"] = ["net_finetune+intact"]
+    cfg["methods"]["net_finetune"].update(settings)
+    msg = str(pytest.raises(ConfigError, validate_config, cfg, check_files=False).value)
+    assert all(f in msg for f in fragments), msg
 
 
 def test_plus_intact_only_where_accepted_and_typos_are_caught():

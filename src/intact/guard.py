@@ -85,6 +85,9 @@ class DivergenceGuard:
             for n, p in self.params:
                 names.append(f"parameter '{n}'")
                 values.append(p.detach())
+        if any(v.numel() == 0 for v in values):  # an empty tensor (ESN's length-0 prompt) is finite; no max |x|
+            kept = [(n, v) for n, v in zip(names, values) if v.numel()]
+            names, values = [n for n, _ in kept], [v for _, v in kept]
         return tuple(names), values
 
     def _finite(self, values: Sequence[torch.Tensor]) -> torch.Tensor:

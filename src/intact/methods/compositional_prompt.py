@@ -71,8 +71,13 @@ class CompositionalPromptSettings:
 
 
 def ema_h(span: float, steps_per_task: Sequence[int]) -> float:
-    """The ``h`` whose EMA time constant, ~e^(h-1) steps, is ``span`` tasks of the sequence's mean length."""
-    return 1.0 + math.log(span * sum(steps_per_task) / len(steps_per_task))
+    """The ``h`` whose EMA time constant, ~e^(h-1) steps, is ``span`` tasks of the sequence's mean length; a span
+    under one step is refused (h < 1: gamma < 0 at an average step, an EMA that overshoots and diverges)."""
+    mean = sum(steps_per_task) / len(steps_per_task)
+    if span * mean < 1:
+        raise ValueError(f"ema_span = {span:g} tasks is under one step of this run's tasks ({mean:g} steps on "
+                         f"average): at least {1 / mean:.3g}")
+    return 1.0 + math.log(span * mean)
 
 
 def ema_span(h: float, steps_per_task: Sequence[int]) -> float:
@@ -90,12 +95,23 @@ def task_steps(run: Any, bench: Any, num_tasks: int) -> list[int]:
 
 
 def check(s: CompositionalPromptSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
-    """The expert range: at least one block, and inside the backbone (the general blocks are layer_keys)."""
+    """The expert range: at least one block, inside the backbone (the general blocks are layer_keys) and apart from
+    the general blocks; the selection within a task's slice; general prompts for the adaptive EMA to follow."""
     if s.expert_last < s.expert_first:
         yield "expert_last", f"below expert_first = {s.expert_first}: no expert block"
     elif s.expert_last >= backbone.depth:
         yield "expert_last", (f"block {s.expert_last} does not exist: the backbone has depth {backbone.depth} "
                               f"(blocks 0-{backbone.depth - 1})")
+    both = sorted(set(s.general_layers) & set(range(s.expert_first, s.expert_last + 1)))
+    if both:
+        yield "expert_first", (f"blocks {both} would get both the general and an expert prompt (general_layers = "
+                               f"{list(s.general_layers)}); C-Prompt's code gives such a block only the general one "
+                               "and leaves its expert prompts untrained: make the two ranges disjoint")
+    if s.top_n > s.per_task:
+        yield "top_n", f"above per_task = {s.per_task}: training selects within the task's slice of the pool"
+    if s.ema_head and not s.general_layers:
+        yield "general_layers", ("is empty, but the adaptive EMA head (ema_head) takes its gamma from the general "
+                                 "prompts' change at each step: name general blocks, or set ema_head: false")
 
 
 METHOD = Method("compositional_prompt", CompositionalPromptSettings,

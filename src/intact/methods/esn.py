@@ -51,6 +51,10 @@ class ESNSettings:
 def check(s: ESNSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
     if len(set(s.temperatures)) != len(s.temperatures):
         yield "temperatures", "lists a temperature twice"
+    hidden = int(backbone.embed_dim * s.mlp_ratio)  # as intact.models.esn.ClassAttentionBlock sizes its MLP
+    if hidden < 1:
+        yield "mlp_ratio", f"gives the class-attention MLP {hidden} hidden units at the backbone's width " \
+                           f"{backbone.embed_dim}: at least 1"
 
 
 METHOD = Method("esn", ESNSettings, "intact.methods.impl.esn:ESN",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from intact.methods.declare import Method
 from intact.settings import setting
-from intact.methods.net_finetune import NetworkSettings
+from intact.methods.net_finetune import NetworkSettings, check
 
 
 @dataclass(frozen=True)
@@ -17,4 +17,4 @@ class NetworkEwcSettings(NetworkSettings):
 
 
 METHOD = Method("net_ewc", NetworkEwcSettings, "intact.methods.shared.network:NetworkMethod", "EWC on a whole network",
-                uses_backbone=False, penalties=("ewc",))
+                uses_backbone=False, penalties=("ewc",), check=check)

@@ -4,6 +4,8 @@ the network family (:mod:`intact.methods.shared.network`), with ``+intact`` on e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 from intact.methods.declare import Method
 from intact.settings import setting
@@ -26,5 +28,30 @@ class NetworkSettings:
     lr: float = setting(1e-2, "learning rate of the whole network (Adam)", later=True, exclusiveMinimum=0)
 
 
+def layer_names(model: str, widths: Sequence[int]) -> list[str]:
+    """The Linear / Conv2d / BatchNorm layers of network ``model`` (:func:`intact.models.networks.build_network`)
+    with these widths, in order, known without building it."""
+    if model == "mlp":
+        return [f"fc{i}" for i in range(len(widths) + 1)]
+    return [n for i in range(len(widths)) for n in (f"conv{i}", f"bn{i}")] + ["fc0"]
+
+
+def check(s: NetworkSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
+    """The network takes the benchmark's images, and ``feature`` and ``protect`` name its layers (every member of
+    the family)."""
+    channels = bench.declaration.channels
+    if channels is not None and s.channels != channels:
+        yield "channels", f"benchmark {bench.name!r} (type {bench.type!r}) has {channels}-channel images"
+    layers = layer_names(s.model, s.widths)
+    net = f"the {s.model} of widths {list(s.widths)}"
+    unknown = sorted(set(s.protect or ()) - set(layers))
+    if unknown:
+        yield "protect", f"names {unknown}, not layers of {net}: expected some of {layers}"
+    watched = [n for n in layers if s.protect is None or n in s.protect]
+    if s.feature is not None and s.feature not in watched:
+        yield "feature", f"not a protected layer of {net}: expected one of {watched}"
+
+
 METHOD = Method("net_finetune", NetworkSettings, "intact.methods.shared.network:NetworkMethod",
-                "sequential fine-tuning of a whole network", accepts_intact=True, uses_backbone=False)
+                "sequential fine-tuning of a whole network", accepts_intact=True, uses_backbone=False,
+                check=check)

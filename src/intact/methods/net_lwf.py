@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from intact.methods.declare import Method
 from intact.settings import setting
-from intact.methods.net_finetune import NetworkSettings
+from intact.methods.net_finetune import NetworkSettings, check
 
 
 @dataclass(frozen=True)
@@ -18,4 +18,4 @@ class NetworkLwfSettings(NetworkSettings):
 
 
 METHOD = Method("net_lwf", NetworkLwfSettings, "intact.methods.shared.network:NetworkMethod", "LwF on a whole network",
-                uses_backbone=False, penalties=("lwf",))
+                uses_backbone=False, penalties=("lwf",), check=check)

@@ -28,17 +28,11 @@ class NetworkMethod(ContinualMethod):
 
     def __init__(self, run: RunConfig, settings: Any, backbone: nn.Module | None, num_classes: int, num_tasks: int):
         super().__init__(run, settings)
-        where = f"methods.{run.base}"
         size = run.benchmark.image_size
         self.model = build_network(settings.model, (settings.channels, size, size), settings.widths, num_classes)
-        layers = [n for n, m in self.model.named_modules() if isinstance(m, AFFINE)]
-        if settings.protect is not None:
-            unknown = sorted(set(settings.protect) - set(layers))
-            if unknown:
-                raise ValueError(f"{where}.protect names {unknown}: expected some of {layers}")
-            layers = [n for n in layers if n in settings.protect]
-        if settings.feature is not None and settings.feature not in layers:
-            raise ValueError(f"{where}.feature = {settings.feature!r}: expected one of {layers}")
+        # feature and protect name layers of the network: the declaration's check (net_finetune.check)
+        layers = [n for n, m in self.model.named_modules()
+                  if isinstance(m, AFFINE) and (settings.protect is None or n in settings.protect)]
         self.intact = watch_layers(run.intact, self.model, layers, feature=settings.feature)
         self.penalties.append(self.intact)
 
