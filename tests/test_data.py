@@ -227,3 +227,43 @@ def test_the_report_layer_draws_a_benchmark_preview(tmp_path, tiny_bench):
     digits = open_benchmark(tiny_bench["manifest"]).preview()
     assert list(digits.rows) == ["clean", "blur", "noise", "edges"] and digits.labels["clean"] == list(range(10))
     assert all(x.shape == (10, 32, 32, 1) and 0 <= x.min() <= x.max() <= 1 for x in digits.rows.values())
+
+
+def test_digits_split_fractions_are_refused_at_validation_exactly_where_scikit_learn_refuses_the_split():
+    """``benchmarks.<b>.{pretrain,test,val}_fraction`` near 0 or 1 passed validation, and the prepare job then failed
+    with scikit-learn's error (fewer images than classes on a side). The declared check sizes the three splits as
+    scikit-learn does, without the images: it refuses a fraction exactly where the real split fails, at each
+    boundary (9 and 10 images on either side of each split) and over a grid."""
+    from sklearn.datasets import load_digits
+
+    from intact.data.digits import DIGITS, BenchmarkConfig, _stratified_split, check, split_sizes
+
+    labels = load_digits().target
+
+    def real_sizes(pf: float, tf: float, vf: float) -> list[tuple[int, int]] | None:
+        try:
+            continual, pretrain = _stratified_split(labels, pf, 0)
+            train, test = _stratified_split(labels[continual], tf, 1)
+            fit, val = _stratified_split(labels[continual[train]], vf, 2)
+        except ValueError:
+            return None
+        return [(len(pretrain), len(continual)), (len(test), len(train)), (len(val), len(fit))]
+
+    defaults = {"pretrain_fraction": 0.4, "test_fraction": 0.4, "val_fraction": 0.2}
+    cases = [dict(defaults, **{k: f}) for k in defaults for f in (1e-6, 0.01, 0.05, 0.5, 0.95, 0.999)]
+    sizes = split_sizes(BenchmarkConfig(name="d", type="digits", backbone="b"))
+    assert sizes[0] == ("pretrain_fraction", 719, DIGITS - 719)
+    for (key, taken, kept) in sizes:  # the fractions that leave 9 or 10 images on either side of each split
+        n = taken + kept
+        cases += [dict(defaults, **{key: f}) for t in (9, 10, n - 10, n - 9) for f in ((t - 0.5) / n, t / n)]
+    cases += [dict(zip(defaults, fs)) for fs in np.random.default_rng(0).uniform(0.002, 0.99, (150, 3))]
+    refused = 0
+    for fractions in cases:
+        cfg = BenchmarkConfig(name="d", type="digits", backbone="b", **fractions)
+        real = real_sizes(*fractions.values())
+        problems = list(check(cfg))
+        assert (real is None) == bool(problems), (fractions, real, problems)
+        if real is not None:
+            assert real == [(t, k) for _, t, k in split_sizes(cfg)], fractions
+        refused += bool(problems)
+    assert refused >= 24, refused

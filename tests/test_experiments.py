@@ -100,3 +100,50 @@ def test_experiment_targets_dry_run(tmp_path):
     write_config(tmp_path, _config())
     out = snakemake(tmp_path, "-n", "study_toy", "study_drift").stdout
     assert "study_toy" in out and "study_drift" in out
+
+
+def test_the_declared_digit_counts_are_scikit_learns():
+    from sklearn.datasets import load_digits
+
+    from intact.data.digits import CLASSES, DIGITS
+    from intact.settings.experiments import DIGIT_COUNTS
+
+    assert tuple(np.bincount(load_digits().target)) == DIGIT_COUNTS and (DIGITS, CLASSES) == (1797, 10)
+
+
+@pytest.mark.parametrize("experiment, setting, fragment", [
+    ("toy", {"segments": [[1.0, -1.0], [1.0, 3.0]]}, "'experiments.toy.segments[0]': [1.0, -1.0] is not an interval"),
+    ("toy", {"segments": [[-1.0, 1.0], [2.0, 2.0]]}, "'experiments.toy.segments[1]': [2.0, 2.0] is not an interval"),
+    ("drift", {"pairs": [[0, 1], [3, 3]]}, "'experiments.drift.pairs[1]': [3, 3]: a task tells two different digits"),
+    ("drift", {"test_fraction": 0.999}, "splits the 360 images of digits 0 and 1 into 360 test and 0 training"),
+])
+def test_an_experiment_setting_its_job_cannot_run_is_refused_at_validation(experiment, setting, fragment):
+    """Each passed validation before 2026-11-30: the toy then fit an empty interval, the drift a one-class task, or
+    its job failed on scikit-learn's split."""
+    cfg = load_file(REPO / "config.yaml")
+    cfg["experiments"][experiment] = setting
+    with pytest.raises(ValueError, match="config: key") as err:
+        validate_config(cfg, check_files=False)
+    assert fragment in str(err.value), str(err.value)
+
+
+def test_the_drift_split_is_refused_exactly_where_scikit_learn_refuses_it():
+    """At each task's boundaries (1 and 2 images on a side) and over a grid, with and without ``max_per_task``:
+    the check refuses ``test_fraction`` exactly where :func:`split_tasks` fails."""
+    from intact.settings.experiments import DIGIT_COUNTS, drift_problems
+
+    cases = [(f, m) for f in (1e-4, 0.003, 0.006, 0.01, 0.3, 0.99, 0.994, 0.997, 0.999) for m in (None, 40)]
+    for a, b in DriftConfig().pairs:
+        n = DIGIT_COUNTS[a] + DIGIT_COUNTS[b]
+        cases += [((t - 0.5) / n, None) for t in (1, 2, n - 2, n - 1)]
+    refused = 0
+    for fraction, most in cases:
+        cfg = DriftConfig(test_fraction=fraction, max_per_task=most)
+        try:
+            split_tasks(cfg, 0)
+            failed = False
+        except ValueError:
+            failed = True
+        assert failed == any(k == "test_fraction" for k, _ in drift_problems(cfg)), (fraction, most)
+        refused += failed
+    assert refused >= 10, refused

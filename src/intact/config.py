@@ -30,6 +30,7 @@ from intact.protocols import (SECTIONS, contradictions, declared, named_backbone
                               run_layers, same_as_default)
 from intact.removed import RENAMED_METHODS, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
+from intact.settings.experiments import check_experiments
 from intact.settings import (
     EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, RunConfig, RunSection,
     TrackingConfig, build_dataclass,
@@ -101,6 +102,7 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True,
                                   f"{protocol!r} "
                                   f"is not declared under 'protocols' (declared: {', '.join(declared(cfg))})")
     _check_same_as_default(cfg)
+    check_experiments(cfg)
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
             raise ConfigError(f"config: a per-method layer names backbone {name!r}, which is not defined "

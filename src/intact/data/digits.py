@@ -10,13 +10,16 @@ benchmark for a job: :class:`intact.data.impl.digits.DigitsBenchmark`.
 
 from __future__ import annotations
 
+import math
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.settings import plain, setting
+from intact.settings.experiments import DIGIT_COUNTS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,6 +47,33 @@ class BenchmarkConfig(BenchmarkSettings):
     # scikit-learn's random_state takes 0 to 2^32 - 1; the splits use split_seed, + 1 and + 2
     split_seed: int = setting(0, "seed of the stratified splits and of each domain's randomness", minimum=0,
                               maximum=2**32 - 3)
+
+
+#: scikit-learn's digits: 1,797 images, 174-183 of each of its 10 classes
+DIGITS, CLASSES = sum(DIGIT_COUNTS), len(DIGIT_COUNTS)
+#: the stratified splits :func:`prepare` makes, in order: each takes its fraction of what the previous one kept
+#: (pretrain | continual; test | train, of the continual images; val | the rest, of the training images)
+SPLITS = ("pretrain_fraction", "test_fraction", "val_fraction")
+
+
+def split_sizes(cfg: BenchmarkConfig) -> list[tuple[str, int, int]]:
+    """(fraction key, images taken, images kept) of each split of :data:`SPLITS`, sized as scikit-learn sizes them
+    (``ceil(fraction x n)`` taken), without reading the images."""
+    out, n = [], DIGITS
+    for key in SPLITS:
+        taken = math.ceil(getattr(cfg, key) * n)
+        out.append((key, taken, n - taken))
+        n -= taken
+    return out
+
+
+def check(cfg: BenchmarkConfig) -> Iterator[tuple[str, str]]:
+    """Every split leaves each side enough images to split by class (scikit-learn refused it in the prepare job)."""
+    for key, taken, kept in split_sizes(cfg):
+        if min(taken, kept) < CLASSES:
+            yield key, (f"splits {taken + kept} images into {taken} taken and {kept} kept: a stratified split needs "
+                        f"at least {CLASSES} on each side, one of each class")
+            return
 
 
 def _stratified_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -134,4 +164,5 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
 
 BENCHMARK = BenchmarkType("digits", BenchmarkConfig, "intact.data.impl.digits:DigitsBenchmark",
                           "the embedded benchmark (scikit-learn digits under deterministic image domains)",
-                          tasks=DIGIT_DOMAINS, num_classes=10, channels=1, pretrains=True, parallel_prepare=False)
+                          tasks=DIGIT_DOMAINS, num_classes=CLASSES, channels=1, pretrains=True, parallel_prepare=False,
+                          check=check)

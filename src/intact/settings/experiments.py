@@ -4,13 +4,17 @@ schema, defaults and reference come from here. Their defaults are the paper's se
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 
-from intact.settings.fields import build_dataclass, check_declared, recorded, setting
+from intact.settings.fields import ConfigError, build_dataclass, check_declared, recorded, setting
 
 _PAIR = {"minItems": 2, "maxItems": 2}
+#: the images of each digit, 0-9, in scikit-learn's bundled digits (1,797 in all): the drift experiment's data, and
+#: the digits benchmark's (intact.data.digits); tests/test_experiments.py holds them to scikit-learn's
+DIGIT_COUNTS = (178, 182, 177, 183, 181, 182, 181, 179, 174, 180)
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,35 @@ class DriftConfig:
                                        minimum=1)
 
 
-#: each experiment under ``experiments:`` and its declaration
+def toy_problems(s: ToyConfig) -> Iterator[tuple[str, str]]:
+    """(key, problem): every segment an interval of x."""
+    for i, (lo, hi) in enumerate(s.segments):
+        if not lo < hi:
+            yield f"segments[{i}]", f"[{lo}, {hi}] is not an interval: expected lo < hi"
+
+
+def drift_problems(s: DriftConfig) -> Iterator[tuple[str, str]]:
+    """(key, problem): every pair two digits; on the bundled digits, each task's split of ``test_fraction`` leaves
+    both sides an image of each digit (scikit-learn's stratified split; ceil(fraction x n) images taken)."""
+    for i, (a, b) in enumerate(s.pairs):
+        if a == b:
+            yield f"pairs[{i}]", f"[{a}, {b}]: a task tells two different digits apart"
+    if s.mnist_path is not None:
+        return
+    for a, b in s.pairs:
+        n = min(DIGIT_COUNTS[a] + DIGIT_COUNTS[b], s.max_per_task or math.inf)
+        test = math.ceil(s.test_fraction * n)
+        if min(test, n - test) < 2:
+            yield "test_fraction", (f"splits the {n} images of digits {a} and {b} into {test} test and {n - test} "
+                                    "training images: a stratified split needs at least 2 on each side, one of each "
+                                    "digit")
+            return
+
+
+#: each experiment under ``experiments:``: its declaration and its consistency checks
 EXPERIMENTS: dict[str, type] = {"toy": ToyConfig, "drift": DriftConfig}
+EXPERIMENT_CHECKS: dict[str, Callable[[Any], Iterator[tuple[str, str]]]] = {"toy": toy_problems,
+                                                                            "drift": drift_problems}
 
 for _cls in EXPERIMENTS.values():
     check_declared(_cls, f"section {_cls.__name__}")
@@ -73,6 +104,14 @@ def experiment_settings(cfg: Mapping[str, Any], name: str) -> Any:
     """The typed settings of ``experiments.<name>``: what the config sets over the declared defaults (nested lists
     as tuples, an integer where a float is declared as a float)."""
     return build_dataclass(EXPERIMENTS[name], (cfg.get("experiments") or {}).get(name), f"experiments.{name}")
+
+
+def check_experiments(cfg: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` on the first problem an experiment's check finds, naming the key."""
+    for name in EXPERIMENTS:
+        settings = experiment_settings(cfg, name)
+        for key, problem in EXPERIMENT_CHECKS[name](settings):
+            raise ConfigError(f"config: key 'experiments.{name}.{key}': {problem}")
 
 
 def experiments_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
