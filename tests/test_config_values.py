@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import REPO, tiny_config, write_config
+from conftest import REPO, load_tool, tiny_config, write_config
 from intact.config import ConfigError, validate_config
 from intact.layering import LayerError, load_file, read_layers
 from intact.settings import INT_MAX, check_declared, section_schema, setting, validator
@@ -186,3 +186,16 @@ def test_every_yaml_file_the_package_reads_goes_through_the_one_loader():
     found = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in sources if p.name != "layering.py"
              for m in readers.finditer(p.read_text())]
     assert found == []
+
+
+@pytest.mark.slow
+def test_no_value_in_place_of_a_run_name_or_any_other_value_of_run_and_studies_escapes_validation():
+    """``tools/settings_fuzz.py validation`` cut to the sections that hold run names (~500 configs, ~10 s): each value,
+    list and mapping of ``run`` and ``studies`` replaced by a string, by null and, at a string, by names that do not
+    parse, is refused as a ConfigError or accepted. A study's name that did not parse escaped as a traceback before
+    2026-11-30; the tool's full run covers every section (docs/log/2026-11-30-settings-fuzz.md)."""
+    fuzz = load_tool("settings_fuzz")
+    count, escaped = fuzz.fuzz_validation(fuzz.filled(str(REPO / "config.yaml")), ["x", None],
+                                          names=["", "coda_p@x", "coda_p+intact+intact"], sections=("run", "studies"),
+                                          check=lambda cfg: validate_config(cfg, check_files=False))
+    assert count > 400 and not escaped, escaped

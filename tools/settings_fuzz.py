@@ -1,0 +1,298 @@
+"""Every value a config may hold, met the way a user meets it: refused in one line at validation, or run.
+
+    PYTHONPATH=src python tools/settings_fuzz.py validation [--values small|full] [config.yaml overlay.yaml ...]
+    PYTHONPATH=src python tools/settings_fuzz.py jobs [--only TEXT ...]
+
+``validation``: the config (default ``config.yaml``; several files are layered as Snakemake layers them) with every
+declared key written out (the ``intact``, ``optim`` and ``head`` sections, every method's ``methods.<m>`` and the
+experiments, at their defaults), then each of its values, and each list and mapping, replaced in turn by each bad
+value (:data:`VALUES`; at a string, bad method names too), checked by validation and the reads the workflow makes
+at start-up (``workflow/rules/common.smk``). Validation may refuse it (:class:`~intact.settings.ConfigError`) or
+accept it; any other exception escaped as a traceback, and is listed.
+
+``jobs``: each declared setting of each method and of the shared sections at its edges (its bounds, each enum value,
+the other boolean, a large and a small value). Where validation accepts it, two tasks of the tiny digits benchmark
+train and are evaluated in this process. Then each edge of the digits benchmark's settings (where accepted: the
+benchmark is prepared) and of the experiments' (short runs of the toy and the drift experiment; a few list values
+too, :data:`LIST_EDGES`). Each case ends in one of: refused at validation; ran; diverged (the guard's
+``NonFiniteError``: a rate of 1000 may); refused by the job (a ``ValueError`` naming the setting: a check
+validation could not make); crashed (anything else). Takes ~10 min on 2 cores.
+
+Exit status 1 when something escaped validation or a job crashed. docs/log/2026-11-30-settings-fuzz.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import dataclasses
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from intact.config import missing_data, missing_weights, resolver, tracking_config, validate_config
+from intact.layering import read_files
+from intact.methods import METHODS
+from intact.plan import Plan
+from intact.rehearsal import settings as rehearsal_settings
+from intact.report.settings import report_settings
+from intact.settings import ConfigError, defaults, settable_fields
+from intact.settings.experiments import EXPERIMENTS, experiments_params
+from intact.settings.fields import type_hints
+from intact.settings.sections import SECTIONS, section_defaults
+
+#: values put in place of each value of the config: ``small`` one of each JSON type, ``full`` edges too
+VALUES = {
+    "small": ["x", 2.5, [], {}, None],
+    "full": ["x", "", -1, 0, 1, 2.5, 10**30, -(10**30), [], [1], [None], [[]], {}, {"a": 1}, {"x": None}, None,
+             True, False, float("nan"), float("inf")],
+}
+#: method names put in place of each string of the config
+NAMES = ["", " ", "coda_p+", "coda_p@x", "coda_p-no_var", "a b", "coda_p+intact+intact", "coda_p@lr=1,lr=2",
+         "coda_p@methods.coda_p.x=1", "coda_p+intact@lambda_intdrift=-1", "coda_p@protocol=nope",
+         "coda_p@optim.epochs=0", "\u00fc"]
+#: the shared sections a run reads, filled in and fuzzed
+RUN_SECTIONS = ("intact", "optim", "head")
+
+
+def filled(*paths: str) -> dict[str, Any]:
+    """The layered config with every declared key of the run sections, the methods and the experiments written
+    out (at its default where the config does not set it)."""
+    cfg = read_files(paths)
+    for s in RUN_SECTIONS:
+        cfg[s] = {**section_defaults(s), **(cfg.get(s) or {})}
+    cfg["methods"] = dict(cfg.get("methods") or {})
+    for name, spec in METHODS.loaded().items():
+        declared = defaults(spec.settings)
+        settable = {f.name: declared[f.name] for f in settable_fields(spec.settings) if f.name in declared}
+        cfg["methods"][name] = {**settable, **(cfg["methods"].get(name) or {})}
+    cfg["experiments"] = dict(cfg.get("experiments") or {})
+    for name, cls in EXPERIMENTS.items():
+        cfg["experiments"][name] = {**defaults(cls), **(cfg["experiments"].get(name) or {})}
+    return cfg
+
+
+def leaves(node: Any, path: tuple = ()) -> Iterator[tuple]:
+    """The path of every value, list and mapping under ``node`` (itself first)."""
+    yield path
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        yield from leaves(value, (*path, key))
+
+
+def replaced(cfg: Mapping[str, Any], path: tuple, value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(cfg)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = copy.deepcopy(value)
+    return out
+
+
+def start_up(cfg: dict[str, Any]) -> None:
+    """Validation, then what the workflow reads from the config before it plans a job (common.smk)."""
+    runs = validate_config(cfg, check_files=False)
+    tracking_config(cfg)
+    missing_weights(cfg)
+    missing_data(cfg, prepared=lambda b: False)
+    plan = Plan(cfg)
+    plan.target_runs()
+    plan.full_targets()
+    experiments_params(cfg)
+    report_settings(cfg, resolver(cfg, runs))
+    rehearsal_settings(cfg)
+
+
+def where(err: BaseException) -> str:
+    frame = traceback.extract_tb(err.__traceback__)[-1]
+    return f"{type(err).__name__} at {frame.filename.rpartition('/src/')[2] or frame.filename}:{frame.lineno}"
+
+
+def fuzz_validation(cfg: dict[str, Any], values: list[Any], names: list[str] = NAMES, sections: tuple[str, ...] = (),
+                    check: Callable[[dict[str, Any]], Any] = start_up) -> tuple[int, list[tuple[str, Any, str]]]:
+    """(mutations, escapes): each (key, value, exception) that left ``check`` other than as a ConfigError; each
+    value of the top-level ``sections`` (default: all) replaced by each of ``values`` (and at a string, ``names``)."""
+    check(copy.deepcopy(cfg))  # the filled config itself is valid
+    count, escaped = 0, []
+    for path in list(leaves(cfg))[1:]:
+        if sections and path[0] not in sections:
+            continue
+        node = cfg
+        for key in path:
+            node = node[key]
+        for value in values + (names if isinstance(node, str) else []):
+            count += 1
+            try:
+                check(replaced(cfg, path, value))
+            except ConfigError:
+                pass
+            except Exception as err:  # noqa: BLE001 - what this tool looks for
+                escaped.append((".".join(map(str, path)), value, f"{where(err)}: {str(err)[:200]}"))
+    return count, escaped
+
+
+def edge_values(field: dataclasses.Field, hint: Any) -> list[Any]:
+    """A declared setting's edges: each other enum value or boolean; for a number its bounds, 1 (or 0 and 1e-8)
+    and a large value (64 or 1e3), and null where it may be; none for other types."""
+    bounds, text = field.metadata.get("bounds", {}), str(hint)
+    if "enum" in bounds:
+        out = list(bounds["enum"])
+    elif hint is bool or text == "bool":
+        out = [not field.default]
+    elif "int" in text or "float" in text:
+        whole = "float" not in text
+        step = 1 if whole else 1e-6
+        out = [bounds[k] for k in ("minimum", "maximum") if k in bounds]
+        out += [bounds["exclusiveMinimum"] + step] if "exclusiveMinimum" in bounds else []
+        out += [bounds["exclusiveMaximum"] - step] if "exclusiveMaximum" in bounds else []
+        out += [64, 1] if whole else [1e3, 0.0, 1e-8]
+        out += [None] if "None" in text else []
+    else:
+        out = []
+    return [v for v in dict.fromkeys(out) if v != field.default]
+
+
+def job_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(run name, sections, label) of each edge of each method's and each run section's settings."""
+    for name, spec in sorted(METHODS.loaded().items()):
+        hints = type_hints(spec.settings)
+        run = name + ("+intact" if spec.accepts_intact else "")
+        for f in settable_fields(spec.settings):
+            for v in edge_values(f, hints[f.name]):
+                yield run, {"methods": {name: {f.name: v}}}, f"methods.{name}.{f.name}={v!r}"
+    for section in RUN_SECTIONS:
+        hints = type_hints(SECTIONS[section])
+        for f in settable_fields(SECTIONS[section]):
+            for v in edge_values(f, hints[f.name]):
+                yield "coda_p+intact", {section: {f.name: v}}, f"{section}.{f.name}={v!r}"
+
+
+def run_case(bench: Mapping[str, Any], name: str, sections: dict[str, Any], folder: Path) -> str:
+    """How one job case ends (the module docstring's categories), with the error where there is one."""
+    from intact.evaluate import evaluate_task
+    from intact.guard import NonFiniteError
+    from intact.layering import merge
+    from intact.testing import tiny_run, train_one
+
+    cfg = merge(bench["config"], sections)
+    cfg["run"] = {**cfg["run"], "methods": [name]}
+    try:
+        validate_config(cfg, check_files=False)
+    except ConfigError:
+        return "refused at validation"
+    run = tiny_run(bench, name, 0, **sections)
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        for t in range(2):
+            out = folder / f"task{t}"
+            train_one(bench, run, out, t, folder / f"task{t - 1}" if t else None)
+            evaluate_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"],
+                          state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
+    except NonFiniteError as err:
+        return f"diverged: {str(err)[:160]}"
+    except ValueError as err:
+        return f"refused by the job: {str(err)[:200]}"
+    except Exception as err:  # noqa: BLE001 - what this tool looks for
+        return f"crashed: {where(err)}: {str(err)[:200]}"
+    return "ran"
+
+
+#: list-valued experiment settings the edges of numbers do not reach: (experiment, key, value)
+LIST_EDGES = [("toy", "segments", [[1.0, -1.0], [1.0, 3.0]]), ("toy", "segments", [[0.0, 0.0], [1.0, 2.0]]),
+              ("toy", "segments", [[0.0, 2.0], [1.0, 3.0]]), ("toy", "hidden", [1]),
+              ("drift", "pairs", [[1, 1], [2, 3]]), ("drift", "pairs", [[0, 1], [0, 1]]), ("drift", "hidden", [1, 1])]
+#: what keeps an experiment case short (its settings' own edges are what is varied)
+SHORT = {"toy": {"steps": 3, "samples_per_task": 20, "grid_points": 11}, "drift": {"epochs": 1, "seeds": [0]}}
+
+
+def data_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(kind, config change, label) of each edge of the digits benchmark's settings and of the experiments'."""
+    from intact.data import BENCHMARKS
+
+    bench = BENCHMARKS["digits"].settings
+    hints = type_hints(bench)
+    for f in settable_fields(bench):
+        for v in edge_values(f, hints[f.name]):
+            yield "benchmark", {"benchmarks": {"digits": {f.name: v}}}, f"benchmarks.digits.{f.name}={v!r}"
+    for name, cls in EXPERIMENTS.items():
+        hints = type_hints(cls)
+        edges = [(f.name, v) for f in settable_fields(cls) if f.name not in SHORT[name]
+                 for v in edge_values(f, hints[f.name])]
+        for key, v in edges + [(k, v) for e, k, v in LIST_EDGES if e == name]:
+            yield name, {"experiments": {name: {**SHORT[name], key: v}}}, f"experiments.{name}.{key}={v!r}"
+
+
+def run_data_case(kind: str, change: dict[str, Any], folder: Path) -> str:
+    """How one benchmark or experiment case ends: refused at validation, ran (prepared, or trained), or failed."""
+    from intact.config import benchmark_config
+    from intact.data import benchmark_class
+    from intact.experiments.drift import run_drift, split_tasks
+    from intact.experiments.toy import run_toy
+    from intact.layering import merge
+    from intact.settings.experiments import experiment_settings
+    from intact.testing import tiny_config
+
+    cfg = merge(tiny_config(), change)
+    try:
+        validate_config(cfg, check_files=False)
+    except ConfigError:
+        return "refused at validation"
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        if kind == "benchmark":
+            benchmark_class("digits").prepare(benchmark_config(cfg, "digits"), folder)
+        elif kind == "toy":
+            run_toy(experiment_settings(cfg, "toy"), "intact")
+        else:
+            settings = experiment_settings(cfg, "drift")
+            run_drift(settings, split_tasks(settings, 0), "intact", 0)
+    except Exception as err:  # noqa: BLE001 - what this tool looks for
+        return f"crashed: {where(err)}: {str(err)[:200]}"
+    return "ran"
+
+
+def fuzz_jobs(only: list[str]) -> dict[str, list[str]]:
+    """Category -> the labels of the cases that ended in it."""
+    from intact.testing import tiny_bench
+
+    cases = [c for c in [*job_cases(), *data_cases()] if not only or any(o in c[2] for o in only)]
+    ends: dict[str, list[str]] = collections.defaultdict(list)
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = tiny_bench(Path(tmp) / "bench")
+        for i, (name, sections, label) in enumerate(cases):
+            if name in ("benchmark", *EXPERIMENTS):
+                end = run_data_case(name, sections, Path(tmp) / "data")
+            else:
+                end = run_case(bench, name, sections, Path(tmp) / "run")
+            ends[end.partition(":")[0]].append(label)
+            if end not in ("ran", "refused at validation"):
+                print(f"{label} ({name}): {end}", flush=True)
+            print(f"[{i + 1}/{len(cases)}]", file=sys.stderr, flush=True)
+    return ends
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["validation", "jobs"])
+    parser.add_argument("configs", nargs="*", default=["config.yaml"], help="validation: the config files, layered")
+    parser.add_argument("--values", choices=sorted(VALUES), default="full", help="validation: the bad values")
+    parser.add_argument("--only", nargs="*", default=[], help="jobs: the cases whose label holds one of these")
+    args = parser.parse_args(argv)
+    if args.mode == "validation":
+        count, escaped = fuzz_validation(filled(*args.configs), VALUES[args.values])
+        for key, value, err in escaped:
+            print(f"{key} = {value!r}: {err}")
+        print(f"{count} mutations of {' <- '.join(args.configs)}: {len(escaped)} escaped validation")
+        return 1 if escaped else 0
+    ends = fuzz_jobs(args.only)
+    print("; ".join(f"{end}: {len(labels)}" for end, labels in sorted(ends.items())))
+    return 1 if ends.get("crashed") else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
