@@ -98,6 +98,9 @@ def test_state_of_another_task_is_refused_by_evaluation(tiny_bench, two_tasks, t
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "seed": 7})), "seed = 7"),
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "task": 0})), "task 0, expected task 1"),
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "accuracy": [float("nan")] * 3})), "non-finite"),
+    # what evaluation wrote (and sealed) for an empty split before 2026-11-30
+    (lambda p: write_record(p, {**{k: v for k, v in json.loads(p.read_text()).items() if k != "record_sha256"},
+                                "samples": [20, 0, 20]}), "it evaluated task 1 on no image"),
 ])
 def test_damaged_foreign_or_nonfinite_eval_record_never_reaches_R(two_tasks, tmp_path, damage, fragment):
     work = tmp_path / "run"
@@ -392,3 +395,26 @@ def test_full_disk_fails_the_job_cleanly_and_a_rerun_after_freeing_space_finishe
     assert {p.name for p in out.iterdir()} == {"state.safetensors", "hypercube.safetensors", "train.json"}
     a, b = load_tensors(out / "state.safetensors"), load_tensors(two_tasks / "task1/state.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in b)
+
+
+def test_a_task_with_no_image_to_evaluate_on_stops_evaluation_naming_it(tiny_bench, two_tasks, tmp_path,
+                                                                                       monkeypatch):
+    """An empty evaluation split (an image benchmark's val_fraction that rounds to no image of any class) gave
+    prepared images no batch, so 0 % entered R as a number; a tensor benchmark's gave one empty batch, on which the
+    model failed. Both stop now, naming the task, and no eval.json is written."""
+    from torch.utils.data import TensorDataset
+
+    from intact.data.impl.digits import DigitsBenchmark
+
+    whole = DigitsBenchmark.eval_set
+
+    def emptied(self, task, eval_split="test"):
+        data = whole(self, task, eval_split)
+        return TensorDataset(data.tensors[0][:0], data.tensors[1][:0]) if task == 1 else data
+
+    monkeypatch.setattr(DigitsBenchmark, "eval_set", emptied)
+    run = resolve_run(tiny_bench["config"], "digits", METHOD, 0)
+    with pytest.raises(ValueError, match=r"task 1 \('[a-z]+'\) has no test image to evaluate on"):
+        evaluate_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                      state=two_tasks / "task1/state.safetensors", out_path=tmp_path / "eval.json", threads=1)
+    assert not (tmp_path / "eval.json").exists()

@@ -538,6 +538,25 @@ def test_prepare_train_two_tasks_and_collect_R(name, view, prepared, tree, weigh
     lines = (tmp_path / "R.csv").read_text().splitlines()
     assert len(lines) == 3  # header + one row per task
 
+def test_a_val_fraction_that_leaves_no_validation_image_stops_the_evaluation(prepared, tree, weights, tmp_path):
+    """Two training images per class here: val_fraction 0.1 rounds to none of any class, and the validation split
+    is empty. Its evaluation gave prepared images no batch and wrote 0 % into R (samples 0) before 2026-11-30."""
+    from intact.evaluate import evaluate_task
+    from intact.train import train_task
+
+    cfg = paper_like_config(tree, weights, val_fraction=0.1)
+    validate_config(cfg)
+    run = resolve_run(cfg, "imagenet_r", "coda_p@run.eval_split=val", 0)
+    out = tmp_path / "task0"
+    train_task(run, 0, manifest=prepared["imagenet_r"], backbone_weights=weights, out_dir=out, threads=1,
+               progress=False)
+    with pytest.raises(ValueError, match=r"task 0 \('[a-z]+'\) has no val image to evaluate on, so its accuracy is "
+                                         r"undefined \(val_fraction leaves none of any class\)"):
+        evaluate_task(run, 0, manifest=prepared["imagenet_r"], backbone_weights=weights,
+                      state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
+    assert not (out / "eval.json").exists()
+
+
 # ==== moved from tests/test_audit_fixes.py (issue 17): split overlap, ImageNet-Mix's transform =
 
 # ---- 9: train/test overlap in a split --------------------------------------------------------------------

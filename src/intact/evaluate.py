@@ -56,6 +56,11 @@ def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, d
     accs, sizes = [], []
     for i in range(bench.num_tasks):
         data = bench.eval_set(i, run.eval_split)
+        if len(data) == 0:  # prepared images gave no batch and 0 %, which entered R as a number
+            raise ValueError(f"run {run.benchmark.name}/{run.method}/seed{run.seed}: task {i} "
+                             f"({bench.task_names[i]!r}) has no {run.eval_split} image to evaluate on, so its accuracy "
+                             "is undefined" + (" (val_fraction leaves none of any class)" if run.eval_split == "val"
+                                               else ""))
         tasks = cache_tasks(data, bench, "test", run.eval_split) if cached is not None else None
         queries = cached.for_tasks("test", tasks, device) if tasks is not None else None
         acc, n = accuracy(method, data, None if queries is None else queries[:, 0])

@@ -133,6 +133,9 @@ def _checked_records(eval_paths: Sequence[Path], train_paths: Sequence[Path], co
         if not evaluation.get("state_sha256") or evaluation["state_sha256"] != train.get("state_sha256"):
             raise damaged(path, f"it records the state {str(evaluation.get('state_sha256'))[:16]}..., the task's "
                                 f"{TRAIN_JSON} {str(train.get('state_sha256'))[:16]}...: not the state trained")
+        empty = [i for i, n in enumerate(evaluation.get("samples") or []) if n == 0]
+        if empty:  # written before evaluation refused an empty split: its 0 % is no accuracy
+            raise damaged(path, f"it evaluated task {empty[0]} on no image, so its accuracy there is undefined")
         if tensors:
             check_task_files(Path(path).parent, train, Path(train_paths[t]))
     return evals, trains
