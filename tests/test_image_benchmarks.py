@@ -555,6 +555,11 @@ def test_a_val_fraction_that_leaves_no_validation_image_stops_the_evaluation(pre
         evaluate_task(run, 0, manifest=prepared["imagenet_r"], backbone_weights=weights,
                       state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
     assert not (out / "eval.json").exists()
+    # the workflow's job, which evaluates too: refused before it trains
+    with pytest.raises(ValueError, match=r"task 0 \('[a-z]+'\) has no val image"):
+        train_task(run, 0, manifest=prepared["imagenet_r"], backbone_weights=weights, out_dir=tmp_path / "job",
+                   threads=1, progress=False, eval_out=tmp_path / "job/eval.json")
+    assert not (tmp_path / "job/state.safetensors").exists() and not (tmp_path / "job/checkpoint.pt").exists()
 
 
 # ==== moved from tests/test_audit_fixes.py (issue 17): split overlap, ImageNet-Mix's transform =

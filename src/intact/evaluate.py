@@ -33,6 +33,20 @@ def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | Non
     return 100.0 * int(correct) / max(total, 1), total
 
 
+def check_eval_sets(run: RunConfig, bench: Any) -> None:
+    """Raise ValueError naming the first task whose evaluation split (``run.eval_split``) holds no image: a training
+    job that will evaluate checks this before it trains."""
+    for i in range(bench.num_tasks):
+        if len(bench.eval_set(i, run.eval_split)) == 0:
+            raise ValueError(_no_image(run, bench, i))
+
+
+def _no_image(run: RunConfig, bench: Any, task: int) -> str:
+    return (f"run {run.benchmark.name}/{run.method}/seed{run.seed}: task {task} ({bench.task_names[task]!r}) has no "
+            f"{run.eval_split} image to evaluate on, so its accuracy is undefined"
+            + (" (val_fraction leaves none of any class)" if run.eval_split == "val" else ""))
+
+
 def evaluate_task(run: RunConfig, task: int, *, manifest: Path, backbone_weights: Path, state: Path,
                   out_path: Path, threads: int | None = None, query_cache: Path | None = None) -> dict[str, Any]:
     """Evaluate the state after ``task`` on all tasks' evaluation sets; write ``eval.json``. With
@@ -57,10 +71,7 @@ def evaluate_method(run: RunConfig, task: int, bench, method: ContinualMethod, d
     for i in range(bench.num_tasks):
         data = bench.eval_set(i, run.eval_split)
         if len(data) == 0:  # prepared images gave no batch and 0 %, which entered R as a number
-            raise ValueError(f"run {run.benchmark.name}/{run.method}/seed{run.seed}: task {i} "
-                             f"({bench.task_names[i]!r}) has no {run.eval_split} image to evaluate on, so its accuracy "
-                             "is undefined" + (" (val_fraction leaves none of any class)" if run.eval_split == "val"
-                                               else ""))
+            raise ValueError(_no_image(run, bench, i))
         tasks = cache_tasks(data, bench, "test", run.eval_split) if cached is not None else None
         queries = cached.for_tasks("test", tasks, device) if tasks is not None else None
         acc, n = accuracy(method, data, None if queries is None else queries[:, 0])

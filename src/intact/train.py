@@ -32,7 +32,7 @@ from tqdm import tqdm
 from intact.cache import QueryCache, lookup, query_settings, task_caches
 from intact.data.loader import steps_per_epoch as count_steps, train_batches
 from intact.efficiency import efficiency_record, peak_memory_bytes
-from intact.evaluate import evaluate_method
+from intact.evaluate import check_eval_sets, evaluate_method
 from intact.guard import CHECK_EVERY, DivergenceGuard, check_saved
 from intact.io import load_checkpoint, save_checkpoint, save_tensors, write_record
 from intact.methods import METHODS
@@ -365,6 +365,8 @@ def train_task(
     ``task`` of R, as :func:`intact.evaluate.evaluate_task` would from the saved state) - one job, not two.
     """
     job = set_up(run, task, out_dir, manifest, backbone_weights, prev_dir, threads, progress, query_cache)
+    if eval_out is not None:  # before the training, not after it
+        check_eval_sets(run, job.bench)
     resume(job)
     if job.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
