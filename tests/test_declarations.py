@@ -47,6 +47,10 @@ def test_schema_methods_part_is_derived_from_the_declarations():
     (lambda c: c["methods"]["lwf"].update(temperature=0), ["methods.lwf.temperature"]),
     (lambda c: c["methods"]["ewc"].update(lambda_ewc="big"), ["methods.ewc.lambda_ewc"]),
     (lambda c: c["methods"]["l2p"].update(laers=[0]), ["methods.l2p.laers", "layers"]),
+    # a layer_keys list: a block twice (one prompt there, silently), a block in two lists (refused by the job before)
+    (lambda c: c["methods"]["coda_p"].update(layers=[0, 2, 0]), ["methods.coda_p.layers", "lists block 0 twice"]),
+    (lambda c: c["methods"]["dualprompt"].update(g_layers=[0], e_layers=[0, 1]),
+     ["methods.dualprompt.e_layers", "blocks [0] are in g_layers too: each block gets one kind of prompt"]),
 ])
 def test_declared_types_and_bounds_are_enforced_at_validation(mutate, expected):
     assert_config_error(mutate, expected)

@@ -366,9 +366,9 @@ def test_prompt_layers_past_the_backbone_are_refused_naming_the_key(tiny_bench, 
 
     base = method.split("+")[0]
     cfg = {**tiny_bench["config"], "methods": {**tiny_bench["config"]["methods"]}}
-    cfg["methods"][base] = {**cfg["methods"][base], key: [0, 99]}
+    cfg["methods"][base] = {**cfg["methods"][base], key: [2, 99]}  # block 2 is not in dualprompt's g_layers (0)
     run = resolve_run(cfg, "digits", method, 0)
     backbone, _ = create_backbone(run.backbone, tiny_bench["weights"])
-    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[0, 99\]: block 99 does not exist: the backbone "
+    with pytest.raises(ValueError, match=rf"methods\.{base}\.{key} = \[2, 99\]: block 99 does not exist: the backbone "
                        r"has depth \d+"):
         create_method(run, backbone, 10, 3)

@@ -105,13 +105,21 @@ def _check_declaration(method: Method) -> None:
 
 
 def problems(method: Method, settings: Any, benchmark: Any, backbone: Any) -> Iterator[tuple[str, str]]:
-    """(key, problem) of every setting that does not fit: the blocks that ``layer_keys`` list past the
-    backbone's depth, then the method's own :data:`Check`. ``backbone`` has ``depth`` (and ``embed_dim``,
-    ``num_heads``); a method with ``uses_backbone=False`` is checked against the benchmark only."""
+    """(key, problem) of every setting that does not fit: a block that ``layer_keys`` list twice, in two of them
+    or past the backbone's depth, then the method's own :data:`Check`. ``backbone`` has ``depth`` (and
+    ``embed_dim``, ``num_heads``); a method with ``uses_backbone=False`` is checked against the benchmark only."""
     depth = getattr(backbone, "depth", None) if method.uses_backbone else None
-    for key in method.layer_keys if depth is not None else ():
+    seen: dict[int, str] = {}
+    for key in method.layer_keys:
         blocks = list(getattr(settings, key) or [])
-        if blocks and max(blocks) >= depth:
+        twice = sorted({b for b in blocks if blocks.count(b) > 1})
+        if twice:
+            yield key, f"lists block {twice[0]} twice"
+        both = sorted(b for b in set(blocks) if b in seen)
+        if both:
+            yield key, f"blocks {both} are in {seen[both[0]]} too: each block gets one kind of prompt"
+        seen.update({b: key for b in blocks if b not in seen})
+        if depth is not None and blocks and max(blocks) >= depth:
             yield key, f"block {max(blocks)} does not exist: the backbone has depth {depth} (blocks 0-{depth - 1})"
     if method.check is not None:
         yield from method.check(settings, benchmark, backbone if method.uses_backbone else None)

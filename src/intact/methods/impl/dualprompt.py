@@ -34,10 +34,7 @@ class DualPromptPool(TaskIndexed):
         super().__init__()
         check_length(g_length, "methods.dualprompt.g_length")
         check_length(e_length, "methods.dualprompt.e_length")
-        overlap = set(g_layers) & set(e_layers)
-        if overlap:
-            raise ValueError(f"methods.dualprompt: blocks {sorted(overlap)} are in both g_layers and e_layers "
-                             "(expected disjoint lists)")
+        # g_layers and e_layers are disjoint: the declaration's layer_keys (intact.methods.declare.problems)
         self.g_layers, self.e_layers = tuple(g_layers), tuple(e_layers)
         self.match_weight = match_weight
         self.g_prompts = nn.ParameterDict({str(l): nn.Parameter(torch.zeros(g_length, embed_dim))
