@@ -157,8 +157,22 @@ def edge_values(field: dataclasses.Field, hint: Any) -> list[Any]:
     return [v for v in dict.fromkeys(out) if v != field.default]
 
 
+#: list-valued method and section settings: (run name, section, key, value); a method's name is its section
+LIST_CASES = [("coda_p+intact", "coda_p", "layers", []), ("coda_p+intact", "coda_p", "layers", [0, 0]),
+              ("coda_p+intact", "coda_p", "layers", [2, 0]), ("dualprompt+intact", "dualprompt", "g_layers", []),
+              ("dualprompt+intact", "dualprompt", "e_layers", [0, 1]), ("l2p+intact", "l2p", "layers", []),
+              ("compositional_prompt+intact", "compositional_prompt", "general_layers", [0, 0]),
+              ("esn", "esn", "temperatures", [5.0]), ("net_finetune+intact", "net_finetune", "protect", []),
+              ("net_finetune+intact", "net_finetune", "widths", [1]), ("coda_p+intact", "optim", "milestones", [3, 1]),
+              ("coda_p+intact", "head", "hidden", [1])]
+
+
 def job_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
-    """(run name, sections, label) of each edge of each method's and each run section's settings."""
+    """(run name, sections, label) of each edge of each method's and each run section's settings, and
+    :data:`LIST_CASES`."""
+    for run, section, key, v in LIST_CASES:
+        where = {"methods": {section: {key: v}}} if section in METHODS.loaded() else {section: {key: v}}
+        yield run, where, f"{'methods.' if 'methods' in where else ''}{section}.{key}={v!r}"
     for name, spec in sorted(METHODS.loaded().items()):
         hints = type_hints(spec.settings)
         run = name + ("+intact" if spec.accepts_intact else "")
