@@ -316,3 +316,21 @@ def test_under_stop_a_non_finite_running_statistic_stops_the_job_naming_it():
     guard.observe(loss, terms)
     with pytest.raises(NonFiniteError, match=r"the buffer '1.running_var' went non-finite"):
         guard.check("kept")
+
+
+def test_a_pretraining_that_diverges_writes_no_backbone(tiny_bench, tmp_path):
+    """At lr 1000 the digits ViT's pretraining ends with NaN weights (54 of its tensors on this machine); they were
+    saved, and every run on the backbone then stopped at its first step, the guard blaming the run's own rates."""
+    import dataclasses
+
+    from intact.config import backbone_config
+    from intact.pretrain import pretrain_backbone
+
+    cfg = backbone_config(tiny_bench["config"], "vit_digits")
+    diverging = dataclasses.replace(cfg, pretrain=dataclasses.replace(cfg.pretrain, lr=1e3, epochs=1))
+    with pytest.raises(NonFiniteError, match=r"backbone 'vit_digits': pretraining left '.+' not finite \(NaN or Inf\), "
+                                             r"so no weights were written: lower backbones.vit_digits.pretrain.lr "
+                                             r"\(now 1000\)"):
+        pretrain_backbone(diverging, tiny_bench["manifest"], tmp_path / "w.safetensors", tmp_path / "w.json",
+                          threads=1, progress=False, benchmark=benchmark_config(tiny_bench["config"], "digits"))
+    assert not (tmp_path / "w.safetensors").exists() and not (tmp_path / "w.json").exists()

@@ -11,12 +11,13 @@ at start-up (``workflow/rules/common.smk``). Validation may refuse it (:class:`~
 accept it; any other exception escaped as a traceback, and is listed.
 
 ``jobs``: each declared setting of each method and of the shared sections at its edges (its bounds, each enum value,
-the other boolean, a large and a small value). Where validation accepts it, two tasks of the tiny digits benchmark
-train and are evaluated in this process. Then each edge of the digits benchmark's settings (where accepted: the
-benchmark is prepared) and of the experiments' (short runs of the toy and the drift experiment; a few list values
-too, :data:`LIST_EDGES`). Each case ends in one of: refused at validation; ran; diverged (the guard's
-``NonFiniteError``: a rate of 1000 may); refused by the job (a ``ValueError`` naming the setting: a check
-validation could not make); crashed (anything else). Takes ~10 min on 2 cores.
+the other boolean, a large and a small value), and some list values (:data:`LIST_CASES`). Where validation accepts
+it, two tasks of the tiny digits benchmark train and are evaluated in this process. Then each edge of the digits
+benchmark's settings (where accepted: the benchmark is prepared), of its backbone's pretraining (one epoch) and of the
+experiments' (short runs of the toy and the drift experiment; list values too, :data:`LIST_EDGES`). Each case ends
+in one of: refused at validation; ran; diverged (the guard's ``NonFiniteError``: a rate of 1000 may); refused by the
+job (a ``ValueError`` naming the setting: a check validation could not make); crashed (anything else). Its 328 method
+and section cases took ~25 min on 2 cores beside another run.
 
 Exit status 1 when something escaped validation or a job crashed. docs/log/2026-11-30-settings-fuzz.md.
 """
@@ -44,7 +45,7 @@ from intact.report.settings import report_settings
 from intact.settings import ConfigError, defaults, settable_fields
 from intact.settings.experiments import EXPERIMENTS, experiments_params
 from intact.settings.fields import type_hints
-from intact.settings.sections import SECTIONS, section_defaults
+from intact.settings.sections import SECTIONS, PretrainConfig, section_defaults
 
 #: values put in place of each value of the config: ``small`` one of each JSON type, ``full`` edges too
 VALUES = {
@@ -225,7 +226,8 @@ SHORT = {"toy": {"steps": 3, "samples_per_task": 20, "grid_points": 11}, "drift"
 
 
 def data_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
-    """(kind, config change, label) of each edge of the digits benchmark's settings and of the experiments'."""
+    """(kind, config change, label) of each edge of the digits benchmark's settings, its backbone's pretraining (one
+    epoch) and the experiments'."""
     from intact.data import BENCHMARKS
 
     bench = BENCHMARKS["digits"].settings
@@ -233,6 +235,11 @@ def data_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
     for f in settable_fields(bench):
         for v in edge_values(f, hints[f.name]):
             yield "benchmark", {"benchmarks": {"digits": {f.name: v}}}, f"benchmarks.digits.{f.name}={v!r}"
+    pretrain = type_hints(PretrainConfig)
+    for f in settable_fields(PretrainConfig):
+        for v in edge_values(f, pretrain[f.name]) if f.name != "epochs" else ():
+            change = {"backbones": {"vit_digits": {"pretrain": {"epochs": 1, f.name: v}}}}
+            yield "pretrain", change, f"backbones.vit_digits.pretrain.{f.name}={v!r}"
     for name, cls in EXPERIMENTS.items():
         hints = type_hints(cls)
         edges = [(f.name, v) for f in settable_fields(cls) if f.name not in SHORT[name]
@@ -241,9 +248,12 @@ def data_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
             yield name, {"experiments": {name: {**SHORT[name], key: v}}}, f"experiments.{name}.{key}={v!r}"
 
 
-def run_data_case(kind: str, change: dict[str, Any], folder: Path) -> str:
-    """How one benchmark or experiment case ends: refused at validation, ran (prepared, or trained), or failed."""
-    from intact.config import benchmark_config
+def run_data_case(kind: str, change: dict[str, Any], folder: Path, manifest: Path) -> str:
+    """How one benchmark, pretraining or experiment case ends: refused at validation, ran (prepared, pretrained for
+    one epoch on ``manifest``'s digits, or trained), diverged, or crashed."""
+    from intact.config import backbone_config, benchmark_config
+    from intact.guard import NonFiniteError
+    from intact.pretrain import pretrain_backbone
     from intact.data import benchmark_class
     from intact.experiments.drift import run_drift, split_tasks
     from intact.experiments.toy import run_toy
@@ -260,11 +270,16 @@ def run_data_case(kind: str, change: dict[str, Any], folder: Path) -> str:
     try:
         if kind == "benchmark":
             benchmark_class("digits").prepare(benchmark_config(cfg, "digits"), folder)
+        elif kind == "pretrain":
+            pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, folder / "w.safetensors",
+                              folder / "w.json", threads=1, progress=False, benchmark=benchmark_config(cfg, "digits"))
         elif kind == "toy":
             run_toy(experiment_settings(cfg, "toy"), "intact")
         else:
             settings = experiment_settings(cfg, "drift")
             run_drift(settings, split_tasks(settings, 0), "intact", 0)
+    except NonFiniteError as err:
+        return f"diverged: {str(err)[:160]}"
     except Exception as err:  # noqa: BLE001 - what this tool looks for
         return f"crashed: {where(err)}: {str(err)[:200]}"
     return "ran"
@@ -279,8 +294,8 @@ def fuzz_jobs(only: list[str]) -> dict[str, list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         bench = tiny_bench(Path(tmp) / "bench")
         for i, (name, sections, label) in enumerate(cases):
-            if name in ("benchmark", *EXPERIMENTS):
-                end = run_data_case(name, sections, Path(tmp) / "data")
+            if name in ("benchmark", "pretrain", *EXPERIMENTS):
+                end = run_data_case(name, sections, Path(tmp) / "data", bench["manifest"])
             else:
                 end = run_case(bench, name, sections, Path(tmp) / "run")
             ends[end.partition(":")[0]].append(label)
