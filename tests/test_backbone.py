@@ -223,3 +223,29 @@ def test_a_weights_files_header_tells_what_loading_it_would(vit_tiny_weights, tm
             assert found is not None and found.startswith(problem), (path, found)
             assert isinstance(loaded, WeightsError) and str(loaded) == f"backbone weights file '{path}' {found}", \
                 (found, loaded)
+
+
+def test_a_pinned_sha256_is_checked_before_any_job_as_the_load_checks_it(tmp_path):
+    """``backbones.<b>.sha256`` (a file of the right shapes, but other weights: in21k for in1k) was checked only by
+    the first job that loaded the file, on a cluster after its wait in the queue; the start-up check (``intact
+    validate``, the workflow's main process) now reads a pinned file whole and says what the load would."""
+    from intact.config import missing_weights
+    from intact.hashing import sha256_file
+    from intact.models.backbone import load_backbone_weights, weights_problem
+    from intact.testing import tiny_config
+
+    path = tmp_path / "digits.safetensors"
+    save_file(create_vit("vit_digits_p8").state_dict(), str(path))
+    right, wrong = sha256_file(path), "0" * 64
+    assert weights_problem(path, "vit_digits_p8", right) is None
+    found = weights_problem(path, "vit_digits_p8", wrong)
+    assert found == f"has sha256 {right}, expected {wrong}"
+    with pytest.raises(WeightsError) as err:
+        load_backbone_weights(create_vit("vit_digits_p8"), path, wrong, model="vit_digits_p8")
+    assert str(err.value) == f"backbone weights file '{path}' {found}"
+    cfg = tiny_config()
+    cfg["backbones"]["vit_digits"].update(weights=str(path), sha256=wrong)
+    assert missing_weights(cfg, check_fit=True) == {
+        "vit_digits": f"key 'backbones.vit_digits.weights': weights file '{path}' {found}"}
+    cfg["backbones"]["vit_digits"]["sha256"] = right
+    assert missing_weights(cfg, check_fit=True) == {} and missing_weights(cfg) == {}

@@ -144,8 +144,9 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
 def missing_weights(cfg: Mapping[str, Any], check_fit: bool = False) -> dict[str, str]:
     """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
     benchmarks', and those a per-method layer names) whose file is not there; with ``check_fit``, or whose file
-    would not load into its model (:func:`intact.models.backbone.weights_problem`: the file's header, the model on
-    torch's meta device; imports torch and timm where a file is named). Which targets need which backbone:
+    would not load into its model or has another sha256 than the one pinned (:func:`intact.models.backbone.
+    weights_problem`: the file's header, the model on torch's meta device; imports torch and timm where a file is
+    named; reads a file whole where its sha256 is pinned). Which targets need which backbone:
     :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
     out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
     used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
@@ -161,7 +162,7 @@ def missing_weights(cfg: Mapping[str, Any], check_fit: bool = False) -> dict[str
             from intact.models.backbone import weights_problem
 
             path = weights_path(cfg, name)
-            unfit = weights_problem(path, cfg["backbones"][name]["model"])
+            unfit = weights_problem(path, cfg["backbones"][name]["model"], cfg["backbones"][name].get("sha256"))
             if unfit:
                 out[name] = f"key 'backbones.{name}.weights': weights file {path!r} {unfit}"
     return out

@@ -146,11 +146,11 @@ def _load_npz(vit: nn.Module, path: Path) -> None:
         raise refuse(f"{type(err).__name__}: {str(err).splitlines()[-1].strip()}") from None
 
 
-def weights_problem(path: str | Path, model: str) -> str | None:
+def weights_problem(path: str | Path, model: str, sha256: str | None = None) -> str | None:
     """Why the weights file ``path`` would not load into timm model ``model`` (a recorded model name, the tensors'
     names and shapes), read from the file's header or a memory map, the model built on torch's meta device: what
     :func:`load_backbone_weights` would refuse, as the rest of a sentence about the file, without loading either.
-    None: it fits."""
+    With ``sha256`` (a pinned digest), a file that fits is read whole and its digest compared too. None: it fits."""
     path = Path(path).expanduser()
     if path.suffix not in WEIGHT_SUFFIXES:
         return _NOT_WEIGHTS
@@ -158,10 +158,17 @@ def weights_problem(path: str | Path, model: str) -> str | None:
         vit = create_vit(model)
     try:
         if path.suffix == ".npz":
-            return _npz_problem(vit, path)
-        return _other_model(path, model) or _state_problem(vit, _weight_shapes(path))
+            problem = _npz_problem(vit, path)
+        else:
+            problem = _other_model(path, model) or _state_problem(vit, _weight_shapes(path))
     except _READ_ERRORS as err:
         return _unreadable(path, err)
+    return problem or (_digest_problem(sha256_file(path), sha256) if sha256 else None)
+
+
+def _digest_problem(digest: str, sha256: str | None) -> str | None:
+    """The rest of a sentence about a weights file whose sha256 is not the pinned one."""
+    return f"has sha256 {digest}, expected {sha256}" if sha256 is not None and digest != sha256 else None
 
 
 #: the rest of a sentence about a file whose suffix names none of the formats read here
@@ -187,8 +194,8 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
     if path.suffix not in WEIGHT_SUFFIXES:
         raise WeightsError(f"backbone weights file {str(path)!r} {_NOT_WEIGHTS}")
     digest = sha256_file(path)
-    if sha256 is not None and digest != sha256:
-        raise WeightsError(f"backbone weights file {str(path)!r} has sha256 {digest}, expected {sha256}")
+    if _digest_problem(digest, sha256):
+        raise WeightsError(f"backbone weights file {str(path)!r} {_digest_problem(digest, sha256)}")
     state: dict[str, torch.Tensor] = {}
     try:
         problem = _other_model(path, model) if model else None
