@@ -12,7 +12,6 @@ This module imports no torch: the Snakefile calls :func:`validate_config` at sta
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
 from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
                               run_layers, same_as_default)
-from intact.removed import RENAMED_METHODS, renamed_message
+from intact.removed import RENAMED_METHODS, renamed_in_config, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings.experiments import check_experiments
 from intact.settings import (
@@ -38,8 +37,6 @@ from intact.settings import (
 
 #: the one run-level key a method name may set: ``@run.eval_split=val`` (the search points of studies.tune)
 RUN_SECTION, RUN_KEYS = "run", {"eval_split": EVAL_SPLITS}
-#: a former method name: a run name's base (``<old>+intact@...``; a ``methods`` key) or in a ``methods.<old>.`` key
-_FORMER = re.compile(rf"^({'|'.join(RENAMED_METHODS)})(?:$|[+@-])|(?:^|[@,])methods\.({'|'.join(RENAMED_METHODS)})\.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -120,18 +117,13 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True,
     return _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
-def _check_renamed(cfg: Any, where: str = "") -> None:
-    """Refuse, in one line naming the new name, any run name, ``methods`` / ``per_method`` key or ``methods.<name>.``
-    key of ``cfg`` that uses a method name version 0.2.0 replaced (:data:`intact.removed.RENAMED_METHODS`)."""
-    items = cfg.items() if isinstance(cfg, Mapping) else enumerate(cfg) if isinstance(cfg, list) else ()
-    for key, value in items:
-        path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key)
-        for text in (key, value):
-            found = _FORMER.search(text) if isinstance(text, str) else None
-            if found:
-                old = found.group(1) or found.group(2)
-                raise ConfigError(f"config: key {path!r}: " + renamed_message("method", old, RENAMED_METHODS[old]))
-        _check_renamed(value, path)
+def _check_renamed(cfg: Mapping[str, Any]) -> None:
+    """Refuse, in one line naming the new name, a method name version 0.2.0 replaced (:func:`intact.removed.
+    renamed_in_config`)."""
+    former = renamed_in_config(cfg)
+    if former:
+        key, old = former
+        raise ConfigError(f"config: key {key!r}: " + renamed_message("method", old, RENAMED_METHODS[old]))
 
 
 def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool] = lambda b: False) -> list[str]:

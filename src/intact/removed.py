@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
+from typing import Any
 
 #: version 0.1's method names -> the names that replaced them (its runs were stored under the former ones)
 RENAMED_METHODS = {"c_prompt": "compositional_prompt", "cprompt": "consistent_prompt"}
@@ -90,6 +92,27 @@ _ERRORS = (re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>[\w.]
            re.compile(r"(?P<owner>\w+)\.__init__\(\) got an unexpected keyword argument '(?P<name>\w+)'"),
            re.compile(r"unexpected keyword argument '(?P<name>\w+)'"),
            re.compile(r"'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'"))
+
+
+#: a former method name in a config: a run name's base (``<old>+intact@...``; a ``methods`` key) or in a
+#: ``methods.<old>.`` key
+_FORMER = re.compile(rf"^({'|'.join(RENAMED_METHODS)})(?:$|[+@-])|(?:^|[@,])methods\.({'|'.join(RENAMED_METHODS)})\.")
+
+
+def renamed_in_config(cfg: Any, where: str = "") -> tuple[str, str] | None:
+    """(key, former name) of the first run name, ``methods`` / ``per_method`` key or ``methods.<name>.`` key of the
+    config data ``cfg`` that uses a method name version 0.2.0 replaced (:data:`RENAMED_METHODS`); None if none does."""
+    items = cfg.items() if isinstance(cfg, Mapping) else enumerate(cfg) if isinstance(cfg, list) else ()
+    for key, value in items:
+        path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key)
+        for text in (key, value):
+            found = _FORMER.search(text) if isinstance(text, str) else None
+            if found:
+                return path, found.group(1) or found.group(2)
+        inner = renamed_in_config(value, path)
+        if inner:
+            return inner
+    return None
 
 
 def renamed_message(what: str, old: str, new: str) -> str:

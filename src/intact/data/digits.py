@@ -10,7 +10,6 @@ benchmark for a job: :class:`intact.data.impl.digits.DigitsBenchmark`.
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from intact.data.declare import BenchmarkSettings, BenchmarkType
 from intact.settings import plain, setting
-from intact.settings.experiments import DIGIT_COUNTS
+from intact.settings.experiments import DIGIT_COUNTS, stratified_sizes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,12 +57,11 @@ SPLITS = ("pretrain_fraction", "test_fraction", "val_fraction")
 
 def split_sizes(cfg: BenchmarkConfig) -> list[tuple[str, int, int]]:
     """(fraction key, images taken, images kept) of each split of :data:`SPLITS`, sized as scikit-learn sizes them
-    (``ceil(fraction x n)`` taken), without reading the images."""
+    (:func:`intact.settings.experiments.stratified_sizes`), without reading the images."""
     out, n = [], DIGITS
     for key in SPLITS:
-        taken = math.ceil(getattr(cfg, key) * n)
-        out.append((key, taken, n - taken))
-        n -= taken
+        taken, n = stratified_sizes(getattr(cfg, key), n)
+        out.append((key, taken, n))
     return out
 
 

@@ -36,6 +36,11 @@ def layer_names(model: str, widths: Sequence[int]) -> list[str]:
     return [n for i in range(len(widths)) for n in (f"conv{i}", f"bn{i}")] + ["fc0"]
 
 
+def watched_layers(s: NetworkSettings) -> list[str]:
+    """The layers ``+intact`` protects: ``protect``, in the network's order, or every one of :func:`layer_names`."""
+    return [n for n in layer_names(s.model, s.widths) if s.protect is None or n in s.protect]
+
+
 def check(s: NetworkSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, str]]:
     """The network takes the benchmark's images, and ``feature`` and ``protect`` name its layers (every member of
     the family)."""
@@ -47,7 +52,7 @@ def check(s: NetworkSettings, bench: Any, backbone: Any) -> Iterator[tuple[str, 
     unknown = sorted(set(s.protect or ()) - set(layers))
     if unknown:
         yield "protect", f"names {unknown}, not layers of {net}: expected some of {layers}"
-    watched = [n for n in layers if s.protect is None or n in s.protect]
+    watched = watched_layers(s)
     if s.feature is not None and s.feature not in watched:
         yield "feature", f"not a protected layer of {net}: expected one of {watched}"
 

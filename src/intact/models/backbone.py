@@ -194,8 +194,9 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
     if path.suffix not in WEIGHT_SUFFIXES:
         raise WeightsError(f"backbone weights file {str(path)!r} {_NOT_WEIGHTS}")
     digest = sha256_file(path)
-    if _digest_problem(digest, sha256):
-        raise WeightsError(f"backbone weights file {str(path)!r} {_digest_problem(digest, sha256)}")
+    problem = _digest_problem(digest, sha256)
+    if problem:
+        raise WeightsError(f"backbone weights file {str(path)!r} {problem}")
     state: dict[str, torch.Tensor] = {}
     try:
         problem = _other_model(path, model) if model else None

@@ -17,6 +17,13 @@ _PAIR = {"minItems": 2, "maxItems": 2}
 DIGIT_COUNTS = (178, 182, 177, 183, 181, 182, 181, 179, 174, 180)
 
 
+def stratified_sizes(fraction: float, n: int) -> tuple[int, int]:
+    """(taken, kept) of scikit-learn's ``train_test_split`` of ``n`` items with ``test_size=fraction``: it takes
+    ceil(fraction x n); a stratified split needs at least one item of each class on each side."""
+    taken = math.ceil(fraction * n)
+    return taken, n - taken
+
+
 @dataclass(frozen=True)
 class ToyConfig:
     """Fig. 2: an MLP fits a Gaussian bump over intervals of x, with and without InTAct."""
@@ -75,17 +82,18 @@ def toy_problems(s: ToyConfig) -> Iterator[tuple[str, str]]:
 
 def drift_problems(s: DriftConfig) -> Iterator[tuple[str, str]]:
     """(key, problem): every pair two digits; on the bundled digits, each task's split of ``test_fraction`` leaves
-    both sides an image of each digit (scikit-learn's stratified split; ceil(fraction x n) images taken)."""
+    both sides an image of each digit (:func:`stratified_sizes`)."""
     for i, (a, b) in enumerate(s.pairs):
         if a == b:
             yield f"pairs[{i}]", f"[{a}, {b}]: a task tells two different digits apart"
     if s.mnist_path is not None:
         return
     for a, b in s.pairs:
-        n = min(DIGIT_COUNTS[a] + DIGIT_COUNTS[b], s.max_per_task or math.inf)
-        test = math.ceil(s.test_fraction * n)
-        if min(test, n - test) < 2:
-            yield "test_fraction", (f"splits the {n} images of digits {a} and {b} into {test} test and {n - test} "
+        n = DIGIT_COUNTS[a] + DIGIT_COUNTS[b]
+        n = min(n, s.max_per_task or n)
+        test, train = stratified_sizes(s.test_fraction, n)
+        if min(test, train) < 2:
+            yield "test_fraction", (f"splits the {n} images of digits {a} and {b} into {test} test and {train} "
                                     "training images: a stratified split needs at least 2 on each side, one of each "
                                     "digit")
             return

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from intact.methods.net_finetune import watched_layers
 from intact.methods.shared.base import Batch, ContinualMethod
 from intact.methods.shared.penalties import watch_layers
 from intact.models.networks import build_network
-from intact.regularizers.interval import AFFINE
 from intact.settings import RunConfig
 
 
@@ -31,9 +31,7 @@ class NetworkMethod(ContinualMethod):
         size = run.benchmark.image_size
         self.model = build_network(settings.model, (settings.channels, size, size), settings.widths, num_classes)
         # feature and protect name layers of the network: the declaration's check (net_finetune.check)
-        layers = [n for n, m in self.model.named_modules()
-                  if isinstance(m, AFFINE) and (settings.protect is None or n in settings.protect)]
-        self.intact = watch_layers(run.intact, self.model, layers, feature=settings.feature)
+        self.intact = watch_layers(run.intact, self.model, watched_layers(settings), feature=settings.feature)
         self.penalties.append(self.intact)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
