@@ -55,6 +55,23 @@ def test_weights_of_another_architecture_are_refused(vit_tiny_weights, tmp_path)
     with pytest.raises(WeightsError, match="does not fit"):
         create_backbone(_cfg(tmp_path / "digits.safetensors"), tmp_path / "digits.safetensors")
 
+
+def test_weights_holding_nan_or_inf_are_refused_at_load(vit_tiny_weights, tmp_path):
+    """Before 2026-11-30 they loaded: every feature was NaN, and every run on them stopped at its first step, the
+    guard blaming that run's own terms. The head a hub checkpoint carries (not loaded) is not checked."""
+    root, reference = vit_tiny_weights
+    state = {k: v.clone().contiguous() for k, v in reference.state_dict().items()}
+    state["head.weight"][0, 0] = float("nan")           # not part of the backbone: loads
+    save_file(state, str(tmp_path / "head_nan.safetensors"))
+    create_backbone(_cfg(tmp_path / "head_nan.safetensors"), tmp_path / "head_nan.safetensors")
+    state["blocks.3.mlp.fc1.weight"][5, 7] = float("nan")
+    state["pos_embed"][0, 1, 2] = float("inf")
+    save_file(state, str(tmp_path / "nan.safetensors"))
+    with pytest.raises(WeightsError, match=r"nan.safetensors' holds non-finite values \(NaN or Inf\) in 'pos_embed' "
+                       r"\(and 1 more tensors\): it is not a trained backbone"):
+        create_backbone(_cfg(tmp_path / "nan.safetensors"), tmp_path / "nan.safetensors")
+
+
 # ==== moved from tests/test_audit_fixes.py (issue 17): weights named for another model =========
 
 # ---- item 1: a weights file is checked against the backbone it is named for --------------------------------

@@ -70,16 +70,21 @@ def test_drift_of_an_untouched_model_is_zero_and_labels_are_binary():
     assert r["drift"]["fc1"][0, 1] < 1e-6                 # (almost) no step: (almost) no drift
 
 
-@pytest.mark.slow
-def test_drift_reads_mnist_idx_files(tmp_path):
+def write_mnist(folder, parts=("train", "t10k")) -> None:
+    """Random MNIST IDX files (gzipped; 40 training and 20 test images, labels 0-9 in turn) in ``folder``."""
     g = np.random.default_rng(0)
-    for prefix, n in (("train", 40), ("t10k", 20)):
+    for prefix, n in (("train", 40), ("t10k", 20))[:len(parts)]:
         images = g.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
         labels = np.arange(n, dtype=np.uint8) % 10
         for kind, arr in (("images-idx3-ubyte", images), ("labels-idx1-ubyte", labels)):
             header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
-            with gzip.open(tmp_path / f"{prefix}-{kind}.gz", "wb") as f:
+            with gzip.open(folder / f"{prefix}-{kind}.gz", "wb") as f:
                 f.write(header + arr.tobytes())
+
+
+@pytest.mark.slow
+def test_drift_reads_mnist_idx_files(tmp_path):
+    write_mnist(tmp_path)
     assert read_idx(tmp_path / "train-images-idx3-ubyte.gz").shape == (40, 28, 28)
     cfg = experiment_settings(_config(), "drift")
     cfg = DriftConfig(**{**cfg.__dict__, "mnist_path": str(tmp_path), "max_per_task": 6})
@@ -147,3 +152,36 @@ def test_the_drift_split_is_refused_exactly_where_scikit_learn_refuses_it():
         assert failed == any(k == "test_fraction" for k, _ in drift_problems(cfg)), (fraction, most)
         refused += failed
     assert refused >= 10, refused
+
+
+def test_a_missing_mnist_folder_or_file_is_named_before_the_drift_job(tmp_path, monkeypatch):
+    """Before 2026-11-30 only the study_drift job found them missing, after the workflow had started; now
+    ``intact validate --target study_drift``, a dry run and a real run's start name them (as weights and data
+    roots are named), and ``$VARS`` in ``mnist_path`` expand as in the other paths."""
+    from intact.plan import check_target_files
+    from intact.settings.experiments import missing_experiment_inputs
+
+    cfg = _config()
+    assert missing_experiment_inputs(cfg) == {}   # scikit-learn's digits: nothing to read
+    monkeypatch.setenv("MNIST_HOME", str(tmp_path))
+    cfg["experiments"]["drift"]["mnist_path"] = "$MNIST_HOME/mnist"
+    assert missing_experiment_inputs(cfg) == {"drift": [
+        f"key 'experiments.drift.mnist_path': MNIST folder '$MNIST_HOME/mnist' (= '{tmp_path}/mnist') does not "
+        "exist"]}
+    (tmp_path / "mnist").mkdir()
+    write_mnist(tmp_path / "mnist", parts=("train",))
+    missing = missing_experiment_inputs(cfg)["drift"]
+    assert missing == [f"key 'experiments.drift.mnist_path': no t10k-{k}-ubyte[.gz] under {tmp_path}/mnist"
+                       for k in ("images-idx3", "labels-idx1")]
+    with pytest.raises(ValueError, match=r"config: key 'experiments.drift.mnist_path': no t10k-images-idx3-ubyte"
+                       r"\[.gz\] under .* \(needed by target study_drift\)"):
+        check_target_files(cfg, "study_drift", lambda b: False)
+    assert check_target_files(cfg, "study_toy", lambda b: False).startswith("target study_toy: checked")
+    write_config(tmp_path, cfg)
+    dry = snakemake(tmp_path, "-n", "study_drift")
+    assert f"intact: MISSING (a real run of study_drift stops before its first job): {missing[0]}" in dry.stderr
+    proc = snakemake(tmp_path, "study_drift", check=False)
+    assert proc.returncode != 0 and f"config: {missing[0]} (needed by job study_drift" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+    write_mnist(tmp_path / "mnist")
+    assert missing_experiment_inputs(cfg) == {} and "MISSING" not in snakemake(tmp_path, "-n", "study_drift").stderr

@@ -309,6 +309,31 @@ def test_config_errors_name_the_key_the_type_and_the_missing_file(tree, weights,
         validate_config(bad)
 
 
+@pytest.mark.parametrize("kind", sorted(configs(Path("/x"))))
+def test_the_backbone_must_take_the_image_types_size_and_channels(tree, weights, kind):
+    """Each image type declares its RGB images, so validation holds them to the backbone's input: before, an
+    ``image_size`` other than the backbone's, or a one-channel backbone, failed the training job in timm's patch
+    embedding (found by tools/settings_fuzz.py jobs)."""
+    cfg = paper_like_config(tree, weights)
+    cfg["run"]["benchmarks"] = [kind]
+    validate_config(cfg)
+    cfg["benchmarks"][kind]["image_size"] = 64
+    with pytest.raises(ConfigError, match=rf"key 'benchmarks.{kind}.image_size' = 64: backbone 'vit_rgb' "
+                       r"\(vit_rgb_p8\) takes 32x32 images"):
+        validate_config(cfg)
+    cfg["benchmarks"][kind]["image_size"] = 32
+    cfg["optim"]["test_resize"] = 31   # the job's own check (test_a_runs_view_...) refused it, after training
+    with pytest.raises(ConfigError, match=rf"key 'optim.test_resize' = 31: Resize\(31\) leaves no CenterCrop\(32\) "
+                       rf"of the images of benchmark '{kind}'; use test_resize >= 32"):
+        validate_config(cfg)
+    cfg["optim"]["test_resize"] = 32
+    validate_config(cfg)
+    cfg["benchmarks"][kind]["backbone"] = "vit_digits"
+    with pytest.raises(ConfigError, match=rf"key 'benchmarks.{kind}.backbone' = 'vit_digits': vit_digits_p8 takes "
+                       rf"1-channel images, benchmark '{kind}' has 3"):
+        validate_config(cfg)
+
+
 # ---- the loader -----------------------------------------------------------------------------------------
 
 def test_loader_resumed_epoch_gives_identical_batches(prepared):

@@ -14,7 +14,10 @@ accept it; any other exception escaped as a traceback, and is listed.
 the other boolean, a large and a small value), and some list values (:data:`LIST_CASES`). Where validation accepts
 it, two tasks of the tiny digits benchmark train and are evaluated in this process. Then each edge of the digits
 benchmark's settings (where accepted: the benchmark is prepared), of its backbone's pretraining (one epoch) and of the
-experiments' (short runs of the toy and the drift experiment; list values too, :data:`LIST_EDGES`). Each case ends
+experiments' (short runs of the toy and the drift experiment; list values too, :data:`LIST_EDGES`). Then each edge
+of each image benchmark type's settings, its shipped splits, its task list and the image-only optim settings
+(:func:`image_cases`): where validation accepts it (data roots checked), the type's synthetic tree is prepared and two
+tasks of ``coda_p+intact`` train on an untrained 32-px RGB ViT (:func:`run_image_case`). Each case ends
 in one of: refused at validation; ran; diverged (the guard's ``NonFiniteError``: a rate of 1000 may); refused by the
 job (a ``ValueError`` naming the setting: a check validation could not make); crashed (anything else). Its 328 method
 and section cases took ~25 min on 2 cores beside another run.
@@ -189,10 +192,7 @@ def job_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
 
 def run_case(bench: Mapping[str, Any], name: str, sections: dict[str, Any], folder: Path) -> str:
     """How one job case ends (the module docstring's categories), with the error where there is one."""
-    from intact.evaluate import evaluate_task
-    from intact.guard import NonFiniteError
     from intact.layering import merge
-    from intact.testing import tiny_run, train_one
 
     cfg = merge(bench["config"], sections)
     cfg["run"] = {**cfg["run"], "methods": [name]}
@@ -200,14 +200,30 @@ def run_case(bench: Mapping[str, Any], name: str, sections: dict[str, Any], fold
         validate_config(cfg, check_files=False)
     except ConfigError:
         return "refused at validation"
+    return ended(lambda: train_two(bench, name, sections, folder))
+
+
+def train_two(bench: Mapping[str, Any], name: str, sections: dict[str, Any], folder: Path) -> None:
+    """Train and evaluate tasks 0 and 1 (where there are two) of run ``name`` (``sections`` merged over ``bench``'s
+    config) in ``folder``."""
+    from intact.evaluate import evaluate_task
+    from intact.testing import tiny_run, train_one
+
     run = tiny_run(bench, name, 0, **sections)
     shutil.rmtree(folder, ignore_errors=True)
+    for t in range(min(2, run.benchmark.num_tasks)):
+        out = folder / f"task{t}"
+        train_one(bench, run, out, t, folder / f"task{t - 1}" if t else None)
+        evaluate_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"],
+                      state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
+
+
+def ended(job: Callable[[], Any]) -> str:
+    """How ``job`` ended: ran, diverged, refused by the job (a ``ValueError``, which names the setting) or crashed."""
+    from intact.guard import NonFiniteError
+
     try:
-        for t in range(2):
-            out = folder / f"task{t}"
-            train_one(bench, run, out, t, folder / f"task{t - 1}" if t else None)
-            evaluate_task(run, t, manifest=bench["manifest"], backbone_weights=bench["weights"],
-                          state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
+        job()
     except NonFiniteError as err:
         return f"diverged: {str(err)[:160]}"
     except ValueError as err:
@@ -285,16 +301,98 @@ def run_data_case(kind: str, change: dict[str, Any], folder: Path, manifest: Pat
     return "ran"
 
 
+#: the image benchmark types with a synthetic layout (intact.data.synthetic), each with two of its tasks
+IMAGE_TASKS = {"imagenet_r": ["art", "cartoon"], "imagenet_c": ["defocus_blur", "glass_blur"],
+               "domainnet": ["real", "quickdraw"], "imagenet_mix": ["c_defocus_blur", "r_art"]}
+#: the shared settings that only image benchmarks read (the crop, the resize, the last partial batch), tried on each
+IMAGE_OPTIM = ("train_crop", "test_resize", "drop_last", "batch_size")
+
+
+def image_cases() -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(benchmark type, config change, label) of each edge of each image benchmark type's settings (``val_*`` with
+    ``eval_split: val``, where they are read), of the image-only optim settings, and of its task list."""
+    from intact.data import BENCHMARKS
+
+    optim = type_hints(SECTIONS["optim"])
+    for kind, tasks in IMAGE_TASKS.items():
+        decl = BENCHMARKS[kind]
+        hints = type_hints(decl.settings)
+        for f in settable_fields(decl.settings):
+            values = edge_values(f, hints[f.name]) + (list(decl.splits) if f.name == "split" else [])
+            for v in values:
+                run = {"run": {"eval_split": "val"}} if f.name.startswith("val_") else {}
+                yield kind, {"benchmarks": {kind: {f.name: v}}, **run}, f"benchmarks.{kind}.{f.name}={v!r}"
+        for v in ([], tasks[:1], [tasks[0], tasks[0]], tasks[::-1], [*tasks, decl.tasks[-1]]):
+            yield kind, {"benchmarks": {kind: {"domains": v}}}, f"benchmarks.{kind}.domains={v!r}"
+        for f in (f for f in settable_fields(SECTIONS["optim"]) if f.name in IMAGE_OPTIM):
+            for v in edge_values(f, optim[f.name]):
+                yield kind, {"optim": {f.name: v}}, f"{kind}: optim.{f.name}={v!r}"
+
+
+def image_config(kind: str, base: Path) -> dict[str, Any]:
+    """The tiny config with benchmark ``kind`` on its synthetic tree under ``base`` (two tasks, 32 px) and an untrained
+    RGB ViT (``base/vit_rgb.safetensors``), run ``coda_p+intact``."""
+    from intact.data.synthetic import tree_keys
+    from intact.testing import tiny_config
+
+    cfg = tiny_config(benchmarks=[kind], methods=["coda_p+intact"])
+    cfg["backbones"]["vit_rgb"] = {"model": "vit_rgb_p8", "weights": str(base / "vit_rgb.safetensors"),
+                                   "sha256": None, "input_mean": [0.5] * 3, "input_std": [0.5] * 3}
+    cfg["benchmarks"][kind] = {"type": kind, "backbone": "vit_rgb", "image_size": 32, "domains": IMAGE_TASKS[kind],
+                               **tree_keys(kind, base / kind)}
+    cfg["optim"]["batch_size"] = 4
+    return cfg
+
+
+def image_trees(base: Path) -> None:
+    """Each type's synthetic tree (4 classes, 4 images a class and task) and the untrained ViT under ``base``."""
+    import torch
+    from safetensors.torch import save_file
+
+    from intact.data import BENCHMARKS
+    from intact.data.synthetic import write_tree
+    from intact.models.backbone import create_vit
+
+    for kind, tasks in IMAGE_TASKS.items():
+        write_tree(kind, base / kind, [*tasks, BENCHMARKS[kind].tasks[-1]], per_class=4, classes=4, seed=0)
+    torch.manual_seed(0)
+    save_file(create_vit("vit_rgb_p8").state_dict(), str(base / "vit_rgb.safetensors"))
+
+
+def run_image_case(kind: str, change: dict[str, Any], base: Path, folder: Path) -> str:
+    """How one image case ends: refused at validation (data roots checked), or the benchmark prepared and two tasks
+    of ``coda_p+intact`` trained and evaluated on it (:func:`ended`)."""
+    from intact.config import benchmark_config
+    from intact.data import prepare_benchmark
+    from intact.layering import merge
+
+    cfg = merge(image_config(kind, base), change)
+    try:
+        validate_config(cfg)
+    except ConfigError:
+        return "refused at validation"
+    shutil.rmtree(folder, ignore_errors=True)
+
+    def job() -> None:
+        manifest = prepare_benchmark(benchmark_config(cfg, kind), folder / "data", workers=1, progress=False)
+        bench = {"config": cfg, "benchmark": kind, "manifest": manifest, "weights": base / "vit_rgb.safetensors"}
+        train_two(bench, "coda_p+intact", {}, folder / "run")
+    return ended(job)
+
+
 def fuzz_jobs(only: list[str]) -> dict[str, list[str]]:
     """Category -> the labels of the cases that ended in it."""
     from intact.testing import tiny_bench
 
-    cases = [c for c in [*job_cases(), *data_cases()] if not only or any(o in c[2] for o in only)]
+    cases = [c for c in [*job_cases(), *data_cases(), *image_cases()] if not only or any(o in c[2] for o in only)]
     ends: dict[str, list[str]] = collections.defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
         bench = tiny_bench(Path(tmp) / "bench")
+        image_trees(Path(tmp) / "trees")
         for i, (name, sections, label) in enumerate(cases):
-            if name in ("benchmark", "pretrain", *EXPERIMENTS):
+            if name in IMAGE_TASKS:
+                end = run_image_case(name, sections, Path(tmp) / "trees", Path(tmp) / "image")
+            elif name in ("benchmark", "pretrain", *EXPERIMENTS):
                 end = run_data_case(name, sections, Path(tmp) / "data", bench["manifest"])
             else:
                 end = run_case(bench, name, sections, Path(tmp) / "run")

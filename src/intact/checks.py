@@ -137,6 +137,10 @@ def _check_benchmark(run: RunConfig) -> None:
     if (o.train_crop != "benchmark" or o.test_resize is not None) and not isinstance(bench, ImageBenchmarkConfig):
         _fail(f"key 'optim.train_crop' = {o.train_crop!r} / 'optim.test_resize' = {o.test_resize!r}: benchmark "
               f"{bench.name!r} (type {bench.type!r}) has no prepared images to crop; they apply to image benchmarks")
+    if o.test_resize is not None and o.test_resize < bench.image_size:  # the job's exact bound is at least this
+        _fail(f"key 'optim.test_resize' = {o.test_resize}: Resize({o.test_resize}) leaves no CenterCrop"
+              f"({bench.image_size}) of the images of benchmark {bench.name!r}; use test_resize >= {bench.image_size} "
+              "(the official scripts: 256 at 224)")
 
 
 def _check_method(run: RunConfig, arch: Arch) -> None:

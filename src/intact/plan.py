@@ -18,6 +18,7 @@ from intact.config import ConfigError, benchmark_config, missing_data, missing_w
 from intact.paths import RESULTS, marker_path, run_dir, task_dir
 from intact.rehearsal import made_backbones, synthetic_benchmarks
 from intact.settings import RunSection, build_dataclass
+from intact.settings.experiments import missing_experiment_inputs
 from intact.studies import Study, expand_studies
 from intact.tune import TuneStudy, expand_tune
 
@@ -322,10 +323,13 @@ TRAINS_NOTHING = ("paper_tables", "reports", "study_toy", "study_drift")
 def check_target_files(cfg: Mapping[str, Any], target: str, prepared: Callable[[str], bool]) -> str:
     """What a real run of ``target`` checks before its first job, without the DAG: the weights file of every backbone
     its runs train on (that it exists and fits its model: :func:`intact.config.missing_weights`), and the data roots
-    of every benchmark they read that is not prepared yet (``prepared(name)``). A ConfigError names the first missing
+    of every benchmark they read that is not prepared yet (``prepared(name)``), and an experiment target's own files
+    (:func:`~intact.settings.experiments.missing_experiment_inputs`). A ConfigError names the first missing
     or unfit file and a run that needs it; else a line says what was checked and which declared files this target
     never reads. (The workflow itself refuses only the files of the jobs it will run, so a target whose runs are all
     finished needs none.)"""
+    for message in missing_experiment_inputs(cfg).get(target.removeprefix("study_"), []):
+        raise ConfigError(f"config: {message} (needed by target {target})")
     plan = Plan(cfg)
     backbones, benchmarks = plan.target_inputs(target)
     weights, data = missing_weights(cfg, check_fit=True), missing_data(cfg, prepared)

@@ -15,7 +15,7 @@ from intact.methods import METHODS
 from intact.migrate import unmigrated
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
-from intact.settings.experiments import experiments_params
+from intact.settings.experiments import experiments_params, missing_experiment_inputs
 from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
@@ -38,6 +38,8 @@ try:
     # (a job's own process checks neither: it imports no benchmark type the job does not use, issue 43)
     MISSING_DATA = missing_data(config, prepared=lambda b: os.path.exists(f"results/data/{b}/manifest.json")) \
         if workflow.is_main_process else {}
+    # an experiment's own files (experiments.drift.mnist_path), which its rule study_<name> reads
+    MISSING_EXPERIMENT_INPUTS = missing_experiment_inputs(config) if workflow.is_main_process else {}
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 #: a results tree 0.1 wrote, not migrated: a dry run says so, a real run stops before its first job (onstart)
@@ -70,6 +72,9 @@ for _bench, _messages in MISSING_DATA.items():
     for _message in _messages:
         print(f"intact: MISSING (a real run that prepares benchmark {_bench!r} stops before the first job): "
               f"{_message}", file=sys.stderr)
+for _name, _messages in MISSING_EXPERIMENT_INPUTS.items():
+    for _message in _messages:
+        print(f"intact: MISSING (a real run of study_{_name} stops before its first job): {_message}", file=sys.stderr)
 
 #: set once the run has started for real (onstart): jobs added after the start (a checkpoint's) see a missing
 #: weights file as a missing input, which Snakemake refuses naming it
@@ -96,8 +101,8 @@ def job_backbone(job):
 
 def refuse_missing_inputs(dag):
     """Called when a run starts for real (onstart): stop it, naming them, if a job it will run needs a weights
-    file or a data root that is not there, or a weights file that does not fit its model (only those: a target
-    that trains nothing on a missing backbone runs),
+    file, a data root or an experiment's file that is not there, or a weights file that does not fit its model
+    (only those: a target that trains nothing on a missing backbone runs),
     or if results/ is a tree 0.1 wrote, not migrated (UNMIGRATED)."""
     problems = {}
     for job in dag.needrun_jobs():
@@ -107,6 +112,8 @@ def refuse_missing_inputs(dag):
         if job.rule.name in ("prepare_data", "prepare_images"):
             for message in MISSING_DATA.get(job.wildcards.benchmark, []):
                 problems.setdefault(message, f"{job.rule.name} of {job.wildcards.benchmark!r}")
+        for message in MISSING_EXPERIMENT_INPUTS.get(job.rule.name.removeprefix("study_"), []):
+            problems.setdefault(message, job.rule.name)
     if problems:
         raise WorkflowError("config: " + "; ".join(f"{m} (needed by job {j}, and maybe more)" for m, j in problems.items()))
     if UNMIGRATED:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import DOMAINNET, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import CHANNELS, DOMAINNET, ImageBenchmarkConfig, expand_path
 from intact.data.split_lists import bucket, describe_file, find_list, read_list
 from intact.settings import setting
 
@@ -48,4 +48,4 @@ class DomainNet(ImageBenchmark):
 
 BENCHMARK = BenchmarkType(
     "domainnet", DomainNetSettings, "intact.data.domainnet:DomainNet", "DomainNet from a local root",
-    tasks=DOMAINNET, num_classes=345, required=("root",), splits=("official",))
+    tasks=DOMAINNET, num_classes=345, required=("root",), splits=("official",), channels=CHANNELS)

@@ -36,6 +36,10 @@ C_TRANSFORMS = ("authors", "imagenet_c")
 #: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.prepared.val_rows
 VAL_FRACTION = 0.2
 
+#: the image benchmarks' images are RGB: each type declares it, so that validation checks its backbone's input
+#: channels and size (intact.checks)
+CHANNELS = 3
+
 #: the keys that hold an image root
 ROOT_KEYS = ("root", "root_r", "root_c")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import IMAGENET_C, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import CHANNELS, IMAGENET_C, ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_r import list_file
 from intact.data.split_lists import SplitList, bucket, describe_file, read_list
 from intact.settings import setting
@@ -70,4 +70,4 @@ class ImageNetC(ImageBenchmark):
 
 BENCHMARK = BenchmarkType(
     "imagenet_c", ImageNetCSettings, "intact.data.imagenet_c:ImageNetC", "ImageNet-C (severity 5) from a local root",
-    tasks=IMAGENET_C, num_classes=200, required=("root",), splits=("ka",))
+    tasks=IMAGENET_C, num_classes=200, required=("root",), splits=("ka",), channels=CHANNELS)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import C_TRANSFORMS, IMAGENET_MIX, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import CHANNELS, C_TRANSFORMS, IMAGENET_MIX, ImageBenchmarkConfig, expand_path
 from intact.data.imagenet_c import c_lists, c_task
 from intact.data.imagenet_r import r_lists
 from intact.settings import setting
@@ -54,4 +54,4 @@ class ImageNetMix(ImageBenchmark):
 BENCHMARK = BenchmarkType(
     "imagenet_mix", ImageNetMixSettings, "intact.data.imagenet_mix:ImageNetMix",
     "ImageNet-Mix: ImageNet-C and -R tasks alternating",
-    tasks=IMAGENET_MIX, num_classes=200, required=("root_r", "root_c"), splits=("ka",))
+    tasks=IMAGENET_MIX, num_classes=200, required=("root_r", "root_c"), splits=("ka",), channels=CHANNELS)

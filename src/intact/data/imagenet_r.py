@@ -14,7 +14,7 @@ from pathlib import Path
 
 from intact.data.declare import BenchmarkType
 from intact.data.image_benchmark import ImageBenchmark
-from intact.data.image_config import IMAGENET_R, ImageBenchmarkConfig, expand_path
+from intact.data.image_config import CHANNELS, IMAGENET_R, ImageBenchmarkConfig, expand_path
 from intact.data.split_lists import SplitList, bucket, describe_file, find_list, read_list, shipped_split
 from intact.settings import setting
 
@@ -68,4 +68,4 @@ class ImageNetR(ImageBenchmark):
 
 BENCHMARK = BenchmarkType(
     "imagenet_r", ImageNetRSettings, "intact.data.imagenet_r:ImageNetR", "ImageNet-R from a local root",
-    tasks=IMAGENET_R, num_classes=200, required=("root",), splits=("coda", "ka"))
+    tasks=IMAGENET_R, num_classes=200, required=("root",), splits=("coda", "ka"), channels=CHANNELS)

@@ -28,7 +28,8 @@ from intact.models.networks import mlp
 from intact.regularizers.lwf import distillation_loss
 from intact.regularizers.regularizer import HypercubeTracker, IntactRegularizer, frozen_copy
 from intact.settings import IntactConfig
-from intact.settings.experiments import DriftConfig
+from intact.paths import expand_path
+from intact.settings.experiments import DriftConfig, drift_missing_inputs, mnist_file
 
 METHODS = ("finetune", "lwf", "intact")
 HIDDEN = ("fc1", "fc2")  #: the hidden layers, named by the Linear that reads them
@@ -47,13 +48,6 @@ def read_idx(path: str | Path) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
-def _find(root: Path, stem: str) -> Path:
-    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
-        if (root / name).is_file():
-            return root / name
-    raise FileNotFoundError(f"experiments.drift.mnist_path: no {stem}[.gz] under {root}")
-
-
 def load_images(cfg: DriftConfig) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None]:
     """Flattened images in [0, 1] with digit labels: (all, None) for the bundled digits (split per task
     later), or (train, test) from the MNIST IDX files under ``mnist_path``."""
@@ -62,11 +56,14 @@ def load_images(cfg: DriftConfig) -> tuple[tuple[torch.Tensor, torch.Tensor], tu
 
         d = load_digits()
         return (torch.tensor(d.data / 16.0, dtype=torch.float32), torch.tensor(d.target)), None
-    root = Path(cfg.mnist_path).expanduser()
+    missing = drift_missing_inputs(cfg)
+    if missing:
+        raise FileNotFoundError("; ".join(missing))
+    root = Path(expand_path(cfg.mnist_path))
     split = {}
     for part, prefix in (("train", "train"), ("test", "t10k")):
-        x = read_idx(_find(root, f"{prefix}-images-idx3-ubyte")).reshape(-1, 784) / 255.0
-        y = read_idx(_find(root, f"{prefix}-labels-idx1-ubyte"))
+        x = read_idx(mnist_file(root, f"{prefix}-images-idx3-ubyte")).reshape(-1, 784) / 255.0
+        y = read_idx(mnist_file(root, f"{prefix}-labels-idx1-ubyte"))
         split[part] = (torch.tensor(x, dtype=torch.float32), torch.tensor(y.astype(np.int64)))
     return split["train"], split["test"]
 

@@ -214,7 +214,20 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
     else:
         keys = vit.state_dict().keys()
         vit.load_state_dict({k: v for k, v in state.items() if k in keys}, strict=False)  # a head it lacks: left out
+    problem = _nonfinite_problem(vit)
+    if problem:
+        raise WeightsError(f"backbone weights file {str(path)!r} {problem}")
     return digest
+
+
+def _nonfinite_problem(vit: nn.Module) -> str | None:
+    """Why the loaded weights cannot be used: tensors holding NaN or Inf (every feature, hence every run on them,
+    would be NaN, and the guard would blame the run's own rates), or None."""
+    bad = [k for k, v in vit.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
+    return f"holds non-finite values (NaN or Inf) in {bad[0]!r}{more}: it is not a trained backbone"
 
 
 class FrozenViT(nn.Module):

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterator, Mapping
 
+from intact.paths import expand_path, missing_path
 from intact.settings.fields import ConfigError, build_dataclass, check_declared, recorded, setting
 
 _PAIR = {"minItems": 2, "maxItems": 2}
@@ -67,8 +69,8 @@ class DriftConfig:
     percentile: float = setting(5.0, "", minimum=0, maximum=50)
     feat_gate: str = setting("student_element", "the paper's (teacher_sample) is about never open on "
                              "100 units", enum=["teacher_sample", "student_element"])
-    mnist_path: str | None = setting(None, "a folder of MNIST's IDX files; null: scikit-learn's "
-                                     "digits")
+    mnist_path: str | None = setting(None, "a folder of MNIST's IDX files; $VARS and ~ expand; null: "
+                                     "scikit-learn's digits", minLength=1)
     max_per_task: int | None = setting(None, "subsample each task",
                                        minimum=1)
 
@@ -99,6 +101,28 @@ def drift_problems(s: DriftConfig) -> Iterator[tuple[str, str]]:
             return
 
 
+#: MNIST's four IDX files, as its download names them (each may also be gzipped, or named with ``.idx``)
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+               "t10k-labels-idx1-ubyte")
+
+
+def mnist_file(root: Path, stem: str) -> Path | None:
+    """The file under ``root`` that holds MNIST's ``stem`` (:data:`MNIST_FILES`), or None."""
+    dotted = stem.replace("-idx", ".idx")
+    return next((root / n for n in (stem, stem + ".gz", dotted, dotted + ".gz") if (root / n).is_file()), None)
+
+
+def drift_missing_inputs(s: DriftConfig) -> list[str]:
+    """Messages naming what the drift experiment would not find: its ``mnist_path`` folder or an IDX file in it."""
+    if s.mnist_path is None:
+        return []
+    root = Path(expand_path(s.mnist_path))
+    if not root.is_dir():
+        return ["key 'experiments.drift.mnist_path': " + missing_path("MNIST folder", s.mnist_path)]
+    return [f"key 'experiments.drift.mnist_path': no {stem}[.gz] under {root}" for stem in MNIST_FILES
+            if mnist_file(root, stem) is None]
+
+
 #: each experiment under ``experiments:``: its declaration and its consistency checks
 EXPERIMENTS: dict[str, type] = {"toy": ToyConfig, "drift": DriftConfig}
 EXPERIMENT_CHECKS: dict[str, Callable[[Any], Iterator[tuple[str, str]]]] = {"toy": toy_problems,
@@ -120,6 +144,13 @@ def check_experiments(cfg: Mapping[str, Any]) -> None:
         settings = experiment_settings(cfg, name)
         for key, problem in EXPERIMENT_CHECKS[name](settings):
             raise ConfigError(f"config: key 'experiments.{name}.{key}': {problem}")
+
+
+def missing_experiment_inputs(cfg: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Experiment name -> the messages naming the files it reads that are not there (start-up checks them, as it
+    checks weights and data roots: the rule ``study_<name>`` would fail on them)."""
+    out = {"drift": drift_missing_inputs(experiment_settings(cfg, "drift"))}
+    return {name: messages for name, messages in out.items() if messages}
 
 
 def experiments_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
