@@ -87,6 +87,30 @@ def test_method_name_grammar():
             parse_method_name(bad)
 
 
+@pytest.mark.parametrize("name, message", [
+    ("coda_p+intact-no_var@lambda_var=0.5", "'lambda_var=0.5' sets 'intact.lambda_var', which '-no_var' sets already"),
+    ("coda_p+intact@lambda_var=1,intact.lambda_var=2", "'intact.lambda_var=2' sets 'intact.lambda_var', which "
+                                                       "'lambda_var=1' sets already"),
+    ("coda_p@optim.epochs=1,optim.epochs=2", "'optim.epochs=2' sets 'optim.epochs', which 'optim.epochs=1' sets "
+                                             "already"),
+])
+def test_a_name_sets_each_setting_once(name, message):
+    """Before 2026-11-30 the last value silently won: ``-no_var@lambda_var=0.5`` trained with L_Var on, so an
+    ablation study of a method with a λ in its name listed the full method as that term's ablation, and a tune grid
+    over a key the run's name set (``run.eval_split`` included) made points whose names said one value and whose
+    runs used another."""
+    with pytest.raises(MethodNameError, match=re.escape(message) + r" \(one value per setting\)"):
+        parse_method_name(name)
+    cfg = tiny_config()
+    cfg["studies"]["ablation"]["method"] = "coda_p+intact@lambda_var=0.5"
+    with pytest.raises(ConfigError, match=r"'-no_var' sets already .*declared in studies.ablation"):
+        validate_config(cfg, check_files=False)
+    cfg = tiny_config()
+    cfg["studies"]["tune"]["searches"] = [{"run": "coda_p+intact", "grid": {"run.eval_split": ["val", "test"]}}]
+    with pytest.raises(ConfigError, match=r"'run.eval_split=val' sets 'run.eval_split', .*declared in studies.tune"):
+        validate_config(cfg, check_files=False)
+
+
 def test_parsed_names_and_type_hints_are_kept_without_changing_what_they_say():
     """Validation parses each run's name several times and builds each settings section once per run: both are
     kept (intact.naming, intact.settings.fields.type_hints). A kept answer equals a fresh one; a bad name is refused

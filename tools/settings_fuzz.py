@@ -59,7 +59,7 @@ VALUES = {
 #: method names put in place of each string of the config
 NAMES = ["", " ", "coda_p+", "coda_p@x", "coda_p-no_var", "a b", "coda_p+intact+intact", "coda_p@lr=1,lr=2",
          "coda_p@methods.coda_p.x=1", "coda_p+intact@lambda_intdrift=-1", "coda_p@protocol=nope",
-         "coda_p@optim.epochs=0", "\u00fc"]
+         "coda_p@optim.epochs=0", "\u00fc", "coda_p+intact-no_var@lambda_var=1"]
 #: the shared sections a run reads, filled in and fuzzed
 RUN_SECTIONS = ("intact", "optim", "head")
 

@@ -113,11 +113,18 @@ def _parse_name_uncached(name: object) -> MethodName:
             raise MethodNameError(f"method name {name!r}: '-no_{term}' ablates an InTAct term, so the name needs "
                                   "'+intact'")
     overrides: list[tuple[str, object]] = []
+    # each setting the name sets, and by what: a second value would silently win over the first (one name per run)
+    setters = {f"intact.lambda_{term}": f"-no_{term}" for term in disabled}
     if m["overrides"]:
         for item in m["overrides"].split(","):
             key, sep, raw = item.partition("=")
             if not sep or not key or not raw:
                 raise MethodNameError(f"method name {name!r}: override {item!r} is not key=value")
+            setting = key if key == PROTOCOL_KEY or "." in key else f"intact.{key}"
+            if setting in setters:
+                raise MethodNameError(f"method name {name!r}: {item!r} sets {setting!r}, which {setters[setting]!r} "
+                                      "sets already (one value per setting)")
+            setters[setting] = item
             overrides.append((key, raw if key == PROTOCOL_KEY else _parse_scalar(raw)))
     if dict(overrides).get(PROTOCOL_KEY) == DEFAULT_PROTOCOL:
         raise MethodNameError(f"method name {name!r}: '{PROTOCOL_KEY}={DEFAULT_PROTOCOL}' is the default protocol; "
