@@ -333,7 +333,7 @@ def to_0_1(workdir: Path) -> None:
 
     for path in [p for top in ("runs", "tune") for p in (results / top).rglob("*") if p.is_file()]:
         st = path.stat()
-        if path.name in ("train.json", "eval.json"):   # 0.1 neither sealed its records nor kept the tensors' sha256
+        if path.name in ("train.json", "eval.json", "choice.json"):   # 0.1 sealed no record, kept no tensor's sha256
             data = json.loads(back(path.read_text()))
             write_json(path, {k: v for k, v in data.items() if k not in (SEAL, "state_sha256", "hypercube_sha256")})
         elif path.suffix == ".json":

@@ -4,6 +4,7 @@ the chosen point's final runs, as a step of the workflow (intact.tune, workflow/
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -178,6 +179,35 @@ def test_an_edited_search_record_never_makes_the_choice(tmp_path):
         choose(expand_tune(cfg), "digits", "coda_p+intact", paths)
 
 
+def test_an_edited_choice_is_refused_by_every_reader(tmp_path):
+    """The choice record decides which runs are the final ones, and the tune report and a final run's tracking
+    read it: before 2026-11-30 a hand edit of its chosen point was trained, reported and logged. It is sealed now
+    (tune_select writes it with intact.io.write_record) and read through intact.tune.read_choice only."""
+    from intact.io import ArtifactError, write_record
+    from intact.tracking.record import tune_choice
+    from intact.tune import choose, read_choice
+    from stored_run import write_run
+
+    cfg = tune_config()
+    s = expand_tune(cfg).search("coda_p+intact")
+    paths = [write_run(tmp_path / f"results/runs/digits/{name}/seed{seed}", [[aa, aa], [5.0, aa]], method=name,
+                       seed=seed, split="val") / "metrics.json"
+             for name, aa in zip(s.val_names, (60.0, 50.0)) for seed in (0, 1)]
+    path = tmp_path / "results/tune/digits/coda_p+intact/choice.json"
+    written = write_record(path, choose(expand_tune(cfg), "digits", "coda_p+intact", paths))
+    assert read_choice(path) == written and written["chosen"]["final_name"] == s.test_names[0]
+    final = write_run(tmp_path / f"results/runs/digits/{s.test_names[0]}/seed0", [[70.0, 60.0], [5.0, 60.0]],
+                      method=s.test_names[0], split="test")
+    assert tune_choice(final, json.loads((final / "metrics.json").read_text()))["path"] == path
+    edited = {**written, "chosen": {**written["chosen"], "final_name": s.test_names[1], "index": 1}}
+    path.write_text(json.dumps(edited, indent=2) + "\n")
+    metrics = json.loads((final / "metrics.json").read_text())
+    for read in (lambda: read_choice(path), lambda: tune_choice(final, metrics)):
+        with pytest.raises(ArtifactError, match=rf"{re.escape(str(path))} is damaged or foreign: its content does not "
+                           r"match its record_sha256 \(edited after its job wrote it\).*--forcerun"):
+            read()
+
+
 def test_an_edited_eval_or_truncated_hypercube_never_makes_the_choice(tmp_path):
     """Issue 43: a valid-JSON edit of a point's last eval.json (which flipped the choice and was called decisive),
     its last task's truncated hypercube, or records of another config than the point's now: the choice names the
@@ -300,6 +330,14 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(prepared_d
     assert read_run_folder(res / "runs/digits/coda_p/seed0").tune is None
     # a rerun with nothing changed does nothing
     assert "Nothing to be done" in snakemake(tmp_path, "-n", "study_tune").stdout
+    # a hand edit of the choice is refused before any run follows it (the final runs' names come from it)
+    choice_path = res / "tune/digits/coda_p+intact/choice.json"
+    kept, st = choice_path.read_bytes(), choice_path.stat()
+    choice_path.write_text(json.dumps({**choice, "chosen": {**choice["chosen"], "final_name": s.test_names[1 - best]}}))
+    proc = snakemake(tmp_path, "-n", "study_tune", check=False)
+    assert proc.returncode != 0 and "does not match its record_sha256" in proc.stdout + proc.stderr
+    choice_path.write_bytes(kept)
+    os.utime(choice_path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
     # no test number reaches the choice: corrupt the test split, redo every search point, same choice
     val_aa = {n: [json.loads((res / f"runs/digits/{n}/seed{k}/metrics.json").read_text())["aa"] for k in (0, 1)]

@@ -281,6 +281,17 @@ def run_fingerprint(run: Any) -> str:
     return stable_hash({"R": [e["accuracy"] for e in run.evals], "epochs": epochs}, length=16)
 
 
+def read_choice(path: str | os.PathLike) -> dict[str, Any]:
+    """A search's choice record as ``tune_select`` wrote it (sealed: :func:`intact.io.write_record`). Every reader
+    goes through here - the final runs' names, the tune report, a final run's tracking - so a hand-edited choice
+    is refused naming the file, not trained, reported or logged (:class:`intact.io.ArtifactError`)."""
+    from intact.io import check_seal, read_json
+
+    record = read_json(path)
+    check_seal(path, record)
+    return record
+
+
 def choose(study: TuneStudy, benchmark: str, run: str, metrics_paths: Sequence[str],
            config_hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The choice record of search ``run`` of ``study`` (:func:`expand_tune`) on ``benchmark`` from its points'

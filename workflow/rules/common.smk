@@ -1,6 +1,5 @@
 # Helpers shared by the rules: config validation at start-up, run resolution, path builders.
 # Which files a target consists of is intact.plan's business (PLAN below); rules only name its lists.
-import json
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from intact.protocols import reads_prepared_images
 from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
 from intact.rehearsal import settings as rehearsal_settings
 from intact.report.settings import default_points, report_settings
+from intact.tune import read_choice
 from intact.sources import source_files
 
 try:
@@ -293,8 +293,7 @@ TUNE = PLAN.tune
 
 def tune_chosen(benchmark, tuned):
     """The run name a search chose: read from its checkpoint record (Snakemake waits for it)."""
-    with open(checkpoints.tune_select.get(benchmark=benchmark, tuned=tuned).output.choice) as f:
-        return json.load(f)["chosen"]["final_name"]
+    return read_choice(checkpoints.tune_select.get(benchmark=benchmark, tuned=tuned).output.choice)["chosen"]["final_name"]
 
 
 def tune_search_metrics(wildcards):

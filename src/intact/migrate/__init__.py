@@ -11,7 +11,8 @@ name is its folder and enters its config hash, so each renamed run gets its new 
 - ``tracking.json``: renamed, and marked ``pending``: the MLflow store keeps the run under its former name (its
   params and artifacts cannot be rewritten), so ``python -m intact.tracking sync results/`` logs it under the
   new one.
-- ``tune/<b>/<search>/choice.json``: the folder and every run name in the choice.
+- ``tune/<b>/<search>/choice.json``: the folder and every run name in the choice; every choice (renamed or not)
+  sealed, as 0.2.0 writes and checks it (:func:`intact.tune.read_choice`).
 - ``logs/`` and ``timings/``: the folders and files named after a renamed run (their text is left as written).
 - every run's records (renamed or not): each task's ``train.json`` gets the sha256 of its state and hypercube and
   ``eval.json`` that of the state it evaluated, both sealed (``record_sha256``), as 0.2.0 writes and checks them

@@ -302,9 +302,14 @@ def _sealed(task: Path, new: dict[Path, bytes]) -> dict[Path, bytes]:
 
 
 def _tune_choice(path: Path) -> bytes | None:
+    """A search's ``choice.json`` with every run name renamed, sealed as 0.2.0 checks it (:func:`intact.tune.
+    read_choice`); None where it is so already. A choice sealed already must match its seal."""
     data = read_record(path)
-    new = renamed_values(data)
-    return None if new == data else _json(new)
+    if SEAL in data and data[SEAL] != record_digest(data):
+        raise refusal(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
+    new = renamed_values({k: v for k, v in data.items() if k != SEAL})
+    new[SEAL] = record_digest(new)
+    return None if _json(new) == path.read_bytes() else _json(new)
 
 
 def plan_tree(results: Path) -> Plan:
@@ -318,6 +323,9 @@ def plan_tree(results: Path) -> Plan:
             if new == entry.name:
                 if top == "runs" and entry.is_dir():
                     plan_run(plan, entry, None)   # sealed only
+                elif (entry / "choice.json").is_file():
+                    content = _tune_choice(entry / "choice.json")   # sealed only
+                    plan.rewrites += [(entry / "choice.json", content)] if content is not None else []
                 continue
             if (entry.parent / new).exists():
                 raise refusal(entry, f"{new!r} exists beside it (stored by 0.2.0?); move one of them out of the way")

@@ -48,6 +48,7 @@ from intact.plugins import Plugin
 from intact.stored_run import StoredRun
 from intact.tracking.settings import TRACKER_VERSION
 from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE
+from intact.tune import read_choice
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,8 @@ def tune_choice(path: Path, metrics: Mapping[str, Any]) -> dict[str, Any] | None
     if metrics["eval_split"] != "test" or len(path.parents) < 4:
         return None
     for f in sorted((path.parents[3] / "tune" / str(metrics["benchmark"])).glob("*/choice.json")):
-        choice = json.loads(f.read_text())
-        if choice.get("chosen", {}).get("final_name") == metrics["method"]:
+        choice = read_choice(f)
+        if choice["chosen"]["final_name"] == metrics["method"]:
             return {**choice, "path": f}
     return None
 
