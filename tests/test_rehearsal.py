@@ -66,6 +66,20 @@ def test_every_optim_layer_gets_the_rehearsal_budget():
     assert "rehearsal" not in read_files(config_files(REPO, "imagenet_r")[:2])
 
 
+def test_the_rehearsals_image_size_is_the_tiny_backbones():
+    """Every tiny backbone (the stand-in, vit_rgb_p8, the digits ViTs) takes 32 px: before 2026-11-30
+    ``rehearsal.image_size`` was declared ``>= 16``, and any other value failed the rehearsal's training jobs in timm's
+    patch embedding. It is refused now, naming the key."""
+    from intact.config import ConfigError, validate_config
+    from intact.layering import merge
+
+    cfg = read_files(config_files(REPO, "imagenet_r"))
+    for size in (16, 64):
+        with pytest.raises(ConfigError, match=rf"key 'rehearsal.image_size' = {size} is not allowed; expected one "
+                           r"of \[32\]"):
+            validate_config(merge(cfg, {"rehearsal": {"image_size": size}}), check_files=False)
+
+
 @pytest.mark.parametrize("name", PAPER_CONFIGS)
 def test_the_synthetic_tree_passes_the_real_split_checks(name, tmp_path):
     """The rule rehearsal_data's tree, in the benchmark's real layout: its type's own split lists read it, and

@@ -197,7 +197,8 @@ class RehearsalConfig:
     batch_size: int = setting(8, "training batch size, in every optim layer (a few steps per task)", minimum=1)
     seeds: int = setting(2, "every seed list cut to its first seeds (2: an interval wherever a table shows one)",
                          minimum=1)
-    image_size: int = setting(32, "the image benchmarks' input side (the tiny backbones' 32 px)", minimum=16)
+    image_size: int = setting(32, "the image benchmarks' input side: the tiny backbones' (each takes 32 px)",
+                              enum=[32])
     classes: int = setting(8, "classes of the synthetic images (labels 0 .. classes-1 of the benchmark's)", minimum=2)
     per_class: int = setting(6, "synthetic images per class and task; every third a test image", minimum=3)
     seed: int = setting(0, "seeds the synthetic images and the tiny backbones' initialisation", minimum=0)
