@@ -80,6 +80,34 @@ def test_the_rehearsals_image_size_is_the_tiny_backbones():
             validate_config(merge(cfg, {"rehearsal": {"image_size": size}}), check_files=False)
 
 
+def test_a_rehearsal_leaving_the_tune_no_validation_image_is_refused(tmp_path):
+    """``rehearsal.per_class: 3`` (its declared minimum) leaves two training images a class and task, of which
+    val_fraction 0.2 takes none: before 2026-11-30 every search point of the paper configs' tune failed in its job.
+    Without a tune study nothing reads the validation part, and 3 is accepted. The check counts as the tree and the
+    validation draw do."""
+    import numpy as np
+
+    from intact.config import ConfigError, validate_config
+    from intact.data.prepared import val_rows
+    from intact.layering import merge
+
+    cfg = read_files(config_files(REPO, "imagenet_r"))
+    with pytest.raises(ConfigError, match=r"key 'rehearsal.per_class' = 3: leaves each class 2 training images a "
+                       r"task, of which val_fraction 0.2 of benchmark 'imagenet_r' takes none"):
+        validate_config(merge(cfg, {"rehearsal": {"per_class": 3}}), check_files=False)
+    validate_config(merge(cfg, {"rehearsal": {"per_class": 4}}), check_files=False)
+    no_tune = merge(cfg, {"rehearsal": {"per_class": 3}})
+    del no_tune["studies"]["tune"]
+    validate_config(no_tune, check_files=False)
+    for per_class, taken in ((3, 0), (4, 1)):
+        params = tree_params(rehearse(merge(no_tune, {"rehearsal": {"per_class": per_class}})), "imagenet_r")
+        make_tree(params, tmp_path / f"p{per_class}" / "tree.json")
+        rows = (tmp_path / f"p{per_class}" / "lists" / "train.txt").read_text().split("\n")
+        labels = np.array([int(r.split()[1]) for r in rows if r.startswith("n") and "/art_" in r])
+        assert len(labels) == params["classes"] * (per_class - 1)
+        assert len(val_rows(labels, 0.2, 0)) == params["classes"] * taken
+
+
 @pytest.mark.parametrize("name", PAPER_CONFIGS)
 def test_the_synthetic_tree_passes_the_real_split_checks(name, tmp_path):
     """The rule rehearsal_data's tree, in the benchmark's real layout: its type's own split lists read it, and

@@ -29,10 +29,11 @@ from typing import Any
 from collections.abc import Mapping
 
 from intact.data import BENCHMARKS
-from intact.data.synthetic import TREE_KEYS, tree_keys
+from intact.data.image_config import val_count
+from intact.data.synthetic import TREE_KEYS, is_test_image, tree_keys
 from intact.layering import merge
 from intact.paths import RESULTS
-from intact.settings import ConfigError, RehearsalConfig, build_dataclass
+from intact.settings import ConfigError, RehearsalConfig, build_dataclass, defaults
 
 #: where a rehearsal's synthetic data and tiny backbones are made (by the workflow's rules)
 DATA_DIR = f"{RESULTS}/rehearsal/data/{{benchmark}}"
@@ -89,7 +90,24 @@ def rehearse(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out = merge(cfg, layer)
     _cap_budgets(out, r)
     _cut_seeds(out, r.seeds)
+    _check_validation_parts(out, r)
     return out
+
+
+def _check_validation_parts(cfg: Mapping[str, Any], r: RehearsalConfig) -> None:
+    """Refuse a rehearsal whose synthetic trees leave a task no validation image, where its runs read the
+    validation part (a tune study's search points, or ``run.eval_split: val``): each such job would fail."""
+    if not ((cfg.get("studies") or {}).get("tune") or (cfg.get("run") or {}).get("eval_split") == "val"):
+        return
+    train = sum(not is_test_image(n) for n in range(r.per_class))
+    for name in synthetic_benchmarks(cfg):
+        entry = cfg["benchmarks"][name]
+        fraction = {**defaults(BENCHMARKS[entry["type"]].settings), **entry}["val_fraction"]
+        if val_count(fraction, train) < 1:
+            raise ConfigError(f"config: key 'rehearsal.per_class' = {r.per_class}: leaves each class {train} "
+                              f"training images a task, of which val_fraction {fraction} of benchmark {name!r} takes "
+                              "none for the validation part that the tune's search points are evaluated on; raise "
+                              "per_class")
 
 
 def _benchmark(name: str, entry: Mapping[str, Any], r: RehearsalConfig) -> dict[str, Any]:

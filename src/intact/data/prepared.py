@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from intact.data.image_config import val_count
 
 
 def center_offset(side: int, size: int) -> int:
@@ -33,7 +34,7 @@ def val_rows(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     taken = []
     for c in np.unique(labels[labels >= 0]):
         rows = np.flatnonzero(labels == c)
-        k = min(int(round(fraction * len(rows))), len(rows) - 1)
+        k = val_count(fraction, len(rows))
         taken.append(rows[rng.permutation(len(rows))[:k]])
     return np.sort(np.concatenate(taken)) if taken else np.zeros(0, dtype=np.int64)
 

@@ -43,6 +43,11 @@ def jpeg(path: Path, rng: np.random.Generator, label: int, size: tuple[int, int]
     Image.fromarray(img).save(path, quality=90)
 
 
+def is_test_image(n: int) -> bool:
+    """Whether the ``n``-th image of a class in a task is a test image: every third one; the rest train."""
+    return n % 3 == 2
+
+
 def write_list(path: Path, entries: list[tuple[str, int]]) -> None:
     """A split list: ``relative/path label`` per line."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +64,7 @@ def imagenet_r(root: Path, lists: Path, domains: Sequence[str], per_class: int =
             for n in range(per_class):
                 rel = f"{wnid}/{d}_{n}.jpg"
                 jpeg(root / rel, rng, label)
-                (test if n % 3 == 2 else train).append((rel, label))
+                (test if is_test_image(n) else train).append((rel, label))
     write_list(lists / "train.txt", train)
     write_list(lists / "test.txt", test)
 
@@ -74,7 +79,7 @@ def imagenet_c(root: Path, lists: Path, corruptions: Sequence[str], per_class: i
             for n in range(per_class):
                 rel = f"{c}/5/{wnid}/ILSVRC2012_val_{label * 100 + n:08d}.JPEG"
                 jpeg(root / rel, rng, label, size=(40, 40))
-                (test if n % 3 == 2 else train).append((rel, label))
+                (test if is_test_image(n) else train).append((rel, label))
     write_list(lists / "train.txt", train)
     write_list(lists / "test.txt", test)
 
@@ -88,7 +93,7 @@ def domainnet(root: Path, domains: Sequence[str], per_class: int = 3, seed: int 
             for n in range(per_class):
                 rel = f"{d}/{cls}/{d}_{label:03d}_{n:06d}.jpg"
                 jpeg(root / rel, rng, label)
-                (test if n % 3 == 2 else train).append((rel, label))
+                (test if is_test_image(n) else train).append((rel, label))
         write_list(root / f"{d}_train.txt", train)
         write_list(root / f"{d}_test.txt", test)
 
