@@ -108,6 +108,28 @@ def test_a_rehearsal_leaving_the_tune_no_validation_image_is_refused(tmp_path):
         assert len(val_rows(labels, 0.2, 0)) == params["classes"] * taken
 
 
+@pytest.mark.parametrize("scale, message", [
+    ({"seeds": 1}, r"key 'rehearsal.seeds' = 1: the tune study chooses by the mean over at least 2 selection seeds"),
+    ({"domains": 1}, r"key 'rehearsal.domains' = 1: 1 is less than the minimum of 2"),
+    ({"classes": 2, "per_class": 4, "batch_size": 5}, r"key 'rehearsal.batch_size' = 5: more than the 4 training "
+                                                      r"images of a task in the synthetic tree of benchmark "
+                                                      r"'domainnet', and an optim layer sets drop_last"),
+])
+def test_a_rehearsal_scale_its_jobs_cannot_run_names_the_rehearsal_key(scale, message):
+    """Before 2026-11-30 each was accepted by the rehearsal's declaration and then failed: ``seeds: 1`` and
+    ``domains: 1`` at validation naming a key the rehearsal had set (``studies.tune.selection_seeds``,
+    ``benchmarks.digits_3.domains``), a batch larger than a task's synthetic training images in the official
+    protocol's jobs (drop_last). ``batch_size: 4`` runs (docs/log/2026-11-30-settings-fuzz.md)."""
+    from intact.config import ConfigError, validate_config
+    from intact.layering import merge
+
+    cfg = read_files(config_files(REPO, "domainnet"))
+    with pytest.raises(ConfigError, match=message):
+        validate_config(merge(cfg, {"rehearsal": scale}), check_files=False)
+    if "batch_size" in scale:
+        validate_config(merge(cfg, {"rehearsal": {**scale, "batch_size": 4}}), check_files=False)
+
+
 @pytest.mark.parametrize("name", PAPER_CONFIGS)
 def test_the_synthetic_tree_passes_the_real_split_checks(name, tmp_path):
     """The rule rehearsal_data's tree, in the benchmark's real layout: its type's own split lists read it, and

@@ -90,24 +90,38 @@ def rehearse(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out = merge(cfg, layer)
     _cap_budgets(out, r)
     _cut_seeds(out, r.seeds)
-    _check_validation_parts(out, r)
+    _check_scale(out, r)
     return out
 
 
-def _check_validation_parts(cfg: Mapping[str, Any], r: RehearsalConfig) -> None:
-    """Refuse a rehearsal whose synthetic trees leave a task no validation image, where its runs read the
-    validation part (a tune study's search points, or ``run.eval_split: val``): each such job would fail."""
-    if not ((cfg.get("studies") or {}).get("tune") or (cfg.get("run") or {}).get("eval_split") == "val"):
-        return
+def _check_scale(cfg: Mapping[str, Any], r: RehearsalConfig) -> None:
+    """Refuse a rehearsal whose scale its jobs cannot run, naming the ``rehearsal`` key (validation's own error
+    would name a key the rehearsal set): a tune study left fewer than two selection seeds; a synthetic tree that
+    leaves a task no validation image where a run reads the validation part (a tune study's search points, or
+    ``run.eval_split: val``); a batch larger than a task's training images where a layer drops the last partial
+    batch (``drop_last``: no step would be taken)."""
+    tuned = (cfg.get("studies") or {}).get("tune")
+    if tuned and r.seeds < 2:
+        raise ConfigError(f"config: key 'rehearsal.seeds' = {r.seeds}: the tune study chooses by the mean over at "
+                          "least 2 selection seeds (studies.tune.selection_seeds), and the rehearsal cuts every seed "
+                          "list to its first `seeds`; rehearse with seeds >= 2")
+    reads_val = bool(tuned) or (cfg.get("run") or {}).get("eval_split") == "val"
+    drops_last = any(layer.get("drop_last") for layer in _optim_layers(cfg))
     train = sum(not is_test_image(n) for n in range(r.per_class))
     for name in synthetic_benchmarks(cfg):
         entry = cfg["benchmarks"][name]
         fraction = {**defaults(BENCHMARKS[entry["type"]].settings), **entry}["val_fraction"]
-        if val_count(fraction, train) < 1:
+        val = val_count(fraction, train) if reads_val else 0
+        if reads_val and val < 1:
             raise ConfigError(f"config: key 'rehearsal.per_class' = {r.per_class}: leaves each class {train} "
                               f"training images a task, of which val_fraction {fraction} of benchmark {name!r} takes "
                               "none for the validation part that the tune's search points are evaluated on; raise "
                               "per_class")
+        least = r.classes * (train - val)
+        if drops_last and r.batch_size > least:
+            raise ConfigError(f"config: key 'rehearsal.batch_size' = {r.batch_size}: more than the {least} training "
+                              f"images of a task in the synthetic tree of benchmark {name!r}, and an optim layer sets "
+                              f"drop_last, so its runs would take no step; use batch_size <= {least}")
 
 
 def _benchmark(name: str, entry: Mapping[str, Any], r: RehearsalConfig) -> dict[str, Any]:

@@ -192,7 +192,8 @@ class RehearsalConfig:
     """A dress rehearsal of the config's whole DAG at toy scale (intact.rehearsal; configs/rehearsal.yaml): the same
     rules and run names on synthetic data and tiny backbones made in the DAG; every table and figure says so."""
 
-    domains: int = setting(3, "the first domains of each benchmark: its tasks", minimum=1)
+    domains: int = setting(3, "the first domains of each benchmark: its tasks (at least 2, the digits' least)",
+                           minimum=2)
     epochs: int = setting(1, "epochs per task, in every optim layer", minimum=1)
     batch_size: int = setting(8, "training batch size, in every optim layer (a few steps per task)", minimum=1)
     seeds: int = setting(2, "every seed list cut to its first seeds (2: an interval wherever a table shows one)",
