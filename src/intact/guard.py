@@ -176,6 +176,11 @@ class DivergenceGuard:
                 "max_skipped": self.max_skipped}
 
 
+def nonfinite(value: Any) -> bool:
+    """Whether ``value`` is a floating tensor holding NaN or Inf (anything else is not)."""
+    return torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all())
+
+
 def check_saved(where: str, task: int, tensors: Mapping[str, torch.Tensor], hypercubes: Mapping[str, Any]) -> None:
     """Raise :class:`NonFiniteError` naming the first non-finite floating tensor among what a task saves:
     the method's state (parameters and buffers: BatchNorm statistics, EWC's Fisher) and the hypercubes."""
@@ -183,7 +188,7 @@ def check_saved(where: str, task: int, tensors: Mapping[str, torch.Tensor], hype
     named += [(f"hypercube {k!r} ({side} bound)",
                getattr(c, side)) for k, c in hypercubes.items() for side in ("lower", "upper")]
     for name, value in named:
-        if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        if nonfinite(value):
             raise NonFiniteError(
                 f"run {where}, task {task}: the {name} to be saved is not finite (NaN or Inf). Training stopped; "
                 "no state.safetensors or train.json was written for this task. Lower the lambdas or learning rates.")

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from intact.data import open_benchmark
-from intact.guard import NonFiniteError
+from intact.guard import NonFiniteError, nonfinite
 from intact.hashing import sha256_file
 from intact.io import save_tensors, write_json
 from intact.models.backbone import create_vit
@@ -88,7 +88,7 @@ def pretrain_backbone(cfg: BackboneConfig, manifest: Path, out_weights: Path, ou
         for t, name in enumerate(bench.task_names)
     }
     state = {k: v for k, v in model.state_dict().items() if not k.startswith("head.")}
-    unfinite = next((k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
+    unfinite = next((k for k, v in state.items() if nonfinite(v)), None)
     if unfinite is not None:  # every run on it would stop at its first step, blaming its own rates
         raise NonFiniteError(f"backbone {cfg.name!r}: pretraining left {unfinite!r} not finite (NaN or Inf), so no "
                              f"weights were written: lower backbones.{cfg.name}.pretrain.lr (now {p.lr:g})")

@@ -15,6 +15,7 @@ from torch import nn
 import intact.models.vit_digits  # noqa: F401  (registers vit_digits_* in timm)
 from intact.settings import BackboneConfig
 from intact.paths import file_problem
+from intact.guard import nonfinite
 from intact.hashing import sha256_file
 from intact.models.prefix import Prefix, block_with_prefix, check_prefixable
 
@@ -223,7 +224,7 @@ def load_backbone_weights(vit: nn.Module, path: str | Path, sha256: str | None =
 def _nonfinite_problem(vit: nn.Module) -> str | None:
     """Why the loaded weights cannot be used: tensors holding NaN or Inf (every feature, hence every run on them,
     would be NaN, and the guard would blame the run's own rates), or None."""
-    bad = [k for k, v in vit.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    bad = [k for k, v in vit.state_dict().items() if nonfinite(v)]
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
