@@ -85,6 +85,8 @@ def read_json(path: str | os.PathLike) -> Any:
 
 #: the key of a sealed record (:func:`write_record`): the sha256 of the rest of the record
 SEAL = "record_sha256"
+#: why a sealed record whose content its seal does not vouch for is refused
+EDITED = f"its content does not match its {SEAL} (edited after its job wrote it)"
 
 
 def record_digest(record: dict[str, Any]) -> str:
@@ -94,12 +96,18 @@ def record_digest(record: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def with_seal(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` sealed: its content, then :data:`SEAL` holding :func:`record_digest` of it (a seal it held is
+    replaced)."""
+    body = {k: v for k, v in record.items() if k != SEAL}
+    return {**body, SEAL: record_digest(body)}
+
+
 def write_record(path: str | os.PathLike, obj: dict[str, Any]) -> dict[str, Any]:
     """Write a primary record (a task's ``train.json``, ``eval.json``: nothing they are derived from is kept) as
     :func:`write_json` does, sealed: :data:`SEAL` holds :func:`record_digest` of the rest, so an edit that does
     not recompute it is found (:func:`check_seal`). The record as written."""
-    plain = json.loads(json.dumps(obj, default=_json_default))  # what a reader gets back
-    plain[SEAL] = record_digest(plain)
+    plain = with_seal(json.loads(json.dumps(obj, default=_json_default)))  # what a reader gets back
     write_json(path, plain)
     return plain
 
@@ -111,7 +119,7 @@ def check_seal(path: str | os.PathLike, record: dict[str, Any]) -> None:
         raise damaged(path, f"it holds no {SEAL} (written by 0.1, before records were sealed: `intact migrate "
                             "results`; or edited): it cannot be checked")
     if record[SEAL] != record_digest(record):
-        raise damaged(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
+        raise damaged(path, EDITED)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from collections.abc import Callable
 
 from intact.hashing import stable_hash
-from intact.io import SEAL, record_digest, sorted_metadata
+from intact.io import EDITED, SEAL, record_digest, sorted_metadata, with_seal
 from intact.paths import MARKER
 from intact.train_record import TENSOR_DIGESTS
 from intact.removed import RENAMED_METHODS
@@ -285,13 +285,11 @@ def _sealed(task: Path, new: dict[Path, bytes]) -> dict[Path, bytes]:
         if not path.exists():
             continue
         was = read_record(path)
-        if SEAL in was and was[SEAL] != record_digest(was):
-            raise refusal(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
+        _refuse_edited(path, was)
         for key, digest in fields.items():   # the file's digest now, or after it (an interrupted migration)
             if was.get(key) not in (None, before[key], digest):
                 raise refusal(path, f"its {key} is not that of {files[key].name} (replaced after it was written)")
-        sealed = {k: v for k, v in json.loads(content(path)).items() if k != SEAL} | fields
-        sealed[SEAL] = record_digest(sealed)
+        sealed = with_seal(json.loads(content(path)) | fields)
         if _json(sealed) != path.read_bytes():
             out[path] = _json(sealed)
     return out
@@ -305,11 +303,15 @@ def _tune_choice(path: Path) -> bytes | None:
     """A search's ``choice.json`` with every run name renamed, sealed as 0.2.0 checks it (:func:`intact.tune.
     read_choice`); None where it is so already. A choice sealed already must match its seal."""
     data = read_record(path)
-    if SEAL in data and data[SEAL] != record_digest(data):
-        raise refusal(path, f"its content does not match its {SEAL} (edited after its job wrote it)")
-    new = renamed_values({k: v for k, v in data.items() if k != SEAL})
-    new[SEAL] = record_digest(new)
+    _refuse_edited(path, data)
+    new = with_seal(renamed_values(data))
     return None if _json(new) == path.read_bytes() else _json(new)
+
+
+def _refuse_edited(path: Path, record: dict[str, Any]) -> None:
+    """A record sealed already must match its seal (0.1 sealed none: a migration vouches for those as they are)."""
+    if SEAL in record and record[SEAL] != record_digest(record):
+        raise refusal(path, EDITED)
 
 
 def plan_tree(results: Path) -> Plan:
