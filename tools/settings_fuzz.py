@@ -218,15 +218,16 @@ def train_two(bench: Mapping[str, Any], name: str, sections: dict[str, Any], fol
                       state=out / "state.safetensors", out_path=out / "eval.json", threads=1)
 
 
-def ended(job: Callable[[], Any]) -> str:
-    """How ``job`` ended: ran, diverged, refused by the job (a ``ValueError``, which names the setting) or crashed."""
+def ended(job: Callable[[], Any], refusals: tuple[type[Exception], ...] = (ValueError,)) -> str:
+    """How ``job`` ended: ran, diverged, refused by the job (one of ``refusals``: a ``ValueError`` names the
+    setting) or crashed."""
     from intact.guard import NonFiniteError
 
     try:
         job()
     except NonFiniteError as err:
         return f"diverged: {str(err)[:160]}"
-    except ValueError as err:
+    except refusals as err:
         return f"refused by the job: {str(err)[:200]}"
     except Exception as err:  # noqa: BLE001 - what this tool looks for
         return f"crashed: {where(err)}: {str(err)[:200]}"
@@ -268,7 +269,6 @@ def run_data_case(kind: str, change: dict[str, Any], folder: Path, manifest: Pat
     """How one benchmark, pretraining or experiment case ends: refused at validation, ran (prepared, pretrained for
     one epoch on ``manifest``'s digits, or trained), diverged, or crashed."""
     from intact.config import backbone_config, benchmark_config
-    from intact.guard import NonFiniteError
     from intact.pretrain import pretrain_backbone
     from intact.data import benchmark_class
     from intact.experiments.drift import run_drift, split_tasks
@@ -283,7 +283,8 @@ def run_data_case(kind: str, change: dict[str, Any], folder: Path, manifest: Pat
     except ConfigError:
         return "refused at validation"
     shutil.rmtree(folder, ignore_errors=True)
-    try:
+
+    def job() -> None:
         if kind == "benchmark":
             benchmark_class("digits").prepare(benchmark_config(cfg, "digits"), folder)
         elif kind == "pretrain":
@@ -294,11 +295,7 @@ def run_data_case(kind: str, change: dict[str, Any], folder: Path, manifest: Pat
         else:
             settings = experiment_settings(cfg, "drift")
             run_drift(settings, split_tasks(settings, 0), "intact", 0)
-    except NonFiniteError as err:
-        return f"diverged: {str(err)[:160]}"
-    except Exception as err:  # noqa: BLE001 - what this tool looks for
-        return f"crashed: {where(err)}: {str(err)[:200]}"
-    return "ran"
+    return ended(job, refusals=())   # here a ValueError is scikit-learn's split error in the job: a crash
 
 
 #: the image benchmark types with a synthetic layout (intact.data.synthetic), each with two of its tasks
