@@ -293,7 +293,8 @@ TUNE = PLAN.tune
 
 def tune_chosen(benchmark, tuned):
     """The run name a search chose: read from its checkpoint record (Snakemake waits for it)."""
-    return read_choice(checkpoints.tune_select.get(benchmark=benchmark, tuned=tuned).output.choice)["chosen"]["final_name"]
+    choice = checkpoints.tune_select.get(benchmark=benchmark, tuned=tuned).output.choice
+    return read_choice(choice)["chosen"]["final_name"]
 
 
 def tune_search_metrics(wildcards):

@@ -36,6 +36,7 @@ C_TRANSFORMS = ("authors", "imagenet_c")
 #: task's train list (the same fraction as digits' val_fraction), drawn per task - see intact.data.prepared.val_rows
 VAL_FRACTION = 0.2
 
+
 def val_count(fraction: float, n: int) -> int:
     """How many of a class's ``n`` training images of a task the validation part takes: round(fraction * n), at
     most n - 1 (a class always keeps a training image)."""
