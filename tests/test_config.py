@@ -76,6 +76,61 @@ def test_bad_input_names_key_and_expectation(mutate, expected):
     assert_config_error(mutate, expected)
 
 
+def _tune_only_backbone(cfg, **backbone):
+    cfg["backbones"]["vit2"] = {"model": "vit_digits_p8", **backbone}
+    cfg["benchmarks"]["digits_3"]["backbone"] = "vit2"
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda c: c["benchmarks"]["digits_3"].update(test_fraction=0.999),
+     ["'benchmarks.digits_3.test_fraction' = 0.999", "at least 10 on each side"]),
+    (lambda c: c["studies"]["tune"].update(benchmarks=["digits_9"]),
+     ["key 'studies.tune.benchmarks' names unknown benchmark 'digits_9'"]),
+    (lambda c: _tune_only_backbone(c, weights="/nonexistent/vit.safetensors"),
+     ["key 'backbones.vit2.weights'", "does not exist"]),
+    (lambda c: _tune_only_backbone(c, weights="pretrain", pretrain={"benchmark": "digits_9"}),
+     ["key 'backbones.vit2.pretrain.benchmark' = 'digits_9' is not defined"]),
+    # the benchmark that pretrains a backbone is prepared (rule prepare_data) though no run trains on it
+    (lambda c: (c["run"].update(benchmarks=["digits_3"]), c["benchmarks"]["digits"].update(pretrain_fraction=0.999)),
+     ["'benchmarks.digits.pretrain_fraction' = 0.999", "into 1796 taken and 1 kept"]),
+    (lambda c: (c["run"].update(benchmarks=["digits_3"]), c["benchmarks"]["digits"].update(test_fraction=0.999)),
+     ["'benchmarks.digits.test_fraction' = 0.999", "into 1077 taken and 1 kept"]),
+    # an image-only optim setting reaches the tune's runs on digits_3 too (the job refused it)
+    (lambda c: c["benchmarks"]["digits_3"]["overrides"]["optim"].update(test_resize=64),
+     ["'optim.test_resize' = 64", "benchmark 'digits_3' (type 'digits') has no prepared images", "studies.tune"]),
+])
+def test_the_tune_s_benchmarks_and_a_pretraining_source_are_checked_too(mutate, expected):
+    """Before 2026-12-01 only ``run.benchmarks`` were: a benchmark that only studies.tune trains on, or that only
+    pretrains a backbone, passed validation with settings its prepare job refused in scikit-learn's words, and a
+    tune-only benchmark's backbone was not checked at all (its missing weights file or pretraining source ended the
+    real run in Snakemake's missing-input error)."""
+    assert_config_error(mutate, expected)
+
+
+@pytest.mark.parametrize("batch, eval_split, where", [(647, "test", "run.methods"), (517, "val", "run.methods"),
+                                                      (517, "test", "studies.tune")])
+def test_a_batch_larger_than_a_digits_task_with_drop_last_is_refused(batch, eval_split, where):
+    """Digits' splits are sized without the data (646 training images a task; 516 without the validation part, on
+    which the tune's search points train), so validation refuses a batch that takes no step where ``drop_last``
+    drops it; before 2026-12-01 the job refused it, after building its run."""
+    from intact.data.digits import BenchmarkConfig
+
+    bench = BenchmarkConfig(name="d", type="digits", backbone="b")
+    assert (bench.train_images("test"), bench.train_images("val")) == (646, 516)
+    cfg = tiny_config()
+    if where != "studies.tune":
+        del cfg["studies"]["tune"]   # its search points train on 516 images
+    cfg["optim"].update(drop_last=True, batch_size=batch - 1)
+    cfg["run"]["eval_split"] = eval_split
+    validate_config(cfg)
+    cfg["optim"]["batch_size"] = batch
+    with pytest.raises(ConfigError, match=rf"'optim.batch_size' = {batch}: more than the {batch - 1} training images "
+                       rf".* so no step would be taken.*declared in {where}"):
+        validate_config(cfg)
+    cfg["optim"]["drop_last"] = False
+    validate_config(cfg)
+
+
 def test_method_name_grammar():
     n = parse_method_name("coda_p+intact-no_var-no_align@lambda_feat=1e-3,optim.epochs=2")
     assert (n.base, n.intact, n.disabled) == ("coda_p", True, ("var", "align"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable, Iterator, Mapping
 
+from intact.data.declare import BenchmarkSettings
 from intact.data.image_config import ImageBenchmarkConfig
 from intact.methods import METHODS
 from intact.methods.declare import problems
@@ -65,7 +66,7 @@ def check_runs(cfg: Mapping[str, Any],
                 continue
             try:
                 run = seen[(b, method)] = resolve(b, method)
-                _check_benchmark(run)
+                _check_optim(run)
                 _check_name_overrides(method, run)
                 _check_backbone_fit(cfg, run)
             except ConfigError as err:
@@ -73,6 +74,7 @@ def check_runs(cfg: Mapping[str, Any],
     for b, method in tune_runs(cfg):
         try:
             run = seen[(b, method)] = seen.get((b, method)) or resolve(b, method)
+            _check_optim(run)
             _check_name_overrides(method, run)
             _check_backbone_fit(cfg, run)
         except ConfigError as err:
@@ -92,10 +94,6 @@ def tune_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
     runs = [s.run for s in study.searches]
     if len(set(runs)) < len(runs):
         _fail(f"key 'studies.tune.searches': each run is searched once (got {runs})")
-    for b in study.benchmarks:
-        if b not in cfg["benchmarks"]:
-            _fail(f"key 'studies.tune.benchmarks' names unknown benchmark {b!r}; defined under 'benchmarks': "
-                  f"{', '.join(cfg['benchmarks'])}")
     names = [n for s in study.searches for n in (*s.val_names, *s.test_names)] + list(study.baseline_runs())
     return [(b, n) for b in study.benchmarks for n in dict.fromkeys(names)]
 
@@ -125,15 +123,24 @@ def _check_name_overrides(method: str, run: RunConfig) -> None:
                   f"(only 'methods.{run.base}' applies)")
 
 
-def _check_benchmark(run: RunConfig) -> None:
-    """The benchmark type's own declared checks; a view of prepared images only where there are some."""
-    bench = run.benchmark
+def check_benchmark_settings(bench: BenchmarkSettings) -> None:
+    """The benchmark type's own declared checks (its declaration's ``check``)."""
     check = bench.declaration.check
     for key, problem in (check(bench) if check else ()):
         value = getattr(bench, key)
         _fail(f"key 'benchmarks.{bench.name}.{key}' = {list(value) if isinstance(value, tuple) else value!r}: "
               f"{problem}")
-    o = run.optim
+
+
+def _check_optim(run: RunConfig) -> None:
+    """A view of prepared images only where there are some; a batch that fits a task where the last partial one
+    is dropped (where the benchmark knows its sizes before it is prepared: :meth:`BenchmarkSettings.train_images`)."""
+    bench, o = run.benchmark, run.optim
+    least = bench.train_images(run.eval_split)
+    if o.drop_last and least is not None and o.batch_size > least:
+        _fail(f"key 'optim.batch_size' = {o.batch_size}: more than the {least} training images of a task of benchmark "
+              f"{bench.name!r} (eval_split {run.eval_split}), and optim.drop_last is set, so no step would be taken; "
+              f"use batch_size <= {least} or drop_last: false")
     if (o.train_crop != "benchmark" or o.test_resize is not None) and not isinstance(bench, ImageBenchmarkConfig):
         _fail(f"key 'optim.train_crop' = {o.train_crop!r} / 'optim.test_resize' = {o.test_resize!r}: benchmark "
               f"{bench.name!r} (type {bench.type!r}) has no prepared images to crop; they apply to image benchmarks")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from intact.checks import check_run_count, check_runs as _check_runs
+from intact.checks import check_benchmark_settings, check_run_count, check_runs as _check_runs
 from intact.data import BENCHMARKS, benchmark_settings
 from intact.data.declare import BenchmarkSettings
 from intact.paths import expand_path, file_problem
@@ -30,6 +30,7 @@ from intact.protocols import (SECTIONS, contradictions, declared, named_backbone
 from intact.removed import RENAMED_METHODS, renamed_in_config, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings.experiments import check_experiments
+from intact.tune import tune_benchmarks
 from intact.settings import (
     EVAL_SPLITS, INTACT_PRESETS, BackboneConfig, HeadConfig, IntactConfig, OptimConfig, RunConfig, RunSection,
     TrackingConfig, build_dataclass,
@@ -84,10 +85,12 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True,
         check_schema(cfg, load=check_runs)
     check_run_count(cfg)
     benchmarks = cfg["benchmarks"]
-    for b in cfg["run"]["benchmarks"]:
-        if b not in benchmarks:
-            raise ConfigError(f"config: run.benchmarks names unknown benchmark {b!r}; defined under 'benchmarks': "
-                              f"{', '.join(benchmarks)}")
+    for key, names in (("run.benchmarks", cfg["run"]["benchmarks"]),
+                       ("studies.tune.benchmarks", tune_benchmarks(cfg))):
+        for b in names:
+            if b not in benchmarks:
+                raise ConfigError(f"config: key {key!r} names unknown benchmark {b!r}; defined under 'benchmarks': "
+                                  f"{', '.join(benchmarks)}")
     for name, bench in benchmarks.items():
         if bench["backbone"] not in cfg["backbones"]:
             raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under "
@@ -104,16 +107,17 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True,
         if name not in cfg["backbones"]:
             raise ConfigError(f"config: a per-method layer names backbone {name!r}, which is not defined "
                               f"under 'backbones' (defined: {', '.join(cfg['backbones'])})")
-    used_backbones = {benchmarks[b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
-    for name in sorted(used_backbones):
+    for name in used_backbones(cfg):
         _check_backbone(cfg, name, load=check_runs)
     if check_files:
         missing = missing_files(cfg)
         if missing:
             raise ConfigError(f"config: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    # resolve every declared run and check what can be checked without training
     if not check_runs:
         return {}
+    for name in used_benchmarks(cfg):   # the type's own checks, on every benchmark a job prepares
+        check_benchmark_settings(benchmark_config(cfg, name))
+    # resolve every declared run and check what can be checked without training
     return _check_runs(cfg, lambda benchmark, method: resolve_run(cfg, benchmark, method, cfg["run"]["seeds"][0]))
 
 
@@ -134,15 +138,14 @@ def missing_files(cfg: Mapping[str, Any], prepared: typing.Callable[[str], bool]
 
 
 def missing_weights(cfg: Mapping[str, Any], check_fit: bool = False) -> dict[str, str]:
-    """Backbone name -> the message naming its weights file, for every backbone a run of the config may use (its
-    benchmarks', and those a per-method layer names) whose file is not there; with ``check_fit``, or whose file
+    """Backbone name -> the message naming its weights file, for every backbone a run of the config may use
+    (:func:`used_backbones`) whose file is not there; with ``check_fit``, or whose file
     would not load into its model or has another sha256 than the one pinned (:func:`intact.models.backbone.
     weights_problem`: the file's header, the model on torch's meta device; imports torch and timm where a file is
     named; reads a file whole where its sha256 is pinned). Which targets need which backbone:
     :meth:`intact.plan.Plan.backbones`; a run stops only for the files its jobs read."""
     out, made = {}, set(made_backbones(cfg))   # a rehearsal's tiny backbones are made in the DAG
-    used = {cfg["benchmarks"][b]["backbone"] for b in cfg["run"]["benchmarks"]} | named_backbones(cfg)
-    for name in sorted(used - made):
+    for name in (n for n in used_backbones(cfg) if n not in made):
         raw = cfg["backbones"][name]["weights"]
         if raw == "pretrain":
             continue
@@ -163,12 +166,30 @@ def missing_weights(cfg: Mapping[str, Any], check_fit: bool = False) -> dict[str
 def missing_data(cfg: Mapping[str, Any],
                  prepared: typing.Callable[[str], bool] = lambda b: False) -> dict[str, list[str]]:
     """Benchmark name -> the messages naming its data roots or split folders that are not there, for the
-    benchmarks of ``run.benchmarks``; ``prepared(name)``: the benchmark is prepared already (its raw images are
-    no longer needed)."""
+    benchmarks a job prepares (:func:`used_benchmarks`); ``prepared(name)``: the benchmark is prepared already
+    (its raw images are no longer needed)."""
     made = set(synthetic_benchmarks(cfg))   # a rehearsal's synthetic data is made in the DAG
-    out = {b: benchmark_config(cfg, b).missing_inputs() for b in cfg["run"]["benchmarks"]
+    out = {b: benchmark_config(cfg, b).missing_inputs() for b in used_benchmarks(cfg)
            if not prepared(b) and b not in made}
     return {b: m for b, m in out.items() if m}
+
+
+def trained_benchmarks(cfg: Mapping[str, Any]) -> list[str]:
+    """The benchmarks the config's runs train on: ``run.benchmarks`` (the studies' too), then studies.tune's."""
+    return list(dict.fromkeys([*cfg["run"]["benchmarks"], *tune_benchmarks(cfg)]))
+
+
+def used_backbones(cfg: Mapping[str, Any]) -> list[str]:
+    """The backbones a run may train on: the trained benchmarks' and those a per-method layer names."""
+    return sorted({cfg["benchmarks"][b]["backbone"] for b in trained_benchmarks(cfg)} | named_backbones(cfg))
+
+
+def used_benchmarks(cfg: Mapping[str, Any]) -> list[str]:
+    """The benchmarks a job prepares: those the runs train on, then each whose clean split pretrains a used
+    backbone (``weights: pretrain``)."""
+    sources = [backbone_config(cfg, n).pretrain.benchmark for n in used_backbones(cfg)
+               if weights_path(cfg, n) == "pretrain"]
+    return list(dict.fromkeys([*trained_benchmarks(cfg), *sources]))
 
 
 def prepared_by(cfg: Mapping[str, Any], load: bool = True) -> tuple[list[str], list[str]]:

@@ -183,6 +183,12 @@ def _tune_frame(cfg: Mapping[str, Any], spec: TuneSection) -> dict[str, Any]:
     )
 
 
+def tune_benchmarks(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """The benchmarks ``studies.tune`` runs on (its ``benchmarks``, else ``run.benchmarks``); none if undeclared."""
+    section = tune_section(cfg)
+    return _tune_frame(cfg, section)["benchmarks"] if section is not None else ()
+
+
 def tune_run_count(cfg: Mapping[str, Any]) -> int:
     """How many runs ``studies.tune`` declares on its benchmarks: each search point on the selection seeds, each
     baseline and each chosen point on the final seeds; counted without expanding a grid (a product of lists)."""

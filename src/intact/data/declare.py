@@ -89,6 +89,11 @@ class BenchmarkSettings:
     def num_classes(self) -> int:
         return self.declaration.num_classes
 
+    def train_images(self, eval_split: str) -> int | None:
+        """The fewest training images of a task under ``eval_split``, where known before the benchmark is prepared
+        (checked against ``optim.batch_size`` at validation); None by default: known to the job."""
+        return None
+
     def missing_inputs(self) -> list[str]:
         """Messages naming input files or folders that are not there (checked before a real run; a dry run
         only lists them). Nothing by default: a benchmark that reads local data overrides this."""

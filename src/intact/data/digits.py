@@ -47,6 +47,11 @@ class BenchmarkConfig(BenchmarkSettings):
     split_seed: int = setting(0, "seed of the stratified splits and of each domain's randomness", minimum=0,
                               maximum=2**32 - 3)
 
+    def train_images(self, eval_split: str) -> int:
+        """Every task trains on the same images: the training split, less its validation part under ``val``."""
+        (_, _, train), (_, _, rest) = split_sizes(self)[1:]
+        return rest if eval_split == "val" else train
+
 
 #: scikit-learn's digits: 1,797 images, 174-183 of each of its 10 classes
 DIGITS, CLASSES = sum(DIGIT_COUNTS), len(DIGIT_COUNTS)
