@@ -57,6 +57,26 @@ def test_align_loss_zero_when_batch_box_centred_on_previous_box():
     assert float(align_loss(shifted, prev, 1.0, 0.0, 1e-8)) == pytest.approx(25.0, rel=1e-6)
 
 
+def test_align_loss_reads_the_batch_box_as_the_hypercube_does():
+    """``percentile_method: index`` with ``align_form: paper``: the batch's box is taken as the task's hypercube
+    is (before 2026-12-01 it was always interpolated); the regularizer passes its own percentile and method."""
+    from intact.regularizers.hypercube import percentile
+
+    h = torch.arange(20.0).reshape(10, 2) ** 2
+    prev = Hypercube(torch.zeros(2), torch.ones(2))
+    for method in ("linear", "index"):
+        centre = (percentile(h, 5.0, method) + percentile(h, 95.0, method)) / 2
+        expected = float((centre - 0.5).pow(2).sum() / (0.5 + 1e-8))
+        assert float(align_loss(h, prev, 1.0, 5.0, 1e-8, method)) == pytest.approx(expected, rel=1e-6)
+    assert float(align_loss(h, prev, 1.0, 5.0, 1e-8, "index")) != float(align_loss(h, prev, 1.0, 5.0, 1e-8))
+    head = nn.Sequential(nn.Linear(2, 2))
+    reg = IntactRegularizer(IntactConfig(percentile_method="index", lambda_align=1.0), head, ["0"])
+    reg.hypercubes = {"0": prev}
+    reg.begin_task(1)
+    head(h)
+    assert float(reg.penalty()["align"]) == float(align_loss(h, prev, 1.0, 5.0, reg.cfg.align_eps, "index"))
+
+
 def _head_regularizer(cfg):
     head = nn.Sequential()
     head.add_module("fc0", _layer())

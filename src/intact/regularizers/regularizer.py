@@ -287,7 +287,8 @@ class IntactRegularizer(HypercubeTracker):
             out["align"] = sum(
                 align_loss_reference(h.flatten(1), cubes[n].flat(), cfg.lambda_align,
                                      cfg.align_eps) if cfg.align_form == "reference"
-                else align_loss(h.flatten(1), cubes[n].flat(), cfg.lambda_align, cfg.percentile, cfg.align_eps)
+                else align_loss(h.flatten(1), cubes[n].flat(), cfg.lambda_align, self.alpha, cfg.align_eps,
+                                self.percentile_method)
                 for n, h in tracked.items() if n in cubes
             )
         return out

@@ -67,9 +67,11 @@ def var_loss(h: torch.Tensor, lam: float) -> torch.Tensor:
     return lam * (h - h.mean(dim=0, keepdim=True)).pow(2).sum(dim=1).mean()
 
 
-def align_loss(h: torch.Tensor, previous: Hypercube, lam: float, alpha: float, eps: float) -> torch.Tensor:
-    """L_Align between the batch's percentile-box centre and the cumulative box of earlier tasks."""
-    centre = (percentile(h, alpha) + percentile(h, 100.0 - alpha)) / 2
+def align_loss(h: torch.Tensor, previous: Hypercube, lam: float, alpha: float, eps: float,
+               method: str = "linear") -> torch.Tensor:
+    """L_Align between the batch's percentile-box centre (the hypercube's percentiles: ``alpha``, ``method``)
+    and the cumulative box of earlier tasks."""
+    centre = (percentile(h, alpha, method) + percentile(h, 100.0 - alpha, method)) / 2
     return lam * (centre - previous.center).pow(2).sum() / (previous.radius + eps)
 
 
