@@ -504,6 +504,13 @@ def test_a_declared_run_not_stored_is_named_in_the_missing_note():
     row = tables["integration"].data.set_index(["method", "benchmark"]).loc[("DualPrompt + InTAct", "imagenet_r")]
     assert pd.isna(row["here_mean"])
     assert not any(n.startswith("Missing") for n in tables["main"].notes)
+    # the note names the missing runs only: a table's other dashes (the ablation's full row has no Δ, a paper number
+    # not reported) are still said (before 2026-12-01 its "—" kept the general note away)
+    from intact.report.render import DASH_NOTE, explained
+
+    ablation = paper_tables(report_settings(cfg), _every_declared_run_stored(cfg, skip={"coda_p+intact-no_var"}))
+    notes = explained(ablation["ablation"]).notes
+    assert notes[0].startswith("Missing: 1 declared run(s)") and DASH_NOTE in notes
 
 
 def test_a_stored_run_that_no_cell_shows_is_an_error_naming_the_row_and_the_name_it_looked_for():

@@ -12,6 +12,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from intact.experiments.drift import HIDDEN, METHODS, mean_drift_curves, run_drift, split_tasks
+from intact.metrics import Stat
 from intact.settings import plain
 from intact.settings.experiments import DriftConfig
 from intact.io import write_json
@@ -44,14 +45,13 @@ def plot_drift(curves: Mapping[str, Mapping[str, np.ndarray]], path: Path, title
 
 
 def _r_table(R: np.ndarray, method: str, aa: list[float]) -> Table:
-    """R of one method (the upper triangle: a task after it was trained), its AA beneath; R.md ends, as it always
-    did, with a blank line (the last note's)."""
-    T = R.shape[0]
+    """R of one method, its AA (mean ± sample std over seeds) beneath; R.md ends, as it always did, with a blank
+    line (the last note's)."""
+    T, s = R.shape[0], Stat.of(aa)
     table = Table(method, LABELS[method], [Column("task", "task \\ after", align=""),
                                            *(Column(str(t), str(t + 1), align="") for t in range(T))], level=3)
-    table.rows = [{"task": str(i + 1), **{str(t): f"{R[i, t]:.1f}" if t >= i else "" for t in range(T)}}
-                  for i in range(T)]
-    table.notes = [f"AA {np.mean(aa):.1f} ± {np.std(aa):.1f}\n"]
+    table.rows = [{"task": str(i + 1), **{str(t): f"{R[i, t]:.1f}" for t in range(T)}} for i in range(T)]
+    table.notes = [f"AA {s.mean:.1f} ± {s.std:.1f} (n={s.n})\n"]
     return table
 
 
@@ -86,17 +86,17 @@ def study_drift(dcfg: DriftConfig, figure: Path, drift_csv: Path, drift_md: Path
             c = curves[method][layer]
             for t in range(1, c.shape[1]):
                 rows.append({"method": method, "layer": layer, "after_task": t + 1, "drift_mean": float(c[:, t].mean()),
-                             "drift_std": float(c[:, t].std())})
+                             "drift_std": Stat.of(c[:, t]).std})
     write_table(_drift_table(pd.DataFrame(rows), len(dcfg.seeds)), drift_csv, drift_md)
 
     summary: dict[str, Any] = {"source": source, "seeds": list(dcfg.seeds), "config": plain(dcfg)}
     matrices = Table("R", f"Accuracy matrices R (%; rows: task, columns: after task; mean over {len(dcfg.seeds)} "
-                          "seeds)", [], level=1)
+                          "seeds; left of the diagonal: a task before it was trained)", [], level=1)
     for method in METHODS:
         R = np.mean([r["R"] for r in runs[method]], axis=0)
         aa = [r["metrics"]["aa"] for r in runs[method]]
         matrices.blocks.append(_r_table(R, method, aa))
-        summary[method] = {"aa_mean": float(np.mean(aa)), "aa_std": float(np.std(aa)), "R_mean": R.tolist(),
+        summary[method] = {"aa_mean": Stat.of(aa).mean, "aa_std": Stat.of(aa).std, "R_mean": R.tolist(),
                            "final_drift": {layer: float(curves[method][layer][:, -1].mean()) for layer in HIDDEN}}
     write_table(matrices, md=r_md)
     write_json(summary_json, summary)

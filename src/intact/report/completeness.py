@@ -74,7 +74,7 @@ class Ledger:
             return None
         items = [f"`{run}` on {b} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
                  for (b, run), seeds in sorted(self.missing.items())]
-        return (f"Missing: {len(items)} declared run(s) not stored yet, shown as — or without those seeds: "
+        return (f"Missing: {len(items)} declared run(s) not stored yet, shown as a dash or without those seeds: "
                 f"{_names(items)}.")
 
     def check(self, scope: Mapping[str, Iterable[str]]) -> None:

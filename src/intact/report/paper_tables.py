@@ -198,7 +198,7 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
         seeds_note(table.data["here_seeds"], stored), ci_note(table.data), *backbone_notes(stored),
-        "Δ: AA without the term − AA of the full method (negative: the term helps). "
+        "Δ: AA without the term − AA of the full method (negative: the term helps; the full row has none). "
         + paired_note("full better: the seeds with d_s < 0"),
     ]
     return table
