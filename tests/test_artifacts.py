@@ -218,6 +218,22 @@ def test_an_edited_or_truncated_task_file_is_named(tmp_path, name, damage, fragm
     assert not (run / "R.csv").exists() and not (run / "metrics.json").exists()
 
 
+@pytest.mark.parametrize("key", ["backbone_sha256", "data_sha256"])
+def test_a_run_whose_tasks_trained_on_other_weights_or_data_is_refused(tmp_path, key):
+    """A run's settings (its hash) name the weights file and the data, not their bytes: before 2026-12-01 a run
+    whose later tasks were redone after the weights or the data changed (the earlier ones kept by their mtimes)
+    reached R and every table, mixing the two. Every task must record task 0's backbone and data digests."""
+    from stored_run import rewrite_task, write_run
+
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", R3)
+    rewrite_task(run / "task2", train={key: "0" * 64})
+    with pytest.raises(ArtifactError) as err:
+        read_run(run)
+    assert (f"{run / 'task2/train.json'}: its task trained on other " in str(err.value)
+            and f"({key} differs from {run / 'task0/train.json'}'s), so the run mixes two; redo the whole run: "
+                f"redo it with `snakemake --forcerun {run / 'task0/train.json'}`" in str(err.value)), str(err.value)
+
+
 def test_a_record_of_another_config_or_state_is_refused(tmp_path):
     """The records must carry the config hash the run's config gives now, and each eval.json the sha256 of the
     state its task trained; a copied results tree (no states, no hypercubes) is read from its records alone."""

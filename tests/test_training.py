@@ -130,6 +130,36 @@ def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_checkpoint_written_from_other_inputs_is_not_resumed(tiny_bench, tmp_path, capsys):
+    """Its run's hash covers the settings, not the files: before 2026-12-01 a task resumed a checkpoint written
+    before the previous task was redone (or the backbone's weights replaced at the same path, or the data prepared
+    again), and its state mixed the two. The checkpoint now records the sha256 of what the task started from."""
+    import pytest
+    from safetensors import safe_open
+
+    from intact.io import save_tensors
+    from intact.train import Preempted
+
+    run = resolve_run(tiny_bench["config"], "digits", "coda_p+intact", 0)
+    kw = dict(manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], threads=1, progress=False)
+    out = tmp_path / "cut"
+    train_task(run, 0, out_dir=out / "task0", **kw)
+    with pytest.raises(Preempted):
+        train_task(run, 1, out_dir=out / "task1", prev_dir=out / "task0", max_steps=3, **kw)
+    state = load_tensors(out / "task0/state.safetensors")
+    key = sorted(state)[0]
+    with safe_open(str(out / "task0/state.safetensors"), framework="pt") as f:
+        meta = f.metadata()
+    save_tensors(out / "task0/state.safetensors", {**state, key: state[key] + 1e-3}, meta)   # task 0, redone
+    capsys.readouterr()
+    record = train_task(run, 1, out_dir=out / "task1", prev_dir=out / "task0", **kw)
+    assert record["resumed_from"] is None
+    assert ("it was written from other inputs: the previous task's state or hypercubes changed since; the task "
+            "starts from its first epoch") in capsys.readouterr().err
+    fresh = train_task(run, 1, out_dir=tmp_path / "fresh", prev_dir=out / "task0", **kw)
+    assert fresh["state_sha256"] == record["state_sha256"]
+
+
 def test_multilayer_head_protects_every_linear_against_its_own_input_box(tiny_bench, tmp_path):
     import json
 

@@ -25,8 +25,8 @@ from intact.layering import LayerError, check_size, merge, read_files
 from intact.methods import METHODS
 from intact.naming import MethodNameError, parse_method_name
 from intact.rehearsal import made_backbones, rehearse, synthetic_benchmarks
-from intact.protocols import (SECTIONS, contradictions, declared, named_backbones, run_backbone,
-                              run_layers, same_as_default)
+from intact.protocols import (SECTIONS, declared, named_backbones, problems as protocol_problems, run_backbone,
+                              run_layers)
 from intact.removed import RENAMED_METHODS, renamed_in_config, renamed_message
 from intact.schema import ConfigError, check_schema, check_sections
 from intact.settings.experiments import check_experiments
@@ -95,13 +95,9 @@ def validate_config(cfg: Mapping[str, Any], check_files: bool = True,
         if bench["backbone"] not in cfg["backbones"]:
             raise ConfigError(f"config: key 'benchmarks.{name}.backbone' = {bench['backbone']!r} is not defined under "
                               f"'backbones' (defined: {', '.join(cfg['backbones'])})")
-    for name, bench in benchmarks.items():
-        for protocol in (bench.get("overrides") or {}).get("protocols") or {}:
-            if protocol not in declared(cfg):
-                raise ConfigError(f"config: key 'benchmarks.{name}.overrides.protocols.{protocol}': protocol "
-                                  f"{protocol!r} "
-                                  f"is not declared under 'protocols' (declared: {', '.join(declared(cfg))})")
-    _check_same_as_default(cfg)
+    problems = protocol_problems(cfg)   # a benchmark's layer of an undeclared protocol, a bad same_as_default
+    if problems:
+        raise ConfigError(f"config: {problems[0]}")
     check_experiments(cfg)
     for name in sorted(named_backbones(cfg)):
         if name not in cfg["backbones"]:
@@ -206,18 +202,6 @@ def weights_path(cfg: Mapping[str, Any], name: str) -> str:
     """The weights file of backbone ``name`` (``~`` and ``$VARS`` expanded), or ``pretrain``."""
     w = cfg["backbones"][name]["weights"]
     return w if w == "pretrain" else expand_path(w)
-
-
-def _check_same_as_default(cfg: Mapping[str, Any]) -> None:
-    """A protocol's ``same_as_default`` names known methods, none of which it also sets settings for."""
-    for protocol in declared(cfg):
-        for base in same_as_default(cfg, protocol):
-            if not METHODS.declares(base):
-                raise ConfigError(f"config: key 'protocols.{protocol}.same_as_default.{base}': unknown method {base!r} "
-                                  f"(methods: {', '.join(METHODS)})")
-    problems = contradictions(cfg)
-    if problems:
-        raise ConfigError(f"config: {problems[0]}")
 
 
 def _check_benchmark_types(cfg: Mapping[str, Any]) -> None:

@@ -78,17 +78,6 @@ def forgetting_first_final(R: np.ndarray) -> float:
     return -bwt(R)
 
 
-#: every forgetting definition reported, by its metrics.json key, with the words the notes use for it
-FORGETTING_DEFINITIONS = {
-    "forgetting_max": "Forgetting (max-final, Chaudhry et al.; the default): mean over tasks i < T of "
-                      "max_{i ≤ j ≤ T−1} R[i, j] − R[i, T] (tasks 1-indexed; the max stops before the last task, "
-                      "so it can be negative)",
-    "forgetting_mammoth": "Forgetting (Mammoth): the same with the max including the last task (j ≤ T), so it is ≥ 0",
-    "forgetting_first_final": "Forgetting (Avalanche): mean over tasks i < T of R[i, i] − R[i, T] = −BWT",
-    "forgetting_one_step": "Forgetting (one-step, CODA-Prompt): the mean drop on learned tasks per new task",
-}
-
-
 def forgetting_one_step(R: np.ndarray) -> float:
     """CODA-Prompt's one-step forgetting: mean over steps j >= 1 of mean_{i<j} (R[i, j-1] - R[i, j]).
 

@@ -80,12 +80,18 @@ def same_as_default(cfg: Mapping[str, Any], protocol: str) -> dict[str, str]:
     return out
 
 
-def contradictions(cfg: Mapping[str, Any]) -> list[str]:
-    """Messages for every method a protocol declares the same as the default one while setting its settings."""
-    return [f"key 'protocols.{p}.same_as_default.{base}': protocol {p!r} sets settings of {base!r} too; a row is "
-            "either its own run under the protocol or the default protocol's run, not both"
-            for p in declared(cfg) if p != DEFAULT_PROTOCOL
-            for base in same_as_default(cfg, p) if changes(cfg, p, base)]
+def problems(cfg: Mapping[str, Any]) -> list[str]:
+    """Messages for every benchmark's layer of an undeclared protocol, every unknown method a ``same_as_default``
+    names and every method a protocol declares the same as the default one while setting its settings."""
+    out = [f"key 'benchmarks.{name}.overrides.protocols.{p}': protocol {p!r} is not declared under 'protocols' "
+           f"(declared: {', '.join(declared(cfg))})" for name, bench in cfg["benchmarks"].items()
+           for p in (bench.get("overrides") or {}).get("protocols") or {} if p not in declared(cfg)]
+    out += [f"key 'protocols.{p}.same_as_default.{base}': unknown method {base!r} (methods: {', '.join(METHODS)})"
+            for p in declared(cfg) for base in same_as_default(cfg, p) if not METHODS.declares(base)]
+    return out + [f"key 'protocols.{p}.same_as_default.{base}': protocol {p!r} sets settings of {base!r} too; a row "
+                  "is either its own run under the protocol or the default protocol's run, not both"
+                  for p in declared(cfg) if p != DEFAULT_PROTOCOL
+                  for base in same_as_default(cfg, p) if changes(cfg, p, base)]
 
 
 def named_backbones(cfg: Mapping[str, Any]) -> set[str]:

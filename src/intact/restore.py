@@ -1,5 +1,6 @@
 """A method as a job needs it: the benchmark, the backbone and the method of a run, with a saved state
-(and hypercubes) loaded - what a training job continues from and what an evaluation job measures."""
+(and hypercubes) loaded - what a training job continues from and what an evaluation job measures - and what a
+task's checkpoint records of what the task started from."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import torch
 
 from intact.data import open_benchmark
+from intact.hashing import sha256_file
 from intact.io import damaged, load_tensors
 from intact.methods import METHODS, create_method
 from intact.methods.shared.base import load_trainable_state
@@ -16,7 +18,7 @@ from intact.methods.shared.penalties import restore_hypercubes
 from intact.models.backbone import create_backbone
 from intact.regularizers.hypercube import load_hypercubes
 from intact.settings import RunConfig
-from intact.train_record import tensor_metadata
+from intact.train_record import HYPERCUBE, STATE, tensor_metadata
 
 
 def written_by(run: RunConfig, task: int) -> dict[str, str]:
@@ -46,3 +48,26 @@ def build_method(run: RunConfig, manifest: Path, backbone_weights: Path, device:
     if hypercubes is not None:
         restore_hypercubes(method, load_hypercubes(hypercubes, expect))
     return bench, method.to(device), digest
+
+
+#: what a task starts from besides its settings (which its run's hash covers), as a checkpoint records it
+INPUTS = {"backbone_sha256": "the backbone's weights", "data_sha256": "the prepared data",
+          "previous": "the previous task's state or hypercubes"}
+
+
+def task_inputs(backbone_sha: str | None, bench: Any, prev: Path | None) -> dict[str, Any]:
+    """The sha256 of the backbone's weights, of the prepared data's files and of the previous task's state and
+    hypercubes (None: the task does not continue one), keyed as :data:`INPUTS`."""
+    previous = {n: sha256_file(prev / n) for n in (STATE, HYPERCUBE) if (prev / n).exists()} if prev else None
+    return {"backbone_sha256": backbone_sha, "data_sha256": bench.manifest["files"], "previous": previous}
+
+
+def foreign_checkpoint(ck: dict[str, Any], run: RunConfig, task: int, inputs: dict[str, Any]) -> str | None:
+    """Why checkpoint ``ck`` is not task ``task`` of ``run``'s to continue from ``inputs`` (:func:`task_inputs`);
+    None: it is (the same config, task and inputs)."""
+    if ck["run_hash"] != run.hash() or ck["task"] != task:
+        return f"it belongs to config {ck['run_hash']} task {ck['task']}, not {run.hash()} task {task}"
+    if "inputs" not in ck:
+        return "it does not record what its task started from (an earlier intact's checkpoint)"
+    changed = [what for key, what in INPUTS.items() if ck["inputs"].get(key) != inputs[key]]
+    return f"it was written from other inputs: {', '.join(changed)} changed since" if changed else None

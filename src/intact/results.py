@@ -129,6 +129,12 @@ def _checked_records(eval_paths: Sequence[Path], train_paths: Sequence[Path], co
         reference["config_hash"], source = config_hash, "the run's config"
     check_records(train_paths, trains, reference, finite="epochs", source=source)      # the per-epoch loss terms
     check_records(eval_paths, evals, reference, finite="accuracy", source=source)
+    for key, what in (("backbone_sha256", "backbone weights"), ("data_sha256", "prepared data")):
+        other = next((p for p, train in zip(train_paths, trains) if train.get(key) != first.get(key)), None)
+        if other is not None:   # a task redone after the weights or the data changed (a file kept by its mtime)
+            raise ArtifactError(f"{other}: its task trained on other {what} than task 0 ({key} differs from "
+                                f"{train_paths[0]}'s), so the run mixes two; redo the whole run: "
+                                f"{redo_hint(train_paths[0])}")
     for t, (path, evaluation, train) in enumerate(zip(eval_paths, evals, trains)):
         if not evaluation.get("state_sha256") or evaluation["state_sha256"] != train.get("state_sha256"):
             raise damaged(path, f"it records the state {str(evaluation.get('state_sha256'))[:16]}..., the task's "

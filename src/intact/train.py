@@ -43,7 +43,7 @@ from intact.methods.shared.penalties import kept_hypercubes
 from intact.protocols import optimizer_name
 from intact.provenance import provenance
 from intact.regularizers.hypercube import save_hypercubes
-from intact.restore import build_method, written_by
+from intact.restore import build_method, foreign_checkpoint, task_inputs, written_by
 from intact.seeding import configure_torch, derive_seed, rng_state, seed_everything, set_rng_state
 from intact.settings import OptimConfig, RunConfig
 from intact.train_record import FILENAME as TRAIN_JSON, HYPERCUBE, STATE, TrainRecord
@@ -144,6 +144,8 @@ class TaskRun:
     caches: dict[str, torch.Tensor]
     cache_record: dict[str, Any]
     steps_per_epoch: int
+    #: what the task starts from (:func:`task_inputs`): a checkpoint written from other inputs is not resumed
+    inputs: dict[str, Any] = field(default_factory=dict)
     epoch: int = 0
     step: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
@@ -194,7 +196,7 @@ def set_up(run: RunConfig, task: int, out_dir: Path, manifest: Path, backbone_we
                                        device=device, amp=amp, query_cache=cached_queries, enabled=o.feature_cache,
                                        progress=progress)
     return TaskRun(run, task, Path(out_dir), device, bench, method, train_set, backbone_sha, opt, sched, amp,
-                   caches, cache_record, steps_per_epoch)
+                   caches, cache_record, steps_per_epoch, task_inputs(backbone_sha, bench, prev))
 
 
 def resume(job: TaskRun) -> None:
@@ -202,7 +204,8 @@ def resume(job: TaskRun) -> None:
     run, o, guard_state, running = job.run, job.run.optim, None, {}
     if job.ckpt_path.exists():
         ck = load_checkpoint(job.ckpt_path)
-        if ck["run_hash"] == run.hash() and ck["task"] == job.task:
+        foreign = foreign_checkpoint(ck, run, job.task, job.inputs)
+        if foreign is None:
             load_trainable_state(job.method, ck["method"])
             job.opt.load_state_dict(ck["optimizer"])
             job.sched.load_state_dict(ck["scheduler"])
@@ -213,9 +216,8 @@ def resume(job: TaskRun) -> None:
             job.resumed_from = {"epoch": job.epoch, "step": job.step}
             print(f"resuming task {job.task} from epoch {job.epoch} step {job.step}", file=sys.stderr)
         else:
-            # never continue from another configuration's or task's checkpoint: start the task afresh
-            print(f"ignoring {job.ckpt_path}: it belongs to config {ck['run_hash']} task {ck['task']}, "
-                  f"not {run.hash()} task {job.task}; the task starts from its first epoch", file=sys.stderr)
+            # never continue from another configuration's, task's or inputs' checkpoint: start the task afresh
+            print(f"ignoring {job.ckpt_path}: {foreign}; the task starts from its first epoch", file=sys.stderr)
     job.guard = DivergenceGuard(
         f"{run.benchmark.name}/{run.method}/seed{run.seed}", job.task, o.epochs, job.steps_per_epoch,
         [(k, p) for k, p in job.method.named_parameters() if p.requires_grad], job.device,
@@ -232,7 +234,7 @@ def checkpoint(job: TaskRun) -> None:
     NumPy's: a method may draw from any of them; never a diverged state)."""
     job.guard.check(job.kept())
     save_checkpoint(job.ckpt_path, {
-        "run_hash": job.run.hash(), "task": job.task, "epoch": job.epoch, "step": job.step,
+        "run_hash": job.run.hash(), "task": job.task, "inputs": job.inputs, "epoch": job.epoch, "step": job.step,
         "method": trainable_state(job.method), "optimizer": job.opt.state_dict(), "scheduler": job.sched.state_dict(),
         "rng": rng_state(), "history": job.history,
         "running": {**{k: float(v) for k, v in job.sums.items()}, "_n": job.count} if job.count else {},
