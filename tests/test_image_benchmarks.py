@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import sys
@@ -21,6 +22,7 @@ from intact.config import ConfigError, resolve_run, run_from_dict, validate_conf
 from intact.data import benchmark_class, benchmark_settings, open_benchmark
 from intact.data.image_config import IMAGENET_C, IMAGENET_MIX, IMAGENET_R, ImageBenchmarkConfig
 from intact.data.loader import EpochPlan, eval_batches, steps_per_epoch, train_batches
+from intact.data.prepare_images import ImageError
 from intact.data.split_lists import SPLITS_DIR, SplitError, check_split
 from intact.io import read_json
 from intact.layering import load_file
@@ -202,6 +204,18 @@ def test_unreadable_image_can_be_skipped_and_is_listed(tree, tmp_path):
     assert man["tasks"][0]["train"] == 7
     bench = open_benchmark(m)
     assert len(bench.train_set(0)) == 7 and len(next(iter(eval_batches(bench.train_set(0), 100)))[1]) == 7
+    # fixed in place, then prepared again (`--forcerun`): decoded again, not taken from the first job's arrays, which
+    # before 2026-12-01 were kept by their lists' paths alone; so was a split decoded under skip_unreadable
+    Image.new("RGB", (40, 40), (200, 30, 90)).save(base / trees.WNIDS[0] / "art_0.jpg")
+    m.unlink()
+    man = json.loads(benchmark_class("imagenet_r").prepare(cfg, tmp_path / "out", workers=1, progress=False)
+                     .read_text())
+    assert man["skipped"] == [] and man["tasks"][0]["train"] == 8
+    (base / trees.WNIDS[0] / "art_0.jpg").write_bytes(b"\xff\xd8 broken")
+    m.unlink()
+    strict = dataclasses.replace(cfg, skip_unreadable=False)
+    with pytest.raises(ImageError, match="cannot read image .*art_0.jpg"):   # not the arrays decoded skipping it
+        benchmark_class("imagenet_r").prepare(strict, tmp_path / "out", workers=1, progress=False)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="only Python 3.12+ warns when a process with threads forks")

@@ -318,7 +318,12 @@ def test_a_job_under_another_import_path_or_after_a_code_change_runs_cold(tmp_pa
         assert (code, out.split("\n")[0]) == (0, "value 1") and "no warm parent" not in err
         other = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]])}
         code, out, err = _run(tmp_path / "b", "value", p.path, env=other)
-        assert (code, out.split("\n")[0]) == (0, "value 1") and "another Python or import path" in err
+        assert (code, out.split("\n")[0]) == (0, "value 1") and "another Python, import path or start-up variable " \
+            "(PYTHONPATH)" in err
+        # a variable read when a library the parent imported was imported (timm's TIMM_FUSED_ATTN picks the
+        # attention kernel then): a warm job would have run with the parent's value (found 2026-12-01)
+        code, out, err = _run(tmp_path / "f", "value", p.path, env={"TIMM_FUSED_ATTN": "0"})
+        assert code == 0 and "start-up variable (TIMM_FUSED_ATTN)" in err, err
         saved = mod.stat()
         mod.write_text("VALUE = 2\n")
         os.utime(mod, ns=(saved.st_atime_ns, saved.st_mtime_ns + 10**9))  # a later edit, whatever the clock's grain

@@ -83,6 +83,19 @@ def _paths_digest(s: SplitList) -> str:
     return hashlib.sha256("\n".join(f"{p} {y}" for p, y in zip(s.paths, s.labels)).encode()).hexdigest()
 
 
+def _chunk_stamps(s: SplitList) -> list[str]:
+    """Per chunk of :data:`CHUNK` entries, a digest of its files' sizes and modification times: a chunk decoded
+    before one of its files was replaced or fixed in place is decoded again, not taken from the earlier arrays."""
+    def stamp(rel: str) -> str:
+        try:
+            st = os.stat(os.path.join(s.root, rel))
+        except OSError:
+            return "-"
+        return f"{st.st_size} {st.st_mtime_ns}"
+    return [hashlib.sha256(" ".join(stamp(p) for p in s.paths[c:c + CHUNK]).encode()).hexdigest()[:16]
+            for c in range(0, len(s), CHUNK)]
+
+
 def _store_split(out_dir: Path, task: str, split: str, s: SplitList, resize: int, crop: int,
                  skip: bool, pool: Any, bar: tqdm) -> dict[str, Any]:
     """Decode one (task, split) into ``tasks/<task>/<split>_{x,y}.npy``; resume or reuse finished work."""
@@ -90,25 +103,30 @@ def _store_split(out_dir: Path, task: str, split: str, s: SplitList, resize: int
     folder.mkdir(parents=True, exist_ok=True)
     x_final, y_final = folder / f"{split}_x.npy", folder / f"{split}_y.npy"
     done_path, progress_path = folder / f"{split}.done.json", folder / f"{split}.progress.json"
-    key = {"n": len(s), "resize": resize, "crop": crop, "lists": _paths_digest(s), "root": s.root}
+    key = {"n": len(s), "resize": resize, "crop": crop, "lists": _paths_digest(s), "root": s.root, "skip": skip}
+    stamps = _chunk_stamps(s)
     if done_path.exists() and x_final.exists() and y_final.exists():
         done = read_json(done_path)
-        if done["key"] == key:
+        if done["key"] == key and done.get("stamps") == stamps:
             bar.update(len(s))
             return done
     partial = folder / f"{split}_x.npy.partial"
     progress = read_json(progress_path) if progress_path.exists() else None
     if progress is None or progress["key"] != key or not partial.exists():
         np.lib.format.open_memmap(partial, mode="w+", dtype=np.uint8, shape=(len(s), crop, crop, 3)).flush()
-        progress = {"key": key, "done": [], "failed": []}
+        progress = {"key": key, "done": [], "failed": [], "stamps": {}}
         write_json(progress_path, progress)
-    finished = set(progress["done"])
+    # a finished chunk whose files changed since is decoded again (its skipped files with it)
+    finished = {c for c in progress["done"] if progress.get("stamps", {}).get(str(c)) == stamps[c // CHUNK]}
+    progress["done"] = sorted(finished)
+    progress["failed"] = [f for f in progress["failed"] if f[0] // CHUNK * CHUNK in finished]
     bar.update(sum(min(CHUNK, len(s) - c) for c in finished))
     jobs = [(str(partial), c, [os.path.join(s.root, p) for p in s.paths[c:c + CHUNK]], resize, crop, skip)
             for c in range(0, len(s), CHUNK) if c not in finished]
     results = pool.imap_unordered(_decode_chunk, jobs) if pool is not None else map(_decode_chunk, jobs)
     for start, failed in results:
         progress["done"].append(start)
+        progress.setdefault("stamps", {})[str(start)] = stamps[start // CHUNK]
         progress["failed"] += failed
         write_json(progress_path, progress)  # after the worker flushed: a resumed job redoes nothing it needs
         bar.update(min(CHUNK, len(s) - start))
@@ -117,7 +135,7 @@ def _store_split(out_dir: Path, task: str, split: str, s: SplitList, resize: int
         labels[i] = -1
     np.save(y_final, labels, allow_pickle=False)
     os.replace(partial, x_final)
-    done = {"key": key, "x_sha256": sha256_file(x_final), "y_sha256": sha256_file(y_final),
+    done = {"key": key, "stamps": stamps, "x_sha256": sha256_file(x_final), "y_sha256": sha256_file(y_final),
             "skipped": [{"path": p, "error": e} for _, p, e in sorted(progress["failed"])]}
     write_json(done_path, done)
     progress_path.unlink(missing_ok=True)

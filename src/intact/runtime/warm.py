@@ -35,8 +35,11 @@ from intact.runtime import protocol
 ENV_SOCKET = "INTACT_WARM_SOCKET"
 #: ``INTACT_WARM=0`` (or false/no/off): no warm parent; every job runs cold
 ENV_SWITCH = "INTACT_WARM"
-#: the environment variables that decide what ``import`` finds: a job runs warm only where they are the parent's
-IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH")
+#: the prefixes of the environment variables read when Python starts or the parent's libraries are imported: what
+#: ``import`` finds and how it starts (PYTHONPATH, PYTHONWARNINGS, ...), timm's (TIMM_FUSED_ATTN), torch's and its
+#: math libraries'; a job runs warm only where they are the parent's (not ``*_NUM_THREADS``: a job sets its threads)
+IMPORT_ENV = ("PYTHON", "TIMM_", "TORCH", "PYTORCH_", "CUBLAS", "CUDNN", "NVIDIA_TF32", "MKL_", "KMP_", "DNNL_",
+              "ONEDNN_", "ATEN_")
 #: the signals a client passes on to its job (SIGKILL and SIGSTOP cannot be caught: see the module docstring)
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 #: what the warm parent imports besides the package modules the job scripts import: the modules of
@@ -256,7 +259,8 @@ def start_or_adopt(modules: list[str]) -> tuple[WarmParent | None, str]:
 
 def probe(path: str) -> str:
     """Whether the warm parent at ``path`` would serve a job of this process: "" if so, else why not (gone,
-    another user's, another Python or import path, code changed since it started, not the warm protocol).
+    another user's, another Python, import path or start-up variable, code changed since it started, not the warm
+    protocol).
     A parent answers once its imports are done: one just started (``intact warm``) is waited for, up to
     :data:`PROBE_TIMEOUT` seconds."""
     try:
@@ -337,7 +341,9 @@ def python_id() -> list[str]:
     """The interpreter, environment and import settings (:data:`IMPORT_ENV`) a job's Python runs with: a job
     runs warm only where they are the parent's (a plugin on another PYTHONPATH runs cold, or in its own parent)."""
     # the binary, not its name: a venv's python and python3 (the console scripts' shebang) are one interpreter
-    return [os.path.realpath(sys.executable), sys.prefix, *(os.environ.get(name, "") for name in IMPORT_ENV)]
+    env = sorted(f"{k}={v}" for k, v in os.environ.items()
+                 if k.startswith(IMPORT_ENV) and not k.endswith("_NUM_THREADS"))
+    return [os.path.realpath(sys.executable), sys.prefix, *env]
 
 
 def mark_served() -> None:

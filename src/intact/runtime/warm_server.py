@@ -61,6 +61,8 @@ class Server:
             signal.signal(sig, lambda signum, frame: None)
         self.jobs: dict[int, socket.socket] = {}  # child pid -> its client's connection
         self.code: dict[str, tuple[int, int]] = {}  # what code_state() saw once the imports were done
+        # as this process started, before its imports (torch._dynamo's sets TORCHINDUCTOR_CACHE_DIR)
+        self.python = python_id()
         self.stopping = False
         self.sel = selectors.DefaultSelector()
 
@@ -140,8 +142,9 @@ class Server:
         malformed = _malformed(request) if not request.get("probe") else ""
         if malformed or len(fds) != (0 if request.get("probe") else 3):
             return malformed or f"{len(fds)} file descriptors passed, not the standard streams"
-        if request.get("python") != python_id():
-            return "another Python or import path"  # a conda env's, a container's, a plugin's PYTHONPATH
+        if request.get("python") != self.python:   # a conda env's, a container's, a plugin's PYTHONPATH
+            other = sorted(set(map(str, request.get("python") or [])) ^ set(self.python))
+            return f"another Python, import path or start-up variable ({other[0].split('=')[0]})"
         changed = changed_code(self.code)
         # what this process imported is no longer what a fresh Python would import (an edit, an install)
         return f"code changed since the warm parent started: {changed}" if changed else ""
