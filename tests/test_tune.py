@@ -101,6 +101,46 @@ def test_a_bad_declaration_stops_at_start_up():
         resolve_run(tiny_config(), "digits", "coda_p@run.eval_split=train", 0)
 
 
+@pytest.mark.parametrize("change, fragment", [
+    # before 2026-12-01 these validated; each made runs other than their names and records say
+    (lambda c: c["run"].update(eval_split="val"),       # the final runs and baselines were scored on validation
+     "'run.eval_split' = 'val': the tune study's final runs and baselines run under run.eval_split"),
+    (lambda c: c["studies"]["tune"]["searches"][0]["grid"].update(lambda_intdrift=[0.1234567]),   # trained 0.123457
+     "lambda_intdrift = 0.1234567 is spelled 0.123457 in its run's name, another number"),
+    (lambda c: c["studies"]["tune"].update(searches=[{"run": "coda_p+intact", "baseline": "coda_p", "random": {
+        "points": 2, "seed": 0, "space": {"lambda_feat": {"choice": [3, "3"]}}}}]),
+     "two of its points are one run, 'coda_p+intact@lambda_feat=3,run.eval_split=val'"),
+    # a derived baseline lacks the searched setting: InTAct's gain mixed with that of the setting's tuning
+    (lambda c: c["studies"]["tune"].update(searches=[{"run": "coda_p+intact", "grid": {"optim.epochs": [1, 2]}}]),
+     "point 'coda_p+intact@optim.epochs=1' sets settings outside InTAct that its derived baseline 'coda_p' lacks"),
+    (lambda c: c["studies"].update(sensitivity={"method": "coda_p+intact",
+                                                "grid": {"lambda_feat": [0.1, 0.30000000000000004]}}),
+     "'studies.sensitivity.grid.lambda_feat[1]' = 0.30000000000000004: spelled 0.3 in its run's name"),
+])
+def test_a_tune_whose_runs_would_not_be_what_their_names_say_is_refused(change, fragment):
+    cfg = tune_config()
+    change(cfg)
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        validate_config(cfg)
+
+
+def test_a_searched_null_and_an_intact_dotted_key_keep_their_meaning():
+    """``null`` was spelled ``None`` in a point's name (read back as the text 'None'); ``intact.<key>`` in a name
+    was taken for a setting outside InTAct, so its run's baseline kept it (and no table paired the two)."""
+    from intact.naming import baseline
+    from intact.tune import format_setting
+
+    cfg = tune_config(searches=[{"run": "coda_p+intact", "baseline": "coda_p",
+                                 "grid": {"optim.test_resize": [None], "intact.lambda_feat": [3]}}])
+    validate_config(cfg)
+    name = expand_tune(cfg).searches[0].val_names[0]
+    assert name == "coda_p+intact@optim.test_resize=null,intact.lambda_feat=3,run.eval_split=val"
+    assert resolve_run(cfg, "digits", name, 0).optim.test_resize is None and format_setting(None) == "null"
+    assert baseline("coda_p+intact@intact.lambda_feat=3,optim.epochs=2") == "coda_p@optim.epochs=2"
+    assert all(0.1 <= dict(p)["x"] <= 0.149 for p in random_points(random_search(
+        points=5, seed=1, space={"x": {"uniform": [0.1, 0.149]}})))   # rounding to 2 digits stepped past 0.149
+
+
 def _metrics(search: Search, aa: list[list[float]], forgetting: list[float], split: str = "val") -> dict:
     return {(n, s): {"aa": aa[i][j], "forgetting_max": forgetting[i], "eval_split": split}
             for i, n in enumerate(search.val_names) for j, s in enumerate((0, 1))}

@@ -20,10 +20,10 @@ from intact.data.image_config import ImageBenchmarkConfig
 from intact.methods import METHODS
 from intact.methods.declare import problems
 from intact.models.arch import Arch, backbone_arch
-from intact.naming import parse_method_name
+from intact.naming import format_value, parse_method_name
 from intact.settings import ConfigError, RunConfig
 from intact.studies import expand_studies
-from intact.tune import expand_tune, tune_run_count
+from intact.tune import expand_tune, point_problems, tune_run_count, tune_section
 
 #: the most runs (benchmark x method name x seed) a config may declare: config.yaml declares under 400 (its tune
 #: study included), a paper config about 200
@@ -79,6 +79,10 @@ def check_runs(cfg: Mapping[str, Any],
             _check_backbone_fit(cfg, run)
         except ConfigError as err:
             raise ConfigError(f"{err} (run {method!r} on {b!r}, declared in studies.tune)") from None
+    study = expand_tune(cfg)
+    for entry, search in zip(tune_section(cfg).searches, study.searches) if study else ():
+        for problem in point_problems(entry, search):
+            _fail(f"key 'studies.tune.searches': run {search.run!r}: {problem}")
     return seen
 
 
@@ -94,6 +98,10 @@ def tune_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
     runs = [s.run for s in study.searches]
     if len(set(runs)) < len(runs):
         _fail(f"key 'studies.tune.searches': each run is searched once (got {runs})")
+    if cfg["run"].get("eval_split") == "val":
+        _fail("key 'run.eval_split' = 'val': the tune study's final runs and baselines run under run.eval_split, so "
+              "they would be scored on the validation part; set it to test, or remove studies.tune (`tune: null`)")
+
     names = [n for s in study.searches for n in (*s.val_names, *s.test_names)] + list(study.baseline_runs())
     return [(b, n) for b in study.benchmarks for n in dict.fromkeys(names)]
 
@@ -110,6 +118,9 @@ def _check_grids(cfg: Mapping[str, Any]) -> None:
             if v <= 0:
                 _fail(f"key 'studies.sensitivity.grid.{key}[{i}]' = {v!r}: a sensitivity grid is a log-spaced sweep, "
                       f"so every lambda must be > 0 (lambda = 0 switches the term off: that is studies.ablation)")
+            if float(format_value(v)) != v:   # its run would train with the value its name spells
+                _fail(f"key 'studies.sensitivity.grid.{key}[{i}]' = {v!r}: spelled {format_value(v)} in its run's "
+                      "name, another number (a name keeps 6 significant digits); round it")
 
 
 def _check_name_overrides(method: str, run: RunConfig) -> None:

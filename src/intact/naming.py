@@ -206,8 +206,9 @@ def with_intact(name: str) -> str:
 
 
 def _is_intact_setting(key: str) -> bool:
-    """An override key of the ``intact`` section (no dot, not the protocol): it means nothing without InTAct."""
-    return "." not in key and key != PROTOCOL_KEY
+    """An override key of the ``intact`` section (no dot, not the protocol; or ``intact.<key>``): it means nothing
+    without InTAct."""
+    return ("." not in key and key != PROTOCOL_KEY) or key.startswith("intact.")
 
 
 def baseline(name: str) -> str | None:

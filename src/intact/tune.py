@@ -31,7 +31,7 @@ import random
 import statistics
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from intact.naming import MethodNameError, baseline, format_value, with_overrides
 from intact.settings import ConfigError, build_dataclass, plain
@@ -93,7 +93,10 @@ class TuneStudy:
 
 
 def format_setting(value: Any) -> str:
-    """A value as a name spells it: numbers compactly (intact.naming.format_value), the rest as text."""
+    """A value as a name spells it: numbers compactly (intact.naming.format_value), null and booleans as YAML
+    writes them, the rest as text."""
+    if value is None:
+        return "null"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value).lower() if isinstance(value, bool) else str(value)
     return format_value(float(value))
@@ -112,10 +115,9 @@ def _round(value: float) -> float:
 def _draw(rng: random.Random, dist: Distribution) -> Any:
     if dist.choice is not None:
         return rng.choice(list(dist.choice))
-    if dist.uniform is not None:
-        return _round(rng.uniform(*dist.uniform))
-    lo, hi = dist.log_uniform
-    return _round(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    lo, hi = dist.uniform if dist.uniform is not None else dist.log_uniform
+    value = rng.uniform(lo, hi) if dist.uniform is not None else math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    return min(max(_round(value), lo), hi)   # rounding may step past a bound (0.149 -> 0.15)
 
 
 def random_points(spec: RandomSearch) -> list[tuple[tuple[str, Any], ...]]:
@@ -142,6 +144,27 @@ def search_baseline(entry: TuneSearch) -> str | None:
         return baseline(entry.run)
     except MethodNameError:
         return None  # a malformed name: validation refuses it, naming where it is declared
+
+
+def point_problems(entry: TuneSearch, search: Search) -> Iterator[str]:
+    """What would make a search's runs other than their names and records say: a number its name spells as another
+    (a name keeps 6 significant digits), two points of one name (one run for both), a point whose settings its
+    derived baseline lacks (InTAct's gain would be mixed with theirs: :func:`intact.naming.baseline`)."""
+    numbers = [(k, v) for point in search.points for k, v in point
+               if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    for key, value in numbers:
+        if float(format_setting(value)) != value:
+            yield (f"{key} = {value!r} is spelled {format_setting(value)} in its run's name, another number (a "
+                   "name keeps 6 significant digits): round it")
+    names = search.val_names
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice:
+        yield f"two of its points are one run, {twice!r}: declare each value once"
+    for name in search.test_names if entry.baseline == DERIVED_BASELINE and search.baseline else ():
+        if baseline(name) != search.baseline:
+            yield (f"point {name!r} sets settings outside InTAct that its derived baseline {search.baseline!r} lacks "
+                   f"(its own: {baseline(name)!r}); declare the search's baseline")
+            return
 
 
 def expand_search(entry: TuneSearch) -> Search:
