@@ -267,3 +267,14 @@ def test_digits_split_fractions_are_refused_at_validation_exactly_where_scikit_l
             assert real == [(t, k) for _, t, k in split_sizes(cfg)], fractions
         refused += bool(problems)
     assert refused >= 24, refused
+
+
+@pytest.mark.slow
+def test_digits_without_domains_prepares_every_declared_domain(tmp_path):
+    """``domains`` unset means every domain (its description; the run plans 14 tasks): before 2026-12-01 prepare
+    read the unset tuple and wrote no task, and the prepare job failed on its own manifest's check."""
+    from intact.data.digits import DIGIT_DOMAINS, BenchmarkConfig, prepare
+
+    manifest = json.loads(prepare(BenchmarkConfig(name="d", type="digits", backbone="b", image_size=8),
+                                  tmp_path).read_text())
+    assert [t["name"] for t in manifest["tasks"]] == list(DIGIT_DOMAINS)

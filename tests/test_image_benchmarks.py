@@ -126,6 +126,10 @@ def test_real_imagenet_c_and_mix_splits_give_the_paper_counts():
     assert sum(len(t.train) for t in mix) == 105000 + 21964
     assert {f["file"] for f in files} == {"imagenet-c_train.txt.xz", "imagenet-c_test.txt.xz",
                                           "imagenet-r_ka_train.txt.xz", "imagenet-r_ka_test.txt.xz"}
+    # every task numbers the 200 classes alike (ImageNet-R's KA map is ImageNet-C's: Mix's tasks share the head)
+    from intact.data.split_lists import relabelled
+
+    assert relabelled({t.name: {"train": t.train, "test": t.test} for t in mix}) == []
 
 
 # ---- prepare_data ---------------------------------------------------------------------------------------

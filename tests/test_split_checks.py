@@ -54,6 +54,23 @@ def test_a_training_image_in_any_spelling_is_refused_naming_both(r_tree, tmp_pat
         assert not (out / "manifest.json").exists()
 
 
+def test_lists_that_number_the_classes_otherwise_in_one_task_are_refused():
+    """Label i must be one class (its images' folder) in every task: before 2026-12-01 a list that swapped two
+    labels in one domain was accepted, and the run learned two classes under each of the two outputs."""
+    def task(name: str, labels: dict[str, int]) -> dict[str, SplitList]:
+        entries = [(f"{folder}/{name}_{i}.jpg", y) for folder, y in labels.items() for i in range(2)]
+        return {part: SplitList("/root", [p for p, _ in entries[k::2]], [y for _, y in entries[k::2]])
+                for k, part in enumerate(("train", "test"))}
+
+    same = {"art": task("art", {"apple": 0, "bee": 1}), "sketch": task("sketch", {"apple": 0, "bee": 1})}
+    check_split(same, 2, check_files=False)
+    swapped = {**same, "sketch": task("sketch", {"apple": 1, "bee": 0})}
+    with pytest.raises(SplitError, match=r"number their classes otherwise than the first list .*apple/sketch_0.jpg "
+                                         r"\(sketch/train: label 1; art/train gives label 1 to 'bee', art/train "
+                                         r"gives 'apple' label 0\)"):
+        check_split(swapped, 2, check_files=False)
+
+
 def test_a_byte_identical_copy_under_another_name_is_refused_naming_both(r_tree, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(r_tree / "root", root)

@@ -32,7 +32,8 @@ def tune_config(**spec) -> dict:
     cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise"]
     cfg["tracking"]["enabled"] = False
     cfg["studies"] = {"tune": {"benchmarks": ["digits"], "seeds": [0], "selection_seeds": [0, 1], "tie": "first",
-                               "searches": [{"run": "coda_p+intact", "baseline": "coda_p", "grid": GRID}], **spec}}
+                               "searches": [{"run": "coda_p+intact", "baseline": "coda_p", "grid": dict(GRID)}],
+                               **spec}}
     return cfg
 
 

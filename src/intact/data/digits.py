@@ -140,7 +140,7 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
         "train_y": y[train], "test_y": y[test], "val_mask": val_mask,
         "clean_test_x": x[test],
     }
-    for domain in cfg.domains:
+    for domain in cfg.tasks:   # `domains`, else every declared domain
         seed = _domain_seed(cfg.split_seed, domain)
         tensors[f"{domain}/train_x"] = apply_domain(domain, x[train], seed)
         tensors[f"{domain}/test_x"] = apply_domain(domain, x[test], seed + 1)
@@ -155,7 +155,7 @@ def prepare(cfg: BenchmarkConfig, out_dir: str | Path) -> Path:
         "class_names": [str(c) for c in range(cfg.num_classes)],
         "image_shape": [1, cfg.image_size, cfg.image_size],
         "tasks": [
-            {"name": d, "train": len(train), "val": int(val_mask.sum()), "test": len(test)} for d in cfg.domains
+            {"name": d, "train": len(train), "val": int(val_mask.sum()), "test": len(test)} for d in cfg.tasks
         ],
         "pretrain_images": len(pretrain),
         "files": {DATA_FILE: sha256_file(data_path)},

@@ -176,6 +176,24 @@ def reuse_warnings(splits: dict[str, dict[str, SplitList]]) -> list[str]:
     return out
 
 
+def relabelled(splits: Mapping[str, Mapping[str, SplitList]]) -> list[str]:
+    """Entries whose label the lists read first give another class folder, or whose folder they give another label:
+    every task must number the classes alike, or a domain-incremental run learns two meanings for one output."""
+    labels: dict[int, tuple[str, str]] = {}
+    folders: dict[str, tuple[int, str]] = {}
+    bad = []
+    for t, parts in splits.items():
+        for part, s in parts.items():
+            for r, y in zip(s.paths, s.labels):
+                folder = os.path.basename(os.path.dirname(normalised(s.root, r)))
+                seen, where = labels.setdefault(y, (folder, f"{t}/{part}"))
+                other, there = folders.setdefault(folder, (y, f"{t}/{part}"))
+                if seen != folder or other != y:
+                    bad.append(f"{r} ({t}/{part}: label {y}; {where} gives label {y} to {seen!r}, {there} gives "
+                               f"{folder!r} label {other})")
+    return bad
+
+
 def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check_files: bool = True,
                 list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
     """Check every (task, split) list: non-empty, labels in range, no duplicated path, no file in both a
@@ -206,6 +224,9 @@ def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check
         if dup:
             raise _fail("are duplicated lines", dup, total)
     check_overlap(splits, list_files)
+    bad = relabelled(splits)
+    if bad:
+        raise _fail("number their classes otherwise than the first list (a class is its image's folder)", bad, total)
     if not check_files:
         return
     missing = []
