@@ -3,6 +3,7 @@ the chosen point's final runs, as a step of the workflow (intact.tune, workflow/
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -123,6 +124,17 @@ def test_a_tune_whose_runs_would_not_be_what_their_names_say_is_refused(change, 
     change(cfg)
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         validate_config(cfg)
+
+
+def test_a_final_runs_tracking_waits_for_its_choice():
+    """The tracking of a search point's test-split run reads its search's choice (tags, artifact): the choice is an
+    input of it, so a new choice logs the run again; not of a run that the default run or a study declares too."""
+    cfg = tune_config()
+    cfg["run"]["methods"] = ["coda_p", "coda_p+intact@lambda_feat=0.1,lambda_intdrift=1e-3"]
+    validate_config(cfg)
+    finals = Plan(cfg).tune_finals
+    assert finals == {("digits", "coda_p+intact@lambda_feat=30,lambda_intdrift=1e-3"):
+                      "results/tune/digits/coda_p+intact/choice.json"}
 
 
 def test_a_searched_null_and_an_intact_dotted_key_keep_their_meaning():
@@ -371,6 +383,14 @@ def test_tune_study_chooses_on_validation_and_runs_the_choice_on_test(prepared_d
     assert read_run_folder(res / "runs/digits/coda_p/seed0").tune is None
     # a rerun with nothing changed does nothing
     assert "Nothing to be done" in snakemake(tmp_path, "-n", "study_tune").stdout
+    # the choice records its baseline and final seeds too, which its report reads: changing one rewrites the
+    # choice (then its report, after the checkpoint) and trains nothing (before 2026-12-01: nothing to be done)
+    tuned = copy.deepcopy(cfg)
+    tuned["studies"]["tune"]["searches"][0]["baseline"] = None
+    write_config(tmp_path, tuned)
+    counts = job_counts(snakemake(tmp_path, "study_tune", "-n", "--quiet", "rules").stdout)
+    assert (counts.get("tune_select"), counts.get("train_task")) == (1, None), counts
+    write_config(tmp_path, cfg)
     # a hand edit of the choice is refused before any run follows it (the final runs' names come from it)
     choice_path = res / "tune/digits/coda_p+intact/choice.json"
     kept, st = choice_path.read_bytes(), choice_path.stat()

@@ -212,6 +212,15 @@ class Plan:
         t = self.tune
         return [TUNE_CHOICE.format(benchmark=b, tuned=s.run) for b in t.benchmarks for s in t.searches] if t else []
 
+    @cached_property
+    def tune_finals(self) -> dict[tuple[str, str], str]:
+        """(benchmark, a search point's test-split name) -> its search's choice record, which the tracking of the
+        chosen one reads (:func:`intact.tracking.record.tune_choice`); not for a run the default run or a study
+        declares too (its tracking does not wait for the tune)."""
+        t, declared = self.tune, self.declared_runs()
+        return {(b, name): TUNE_CHOICE.format(benchmark=b, tuned=s.run) for b in (t.benchmarks if t else ())
+                for s in t.searches for name in s.test_names if name not in declared.get(b, {})}
+
     def tune_static_targets(self) -> list[str]:
         """What target ``study_tune`` asks for before any choice (so every search is scheduled at once): the
         search points, the baselines, their markers and every choice record."""

@@ -14,6 +14,8 @@ rule track_run:
         trains=run_tasks("train.json"),
         evals=run_tasks("eval.json"),
         hypercubes=run_tasks("hypercube.safetensors"),
+        # a tune search's final run: the choice its tags and artifact come from (a new choice logs it again)
+        choice=lambda w: PLAN.tune_finals.get((w.benchmark, w.method), []),
     output:
         marker=f"{RUN_DIR}/{MARKER}",
     log:

@@ -21,6 +21,9 @@ if TUNE:
             config_hashes=tune_search_hashes,
             selection=TUNE.selection_seeds,
             tie=[TUNE.tie, TUNE.tolerance],
+            # what the choice records beside: the baseline its report compares with, the final seeds
+            baseline=lambda w: TUNE.search(w.tuned).baseline,
+            seeds=TUNE.seeds,
             study=TUNE,  # typed: not in the record (the plain values above are)
         wildcard_constraints:
             benchmark=one_of(TUNE.benchmarks),
