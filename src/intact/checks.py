@@ -101,7 +101,6 @@ def tune_runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
     if cfg["run"].get("eval_split") == "val":
         _fail("key 'run.eval_split' = 'val': the tune study's final runs and baselines run under run.eval_split, so "
               "they would be scored on the validation part; set it to test, or remove studies.tune (`tune: null`)")
-
     names = [n for s in study.searches for n in (*s.val_names, *s.test_names)] + list(study.baseline_runs())
     return [(b, n) for b in study.benchmarks for n in dict.fromkeys(names)]
 

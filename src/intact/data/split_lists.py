@@ -197,7 +197,8 @@ def relabelled(splits: Mapping[str, Mapping[str, SplitList]]) -> list[str]:
 def check_split(splits: dict[str, dict[str, SplitList]], num_classes: int, check_files: bool = True,
                 list_files: Mapping[str, Mapping[str, str]] | None = None) -> None:
     """Check every (task, split) list: non-empty, labels in range, no duplicated path, no file in both a
-    task's train and test list in any spelling (:func:`check_overlap`), every file present, and no test
+    task's train and test list in any spelling (:func:`check_overlap`), the classes numbered alike in every task
+    (:func:`relabelled`), every file present, and no test
     image a byte-identical copy of one of its task's training images (:func:`check_content_overlap`).
 
     ``splits`` maps task -> {"train"/"test": SplitList}. Raises :class:`SplitError` with the count and
