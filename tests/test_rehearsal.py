@@ -52,6 +52,10 @@ def test_the_rehearsal_changes_the_scale_and_nothing_else(name):
         assert (ours.method, ours.base, ours.protocol) == (theirs.method, theirs.base, theirs.protocol)
     assert list(cfg["benchmarks"][name]["domains"]) == list(resolve_run(real, name, "coda_p", 0).benchmark.tasks)[:3]
     assert rehearse(cfg) == cfg                         # idempotent: a job's own parse gives the same config
+    # its MLflow runs are kept apart: on the real runs' server a rehearsal run took a real run's place as current
+    from intact.config import tracking_config
+
+    assert tracking_config(cfg).experiment == "rehearsal/" + tracking_config(real).experiment
 
 
 def test_every_optim_layer_gets_the_rehearsal_budget():

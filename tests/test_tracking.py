@@ -29,6 +29,41 @@ TRACKING_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_TRACKING_URI": ""}  
 
 
 @pytest.fixture(autouse=True)
+def test_a_server_whose_uri_holds_credentials_is_probed_with_them_and_they_are_never_shown():
+    """urllib takes no user:password@ in a URL: the probe looked the whole of it up as a host name, so every run of
+    a server with credentials in its URI stayed pending (before 2026-12-01). They go in a Basic auth header, as
+    MLflow sends them; an unreachable one is named without its password."""
+    import base64
+    import http.server
+    import threading
+
+    from intact.tracking.mlflow_log import probe
+    from intact.tracking.settings import TrackingError
+
+    seen = []
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        probe(f"http://alice:s%40cret@127.0.0.1:{server.server_port}/", 5)
+    finally:
+        server.shutdown()
+    assert seen == [("/health", "Basic " + base64.b64encode(b"alice:s@cret").decode())]
+    with pytest.raises(TrackingError) as err:
+        probe(f"http://alice:s3cret@127.0.0.1:{server.server_port}", 2)   # the server is gone
+    assert "unreachable" in str(err.value) and "s3cret" not in str(err.value) and "***@127.0.0.1" in str(err.value)
+
+
 def _isolated(monkeypatch, tmp_path):
     """A developer's $MLFLOW_TRACKING_URI must not leak into the tests (it outranks the config), and
     nothing MLflow writes relative to the working directory may land in the checkout."""

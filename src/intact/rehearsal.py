@@ -33,12 +33,14 @@ from intact.data.image_config import val_count
 from intact.data.synthetic import TREE_KEYS, is_test_image, tree_keys
 from intact.layering import merge
 from intact.paths import RESULTS
-from intact.settings import ConfigError, RehearsalConfig, build_dataclass, defaults
+from intact.settings import ConfigError, RehearsalConfig, TrackingConfig, build_dataclass, defaults
 
 #: where a rehearsal's synthetic data and tiny backbones are made (by the workflow's rules)
 DATA_DIR = f"{RESULTS}/rehearsal/data/{{benchmark}}"
 TREE = f"{DATA_DIR}/tree.json"
 WEIGHTS = f"{RESULTS}/rehearsal/backbones/{{backbone}}.safetensors"
+#: the prefix of a rehearsal's MLflow experiments (:func:`_experiment`)
+REHEARSAL_EXPERIMENT = "rehearsal/"
 #: the pixels the paper's test_resize (256) is relative to
 PAPER_IMAGE_SIZE = 224
 #: what every table and figure of a rehearsal says on itself
@@ -86,7 +88,8 @@ def rehearse(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if r is None:
         return dict(cfg)
     layer = {"benchmarks": {b: _benchmark(b, entry, r) for b, entry in (cfg.get("benchmarks") or {}).items()},
-             "backbones": {n: _backbone(n, entry, r) for n, entry in (cfg.get("backbones") or {}).items()}}
+             "backbones": {n: _backbone(n, entry, r) for n, entry in (cfg.get("backbones") or {}).items()},
+             "tracking": {"experiment": _experiment(cfg)}}
     out = merge(cfg, layer)
     _cap_budgets(out, r)
     _cut_seeds(out, r.seeds)
@@ -122,6 +125,13 @@ def _check_scale(cfg: Mapping[str, Any], r: RehearsalConfig) -> None:
             raise ConfigError(f"config: key 'rehearsal.batch_size' = {r.batch_size}: more than the {least} training "
                               f"images of a task in the synthetic tree of benchmark {name!r}, and an optim layer sets "
                               f"drop_last, so its runs would take no step; use batch_size <= {least}")
+
+
+def _experiment(cfg: Mapping[str, Any]) -> str:
+    """The MLflow experiment of the rehearsal's runs: the config's under ``rehearsal/``, so that a rehearsal
+    logged to the real runs' server never takes their place as a run's current one (``intact.current``)."""
+    name = build_dataclass(TrackingConfig, dict(cfg.get("tracking") or {}), "tracking").experiment
+    return name if name.startswith(REHEARSAL_EXPERIMENT) else REHEARSAL_EXPERIMENT + name
 
 
 def _benchmark(name: str, entry: Mapping[str, Any], r: RehearsalConfig) -> dict[str, Any]:

@@ -24,6 +24,7 @@ share a tracking server instead.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -64,9 +65,16 @@ def probe(uri: str, timeout_s: float) -> None:
         )
     if scheme not in ("http", "https"):
         return
-    url = uri.rstrip("/") + "/health"
+    # urllib takes no user:password@ in a URL (it looked the whole of it up as a host name, so every run of a
+    # server with credentials in its URI stayed pending): they go in a Basic auth header, as MLflow sends them
+    parts = urllib.parse.urlsplit(uri.rstrip("/") + "/health")
+    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=netloc)))
+    if parts.username is not None:
+        user = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(user.encode()).decode())
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             resp.read(64)
     except urllib.error.HTTPError:
         return  # it answers (perhaps behind auth without /health): let MLflow talk to it

@@ -96,11 +96,12 @@ def track_run(
         except ArtifactError:  # damaged results are not a tracking failure: nothing uploaded, no marker
             raise
         except Exception as e:  # every failure: report, keep the results, let the workflow go on
-            record["error"] = f"{type(e).__name__}: {e}"[:2000]
+            # MLflow's errors quote the URI as given: its password stays out of the marker and the log
+            record["error"] = f"{type(e).__name__}: {e}".replace(resolved, redact(resolved))[:2000]
             print(f"tracking: {run_dir}: {record['error']} - results are safe; retry later with "
                   f"`python -m intact.tracking sync <results dir>`", file=sys.stderr)
             if not isinstance(e, TrackingError):
-                traceback.print_exc(file=sys.stderr)
+                print(traceback.format_exc().replace(resolved, redact(resolved)), end="", file=sys.stderr)
     record["seconds"] = round(time.perf_counter() - t0, 3)
     if record["status"] == "done":
         print(f"tracking: {record['run']} -> {record['tracking_uri']} experiment {record['experiment']!r} "
