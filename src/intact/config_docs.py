@@ -167,7 +167,8 @@ def files_section() -> list[str]:
              "`studies.tune.searches`": _max_items("studies", "tune", "searches")}
     return [
         "## Config files", "",
-        "`snakemake`, `intact validate` and `intact runs` read `config.yaml`, then each `--configfile` in order, then",
+        "`snakemake` reads `config.yaml`, then each `--configfile` in order (`intact validate` and `intact runs`: the",
+        "files given, `config.yaml` if none), then",
         "`--config key=value`: a later mapping merges into the earlier one key by key, any other value replaces it.",
         "A file may start with `extends: <path>` (**relative to that file**), merged over its base by the same rule",
         "(a cycle or a missing base is refused): `configs/paper/imagenet_r.yaml` gives",
