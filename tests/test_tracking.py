@@ -28,7 +28,6 @@ RUN = "runs/digits/coda_p+intact/seed0"
 TRACKING_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_TRACKING_URI": ""}  # empty = unset for intact
 
 
-@pytest.fixture(autouse=True)
 def test_a_server_whose_uri_holds_credentials_is_probed_with_them_and_they_are_never_shown():
     """urllib takes no user:password@ in a URL: the probe looked the whole of it up as a host name, so every run of
     a server with credentials in its URI stayed pending (before 2026-12-01). They go in a Basic auth header, as
@@ -64,6 +63,7 @@ def test_a_server_whose_uri_holds_credentials_is_probed_with_them_and_they_are_n
     assert "unreachable" in str(err.value) and "s3cret" not in str(err.value) and "***@127.0.0.1" in str(err.value)
 
 
+@pytest.fixture(autouse=True)
 def _isolated(monkeypatch, tmp_path):
     """A developer's $MLFLOW_TRACKING_URI must not leak into the tests (it outranks the config), and
     nothing MLflow writes relative to the working directory may land in the checkout."""
@@ -311,6 +311,17 @@ def test_tracking_twice_keeps_one_run_and_the_same_histories(results, local_stor
     assert track_run(run_dir, cfg)["action"] == "unchanged"
     assert [r.info.run_id for r in active_runs(c, "idem/digits")] == [third["run_id"]]
     assert c.get_run(stray).info.lifecycle_stage == "deleted"
+    # an upload that fails half-way leaves a FAILED run that is not current (before 2026-12-01 it was tagged current
+    # before its metrics and artifacts) and a pending marker; the next tracking removes it
+    from mlflow.tracking import MlflowClient
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(MlflowClient, "log_artifacts", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+        assert track_run(run_dir, cfg, force=True)["status"] == "pending"
+    failed = [r for r in active_runs(c, "idem/digits") if r.info.run_id != third["run_id"]]
+    assert [(r.info.status, r.data.tags.get("intact.current")) for r in failed] == [("FAILED", None)]
+    assert track_run(run_dir, cfg)["action"] == "unchanged"
+    assert [r.info.run_id for r in active_runs(c, "idem/digits")] == [third["run_id"]]
 
     # a changed config is a new run key: a second MLflow run, the old one no longer current
     other = variant(results, tmp_path / "other", "coda_p+intact", 1, shift=0.5, lr_head=0.02)

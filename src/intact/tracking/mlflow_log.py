@@ -175,7 +175,7 @@ def log_run(client: Any, exp_id: str, run: RunFolder, payload: Payload, content_
     created = client.create_run(exp_id, run_name=f"{run.method}/seed{run.seed}", tags=first)
     run_id = created.info.run_id
     try:
-        tags = {**payload.tags, "intact.content_hash": content_hash, "intact.current": "true"}
+        tags = {**payload.tags, "intact.content_hash": content_hash}
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, step) for k, v, step in payload.metrics]
         params = [Param(k, v[:6000]) for k, v in payload.params.items()]
@@ -198,6 +198,8 @@ def log_run(client: Any, exp_id: str, run: RunFolder, payload: Payload, content_
             except Exception as e:  # a figure is never worth a lost run
                 print(f"tracking: no run figure ({type(e).__name__}: {e})", file=sys.stderr)
             client.log_artifacts(run_id, str(stage))
+        # current only once whole: a failed upload never stands in the view of current runs
+        client.set_tag(run_id, "intact.current", "true")
         client.set_terminated(run_id, "FINISHED")
     except BaseException:
         with contextlib.suppress(Exception):
