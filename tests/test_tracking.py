@@ -447,6 +447,17 @@ def test_unreachable_server_leaves_pending_and_sync_uploads_later(results, mlflo
     assert {k: [(s, v) for s, v, _ in hist] for k, hist in histories(c, r).items()} == expected_histories(run_dir)
     # nothing left to do
     assert sync(root, TrackingConfig(experiment="late/{benchmark}"), uri=mlflow_server) == []
+    # but for another experiment, or after a tune choice of its benchmark is written (its tags may change), the run is
+    # logged again (before 2026-12-01 its marker sufficed: plain `sync` did nothing)
+    [moved] = sync(root, TrackingConfig(experiment="moved/{benchmark}"), uri=mlflow_server)
+    assert moved["status"] == "done" and moved["experiment"] == "moved/digits"
+    choice = root / "tune/digits/coda_p+intact/choice.json"
+    from intact.io import write_record
+
+    write_record(choice, {"chosen": {"final_name": "coda_p+intact@lambda_feat=1"}})   # another run chosen
+    os.utime(choice, (time.time() + 5, time.time() + 5))
+    assert [r["action"] for r in sync(root, TrackingConfig(experiment="moved/{benchmark}"), uri=mlflow_server)] \
+        == ["unchanged"]
 
 
 def test_sync_reads_the_tracking_section_of_the_base_a_config_extends(results, tmp_path):

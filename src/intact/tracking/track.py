@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from intact.io import ArtifactError
+from intact.io import ArtifactError, read_json
 from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
 from intact.tracking.record import read_run_folder
 from intact.paths import MARKER
@@ -137,15 +137,26 @@ def find_runs(results: str | os.PathLike) -> list[Path]:
     return sorted(p for p in base.glob("*/*/seed*") if (p / "R.csv").is_file() and (p / "metrics.json").is_file())
 
 
-def needs_sync(run_dir: Path, uri: str) -> bool:
-    """Missing / pending marker, a marker for another URI or tracker version, or results newer than it."""
+def needs_sync(run_dir: Path, uri: str, tracking: TrackingConfig | None = None) -> bool:
+    """Missing / pending marker, a marker for another URI, tracker version or experiment, or results newer than it
+    (the run's ``R.csv`` and ``metrics.json``, and a tune choice of its benchmark, whose tags a chosen run carries)."""
     m = read_marker(run_dir)
     if not m or m.get("status") != "done" or m.get("tracking_uri") != redact(uri):
         return True
     if m.get("tracker_version") != TRACKER_VERSION:
         return True
+    try:
+        metrics = read_json(run_dir / "metrics.json")
+        experiment = (tracking or TrackingConfig()).experiment_name(metrics["benchmark"], metrics["eval_split"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return True   # tracking it names what is wrong with it
+    if m.get("experiment") != experiment:
+        return True
     marker_time = (run_dir / MARKER).stat().st_mtime
-    return any(p.stat().st_mtime > marker_time for p in (run_dir / "R.csv", run_dir / "metrics.json"))
+    # <results>/runs/<benchmark>/<method>/seed<k> -> <results>/tune/<benchmark>/<run>/choice.json
+    choices = (run_dir.parents[3] / "tune" / str(metrics["benchmark"])).glob("*/choice.json") \
+        if len(run_dir.parents) > 3 else ()
+    return any(p.stat().st_mtime > marker_time for p in (run_dir / "R.csv", run_dir / "metrics.json", *choices))
 
 
 def sync(
@@ -159,7 +170,7 @@ def sync(
     """Track every run under ``results`` that :func:`needs_sync` (every run with ``all_runs``)."""
     tracking = tracking or TrackingConfig()
     resolved, _ = resolve_uri(tracking, uri)
-    todo = [r for r in find_runs(results) if all_runs or force or needs_sync(r, resolved)]
+    todo = [r for r in find_runs(results) if all_runs or force or needs_sync(r, resolved, tracking)]
     out = []
     for run_dir in todo:
         out.append({"run_dir": str(run_dir), **track_checked(run_dir, dataclasses.replace(tracking, enabled=True),
