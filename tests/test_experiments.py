@@ -45,8 +45,9 @@ def test_the_drift_r_table_shows_every_entry_and_the_sample_std():
     """Before 2026-12-01 R.md left the entries of a task before it was trained blank, with no note, and its AA std
     was the population std (ddof=0), where every other table gives the sample std."""
     from intact.experiments.drift_report import _r_table
+    from intact.metrics import Stat
 
-    table = _r_table(np.array([[90.0, 80.0], [55.0, 95.0]]), "intact", [70.0, 80.0])
+    table = _r_table(np.array([[90.0, 80.0], [55.0, 95.0]]), "intact", Stat.of([70.0, 80.0]))
     assert [[table.cell(i, str(t)) for t in range(2)] for i in range(2)] == [["90.0", "80.0"], ["55.0", "95.0"]]
     assert table.notes == ["AA 75.0 ± 7.1 (n=2)\n"]
 

@@ -44,14 +44,14 @@ def plot_drift(curves: Mapping[str, Mapping[str, np.ndarray]], path: Path, title
     write_figure(fig, [path])
 
 
-def _r_table(R: np.ndarray, method: str, aa: list[float]) -> Table:
+def _r_table(R: np.ndarray, method: str, aa: Stat) -> Table:
     """R of one method, its AA (mean ± sample std over seeds) beneath; R.md ends, as it always did, with a blank
     line (the last note's)."""
-    T, s = R.shape[0], Stat.of(aa)
+    T = R.shape[0]
     table = Table(method, LABELS[method], [Column("task", "task \\ after", align=""),
                                            *(Column(str(t), str(t + 1), align="") for t in range(T))], level=3)
     table.rows = [{"task": str(i + 1), **{str(t): f"{R[i, t]:.1f}" for t in range(T)}} for i in range(T)]
-    table.notes = [f"AA {s.mean:.1f} ± {s.std:.1f} (n={s.n})\n"]
+    table.notes = [f"AA {aa.mean:.1f} ± {aa.std:.1f} (n={aa.n})\n"]
     return table
 
 
@@ -94,9 +94,9 @@ def study_drift(dcfg: DriftConfig, figure: Path, drift_csv: Path, drift_md: Path
                           "seeds; left of the diagonal: a task before it was trained)", [], level=1)
     for method in METHODS:
         R = np.mean([r["R"] for r in runs[method]], axis=0)
-        aa = [r["metrics"]["aa"] for r in runs[method]]
+        aa = Stat.of([r["metrics"]["aa"] for r in runs[method]])
         matrices.blocks.append(_r_table(R, method, aa))
-        summary[method] = {"aa_mean": Stat.of(aa).mean, "aa_std": Stat.of(aa).std, "R_mean": R.tolist(),
+        summary[method] = {"aa_mean": aa.mean, "aa_std": aa.std, "R_mean": R.tolist(),
                            "final_drift": {layer: float(curves[method][layer][:, -1].mean()) for layer in HIDDEN}}
     write_table(matrices, md=r_md)
     write_json(summary_json, summary)

@@ -88,12 +88,19 @@ def read_run_folder(path: str | os.PathLike, config_hash: str | None = None) -> 
     return RunFolder(**{f.name: getattr(run, f.name) for f in fields(StoredRun)}, files=files, tune=tune)
 
 
+def tune_choice_files(path: Path, benchmark: str) -> list[Path]:
+    """The tune study's choice records of ``benchmark`` beside the run folder ``path``
+    (``<results>/runs/<benchmark>/<method>/seed<k>`` -> ``<results>/tune/<benchmark>/<run>/choice.json``), sorted;
+    none for a folder outside a results tree."""
+    return sorted((path.parents[3] / "tune" / benchmark).glob("*/choice.json")) if len(path.parents) >= 4 else []
+
+
 def tune_choice(path: Path, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The tune study's choice record (``<results>/tune/<benchmark>/<run>/choice.json``) that chose this run
-    for the test split, with its path; None for any other run."""
-    if metrics["eval_split"] != "test" or len(path.parents) < 4:
+    """The tune study's choice record (:func:`tune_choice_files`) that chose this run for the test split, with its
+    path; None for any other run."""
+    if metrics["eval_split"] != "test":
         return None
-    for f in sorted((path.parents[3] / "tune" / str(metrics["benchmark"])).glob("*/choice.json")):
+    for f in tune_choice_files(path, str(metrics["benchmark"])):
         choice = read_choice(f)
         if choice["chosen"]["final_name"] == metrics["method"]:
             return {**choice, "path": f}

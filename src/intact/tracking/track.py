@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 from intact.io import ArtifactError, read_json
 from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
-from intact.tracking.record import read_run_folder
+from intact.tracking.record import read_run_folder, tune_choice_files
 from intact.paths import MARKER
 from intact.settings import TrackingConfig
 from intact.tracking.settings import TRACKER_VERSION, TrackingError, redact, resolve_uri
@@ -153,10 +153,8 @@ def needs_sync(run_dir: Path, uri: str, tracking: TrackingConfig | None = None) 
     if m.get("experiment") != experiment:
         return True
     marker_time = (run_dir / MARKER).stat().st_mtime
-    # <results>/runs/<benchmark>/<method>/seed<k> -> <results>/tune/<benchmark>/<run>/choice.json
-    choices = (run_dir.parents[3] / "tune" / str(metrics["benchmark"])).glob("*/choice.json") \
-        if len(run_dir.parents) > 3 else ()
-    return any(p.stat().st_mtime > marker_time for p in (run_dir / "R.csv", run_dir / "metrics.json", *choices))
+    newer = (run_dir / "R.csv", run_dir / "metrics.json", *tune_choice_files(run_dir, str(metrics["benchmark"])))
+    return any(p.stat().st_mtime > marker_time for p in newer)
 
 
 def sync(
