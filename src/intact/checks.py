@@ -20,7 +20,7 @@ from intact.data.image_config import ImageBenchmarkConfig
 from intact.methods import METHODS
 from intact.methods.declare import problems
 from intact.models.arch import Arch, backbone_arch
-from intact.naming import format_value, parse_method_name
+from intact.naming import misspelled, parse_method_name
 from intact.settings import ConfigError, RunConfig
 from intact.studies import expand_studies
 from intact.tune import expand_tune, point_problems, tune_run_count, tune_section
@@ -117,8 +117,8 @@ def _check_grids(cfg: Mapping[str, Any]) -> None:
             if v <= 0:
                 _fail(f"key 'studies.sensitivity.grid.{key}[{i}]' = {v!r}: a sensitivity grid is a log-spaced sweep, "
                       f"so every lambda must be > 0 (lambda = 0 switches the term off: that is studies.ablation)")
-            if float(format_value(v)) != v:   # its run would train with the value its name spells
-                _fail(f"key 'studies.sensitivity.grid.{key}[{i}]' = {v!r}: spelled {format_value(v)} in its run's "
+            if misspelled(v):
+                _fail(f"key 'studies.sensitivity.grid.{key}[{i}]' = {v!r}: spelled {misspelled(v)} in its run's "
                       "name, another number (a name keeps 6 significant digits); round it")
 
 

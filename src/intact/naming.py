@@ -170,6 +170,13 @@ def format_value(value: float) -> str:
     return text.replace("e-0", "e-").replace("e+0", "e+")
 
 
+def misspelled(value: float) -> str | None:
+    """How a run name spells ``value`` where that is another number (a name keeps 6 significant digits: its run
+    would train with the number its name says), else None."""
+    text = format_value(float(value))
+    return text if float(text) != value else None
+
+
 def with_overrides(name: str, items: Sequence[str]) -> str:
     """``name`` with ``key=value`` items appended to its overrides (after ``@``, or ``,`` after others)."""
     if not items:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterator, Mapping, Sequence
 
-from intact.naming import MethodNameError, baseline, format_value, with_overrides
+from intact.naming import MethodNameError, baseline, format_value, misspelled, with_overrides
 from intact.settings import ConfigError, build_dataclass, plain
 from intact.settings.studies import DERIVED_BASELINE, Distribution, RandomSearch, TuneSearch, TuneSection
 from intact.studies import default_seeds
@@ -153,8 +153,8 @@ def point_problems(entry: TuneSearch, search: Search) -> Iterator[str]:
     numbers = [(k, v) for point in search.points for k, v in point
                if isinstance(v, (int, float)) and not isinstance(v, bool)]
     for key, value in numbers:
-        if float(format_setting(value)) != value:
-            yield (f"{key} = {value!r} is spelled {format_setting(value)} in its run's name, another number (a "
+        if misspelled(value):
+            yield (f"{key} = {value!r} is spelled {misspelled(value)} in its run's name, another number (a "
                    "name keeps 6 significant digits): round it")
     names = search.val_names
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
