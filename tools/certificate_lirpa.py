@@ -18,6 +18,7 @@ bound. :func:`patch_clamp` restores the gradient there (as torch 2.13 passed it)
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -103,4 +104,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

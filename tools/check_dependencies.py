@@ -10,8 +10,8 @@ distributions and the unmet ``==`` pins (or that there are none); exits 0 either
 
 from __future__ import annotations
 
+import argparse
 import re
-import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -52,8 +52,9 @@ def report(pyproject: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    print("\n".join(report(Path(args[0] if args else "pyproject.toml"))))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pyproject", nargs="?", type=Path, default=Path("pyproject.toml"))
+    print("\n".join(report(parser.parse_args(argv).pyproject)))
     return 0
 
 

@@ -10,10 +10,10 @@ Prints the mean, median, min and max of each over the jobs. Wall times depend on
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import statistics
-import sys
 from pathlib import Path
 
 
@@ -33,7 +33,9 @@ def job_times(results: Path) -> list[dict[str, float]]:
 
 
 def main() -> None:
-    results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="?", type=Path, default=Path("results"), help="the results folder")
+    results = parser.parse_args().results
     rows = job_times(results)
     if not rows:
         raise SystemExit(f"no train_task benchmark files with their task folders under {results}")

@@ -7,10 +7,10 @@ Usage: PYTHONPATH=<tree>/src [INTACT_CONFIG=<tree>/config.yaml] [INTACT_FP_TASKS
        python tools/method_fingerprints.py BENCH_DIR OUT_DIR METHOD...
 (BENCH_DIR: prepared data + backbone, built on first use; share it between the two versions.)
 """
+import argparse
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from safetensors.torch import load_file
@@ -21,7 +21,12 @@ from intact.layering import read_files
 from intact.pretrain import pretrain_backbone
 from intact.train import train_task
 
-root, out = Path(sys.argv[1]), Path(sys.argv[2])
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("bench_dir", type=Path)
+parser.add_argument("out_dir", type=Path)
+parser.add_argument("methods", nargs="+", metavar="METHOD")
+args = parser.parse_args()
+root, out = args.bench_dir, args.out_dir
 cfg = read_files([os.environ.get("INTACT_CONFIG", "config.yaml")])
 cfg["benchmarks"]["digits"]["domains"] = ["blur", "noise", "edges"]
 cfg["backbones"]["vit_digits"]["pretrain"]["epochs"] = 3
@@ -36,7 +41,7 @@ if not weights.exists():
     pretrain_backbone(backbone_config(cfg, "vit_digits"), manifest, weights, root / "backbone.json", threads=1,
                       progress=False)
 res = {}
-for m in sys.argv[3:]:
+for m in args.methods:
     run = resolve_run(cfg, "digits", m, 0)
     prev, R = None, []
     for t in range(int(os.environ.get("INTACT_FP_TASKS", "2"))):

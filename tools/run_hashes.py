@@ -13,7 +13,7 @@ Usage: PYTHONPATH=src python tools/run_hashes.py [config.yaml | overlay.yaml ...
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -76,4 +76,7 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", help="configs relative to the checkout (default: config.yaml and "
+                                                 "every shipped overlay)")
+    main(parser.parse_args().paths)
