@@ -103,6 +103,9 @@ def test_paper_columns_round_trip_from_the_yaml(tmp_path):
     # ours: what coda_p+intact resolves to on the embedded benchmark
     feat = hp[(hp["benchmark"] == "digits") & (hp["lambda"] == "lambda_feat")]
     assert feat["ours"].item() == IntactConfig().lambda_feat
+    # digits' paper cells are dashes for a benchmark the paper does not tune, not for one configured nowhere
+    assert "| digits | — | " in (tmp_path / "hyperparameters.md").read_text()
+    assert "— under paper: a benchmark the paper does not tune" in (tmp_path / "hyperparameters.md").read_text()
     for name in PAPER_TABLES:
         text = (tmp_path / f"{name}.md").read_text()
         assert "AA: mean top-1 accuracy" in text and "Forgetting (max-final)" in text and "eed" in text, name
@@ -160,6 +163,24 @@ def test_measured_cells_differences_and_paired_wins(tmp_path):
     e = eff.loc[("imagenet_r", "coda_p+intact")]
     assert (e["here_total"], e["here_memory"], e["here_train_batch"],
             e["here_images_per_s"]) == pytest.approx((1000, 0.5, 0.5, 50.0))
+
+
+def test_no_bold_ranks_a_run_missing_seeds_against_whole_ones(tmp_path):
+    """A run still missing a seed is not out-ranked in bold by its baseline's mean over more seeds (here InTAct wins
+    on both common seeds, and the baseline's third seed lifts its mean); with the same seeds, the best is bold."""
+    runs = [_run("digits", "coda_p", s, a) for s, a in {0: 50.0, 1: 52.0, 2: 60.0}.items()]
+    runs += [_run("digits", "coda_p+intact", s, a) for s, a in {0: 51.0, 1: 53.0}.items()]
+    runs += [_run("digits", "coda_p+intact-no_var", s, a) for s, a in {0: 50.0, 1: 52.0, 2: 60.0}.items()]
+    _write(paper_tables(report_settings(CONFIG), StoredResults(runs)), tmp_path)
+    for name in ("main", "ablation"):
+        md = (tmp_path / f"{name}.md").read_text()
+        assert "54.00 ± 5.29 (n=3)" in md and "52.00 ± 1.41 (n=2)" in md, name
+        assert "**54.00 ± 5.29 (n=3)**" not in md and "**52.00 ± 1.41 (n=2)**" not in md, name
+        assert "none in digits here" in md or "none in Here (digits) AA" in md, name
+    runs.append(_run("digits", "coda_p+intact", 2, 61.0))
+    _write(paper_tables(report_settings(CONFIG), StoredResults(runs)), tmp_path)
+    md = (tmp_path / "main.md").read_text()
+    assert "**55.00 ± 5.29 (n=3)**" in md and "Bold: best per column." in md
 
 
 def test_pairing_names():

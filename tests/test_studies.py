@@ -114,6 +114,23 @@ def test_a_summary_says_which_runs_record_no_certificate():
     assert "Certificate n/a: `s_prompts` records none (no hypercube" in md
 
 
+def test_a_non_finite_certificate_is_named_and_the_finite_ones_are_kept():
+    runs = _fake_runs({"m+intact": [50, 51, 52]})
+    for r, last in zip(runs.select("digits", "m+intact"), (0.2, 0.3, float("nan"))):
+        r.metrics["certificate"] = [None, 0.5, last]
+    table = summary_table("default_run", "t", runs, "digits", ["m+intact"])
+    md = to_markdown(table)
+    assert "| 0.25 (2 of 3) |" in md and table.data.loc[0, "certificate_last_mean"] == pytest.approx(0.25)
+    assert "Certificate not finite" in md and "`m+intact` on seed 2" in md and "records none" not in md
+
+
+def test_an_integration_row_names_the_intact_run_it_compares():
+    """Two entries of one method (its default pairing, and one with its own settings) are two rows told apart."""
+    runs = _fake_runs({"l2p": [50, 52], "l2p+intact": [60, 62], "l2p+intact@lambda_var=1e-2": [40, 42]})
+    md = to_markdown(integration_table("t", runs, "digits", ["l2p", "l2p@lambda_var=1e-2"]))
+    assert "| `l2p` | 2 |" in md and "| `l2p` vs `l2p+intact@lambda_var=1e-2` | 2 |" in md
+
+
 def test_an_intact_run_with_its_own_settings_is_paired_with_its_baseline():
     """Issue 42: `coda_p` and `coda_p+intact@lambda_feat=3` in run.methods give a paired row with its interval."""
     runs = _fake_runs({"coda_p": [40, 42, 41], "coda_p+intact@lambda_feat=3": [50, 54, 51]})

@@ -19,7 +19,7 @@ from intact.report.paper import (
 )
 from intact.report.settings import LAMBDAS, PAPER_BENCHMARKS, PAPER_RUN, ReportSettings, lambda_benchmarks
 from intact.report.paper_efficiency import efficiency_table
-from intact.report.render import Column, Table, bold_best
+from intact.report.render import Column, Table, bold_best, bold_note
 from intact.report.completeness import Ledger
 from intact.report.tables import (CAPTION, backbone_notes, ci_cell, ci_note, ci_record, paired_cells, paired_columns,
                                   paired_note, paired_record, paired_table, pm_n)
@@ -105,7 +105,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
     extra = _extra_benchmarks(stored)
     cols = _comparison_columns(columns, extra, official is not None)
     table = Table(name, f"{title} (ours with its Student's t 95 % CI beside the paper's mean)", cols)
-    values, records = [], []
+    values, seeds, records = [], [], []
     rows = rows_and_labels(section["rows"], ours)
     for i, (label, run, row) in enumerate(rows):
         if row is None and (i == 0 or rows[i - 1][2] is not None):
@@ -118,7 +118,8 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
             records.append(record)
         table.rows.append(cells)
         values.append({f"{r['benchmark']}_{k}": r[f"{k}_mean"] for _, r in parts for k in ("paper", "here")})
-    bold_best(table, [c.key for c in cols if c.key.endswith(("_paper", "_here"))], values)
+        seeds.append({f"{r['benchmark']}_here": r["here_seeds"] for _, r in parts})
+    unequal = bold_best(table, [c.key for c in cols if c.key.endswith(("_paper", "_here"))], values, seeds=seeds)
     table.data = pd.DataFrame(records)
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
@@ -126,7 +127,7 @@ def comparison_table(name: str, title: str, section: Mapping[str, Any], ours: Se
         seeds_note([*table.data["here_seeds"], *table.data.get("official_seeds", [])], stored), ci_note(table.data),
         *backbone_notes(stored),
         f"Δ = here − paper (AA points). Average = mean over {', '.join(map(benchmark_title, columns))} (here: per "
-        "seed, only where all of them were run). — = not reported / not run. Bold: best per column.",
+        "seed, only where all of them were run). — = not reported / not run.", bold_note(table, unequal),
     ]
     if official is not None:
         table.notes.append(OFFICIAL_NOTE + (f" {official_note}" if official_note else ""))
@@ -167,7 +168,7 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
     cols = _ablation_columns(paper["benchmark"], benchmarks)
     title = (title or f"Ablation of {full}: each InTAct term removed") + f" ({CAPTION} against the full method)"
     table = Table("ablation", title, cols, rules={1})
-    values, records = [], []
+    values, seeds, records = [], [], []
     for term in order:
         run = full if term is None else variants[term]
         label = "full" if term is None else f"without {term}"
@@ -175,12 +176,12 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
         cells = {t: "✗" if t == term else "✓" for t in PAPER_TERM_ORDER}
         cells.update(paper_aa=fmt(paper_aa),
                      paper_delta="—" if term is None else fmt(paper["delta"].get(term), signed=True))
-        nums = {"paper_aa": paper_aa}
+        nums, counts = {"paper_aa": paper_aa}, {}
         for b in benchmarks:
             on_paper = b == paper["benchmark"]
             s = ledger.stat(label, b, run)
             p = Paired.of(ledger.values(label, b, run), ledger.values("full", b, full)) if term is not None else None
-            nums[f"{b}_aa"] = s.mean if s else None
+            nums[f"{b}_aa"], counts[f"{b}_aa"] = (s.mean, s.n) if s else (None, None)
             cells.update({f"{b}_aa": pm_n(s), f"{b}_aa_ci": ci_cell(s, paper_aa if on_paper else None),
                           **paired_cells(p, f"{b}_", better_is_worse=True)})
             records.append({"removed": term or "", "run": run, "benchmark": b,
@@ -192,14 +193,15 @@ def ablation_table(ledger: Ledger, spec: Mapping[str, Any], benchmarks: Sequence
                             **paired_record(p), "full_better": p.worse if p else None})
         table.rows.append(cells)
         values.append(nums)
-    bold_best(table, [c.key for c in cols if c.key.endswith("_aa")], values)
+        seeds.append(counts)
+    unequal = bold_best(table, [c.key for c in cols if c.key.endswith("_aa")], values, seeds=seeds)
     table.data = pd.DataFrame(records)
     table.notes = [
         AA_NOTE, FORGETTING_NOTE,
         f"Paper: AA averaged over {paper['seeds']} seeds, no std (paper table {paper['table']}).",
         seeds_note(table.data["here_seeds"], stored), ci_note(table.data), *backbone_notes(stored),
         "Δ: AA without the term − AA of the full method (negative: the term helps; the full row has none). "
-        + paired_note("full better: the seeds with d_s < 0"),
+        + paired_note("full better: the seeds with d_s < 0"), bold_note(table, unequal),
     ]
     return table
 
@@ -225,7 +227,8 @@ def hyperparameter_table(report: ReportSettings) -> Table:
     table.data = pd.DataFrame(records)
     table.notes = [
         f"Paper: table {paper['table']}; λ_Align fixed at 1. Ours: what `{PAPER_RUN}` resolves to in this config "
-        "(the intact: section, then benchmarks.<b>.overrides); — = benchmark not configured here.",
+        "(the intact: section, then benchmarks.<b>.overrides). — under paper: a benchmark the paper does not tune; "
+        "under ours: one not configured here.",
         AA_NOTE, FORGETTING_NOTE, "Seeds: not applicable (settings, not results).",
     ]
     return table

@@ -68,14 +68,29 @@ def explained(table: Table) -> Table:
     return dataclasses.replace(table, notes=notes, blocks=[explained(b) for b in table.blocks])
 
 
-def bold_best(table: Table, keys: list[str], values: list[dict[str, float | None]], higher: bool = True) -> None:
-    """Mark, per column ``key``, the row(s) with the best numeric value (``values[i][key]``)."""
+def bold_best(table: Table, keys: list[str], values: list[dict[str, float | None]], higher: bool = True,
+              seeds: list[dict[str, int | None]] | None = None) -> list[str]:
+    """Mark, per column ``key``, the row(s) with the best numeric value (``values[i][key]``). With ``seeds`` (the
+    seed count behind ``values[i][key]``; None: not ours, e.g. the paper's): no mark in a column whose values stand
+    on different seed counts (a run still missing seeds is not ranked against whole ones). Returns those columns."""
+    unequal = []
     for key in keys:
         nums = [(i, v[key]) for i, v in enumerate(values) if v.get(key) is not None]
         if len(nums) < 2:
             continue
+        if seeds is not None and len({seeds[i].get(key) for i, _ in nums} - {None}) > 1:
+            unequal.append(key)
+            continue
         best = max(x for _, x in nums) if higher else min(x for _, x in nums)
         table.bold |= {(i, key) for i, x in nums if round(x, 2) == round(best, 2)}
+    return unequal
+
+
+def bold_note(table: Table, unequal: list[str]) -> str:
+    """The notes' word on :func:`bold_best`: the best per column, and the columns left unmarked."""
+    titles = {c.key: f"{c.group} {c.title}".strip() for c in table.columns}
+    return "Bold: best per column" + (f"; none in {', '.join(titles[k] for k in unequal)}, whose rows stand on "
+                                      "different seed counts." if unequal else ".")
 
 
 # --------------------------------------------------------------------------------------------------

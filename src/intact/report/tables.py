@@ -18,7 +18,7 @@ from intact.metrics import Paired, Stat
 from intact.naming import format_value, intact_pair, pairs
 from intact.report.paper import AA_NOTE, FORGETTING_NOTE, benchmark_title
 from intact.report.render import Column, Table
-from intact.results import StoredResults
+from intact.results import StoredResults, StoredRun
 from intact.studies import sensitivity_grid
 
 #: metric key -> column title of the per-method summary
@@ -151,34 +151,53 @@ def paired_table(name: str, title: str, methods: Sequence[str], stored: StoredRe
     return table
 
 
+def _last_certificate(runs: Sequence[StoredRun]) -> tuple[float, str, list[int]]:
+    """The mean of the runs' last-task certificates (NaN: none), its cell (``n/a``: no run records one; with
+    ``(k of n)`` where only k are finite) and the seeds whose certificate is not finite."""
+    last = {r.seed: c[-1] for r, c in ((r, r.metrics.get("certificate")) for r in runs) if c and c[-1] is not None}
+    finite = [c for c in last.values() if math.isfinite(c)]
+    bad = [s for s, c in last.items() if not math.isfinite(c)]
+    mean = float(np.mean(finite)) if finite else math.nan
+    if not last:
+        return mean, "n/a", bad
+    if not finite:
+        return mean, "not finite", bad
+    return mean, f"{mean:.3g}" + (f" ({len(finite)} of {len(runs)})" if len(finite) < len(runs) else ""), bad
+
+
 def summary_table(name: str, title: str, stored: StoredResults, benchmark: str, methods: Sequence[str]) -> Table:
     """One row per method (mean ± std over seeds of AA, forgetting, BWT, CAA; the last certificate and the
     training time), then InTAct's paired gain over each partner (:func:`paired_table`) as a block."""
     cols = [Column("method", "Method", align="l"), Column("seeds", "Seeds"),
             *(Column(k, t) for k, t in METRICS.items()), Column("certificate", "Certificate (last task)"),
             Column("train_seconds", "Train s / run")]
-    table, records = Table(name, title, cols), []
+    table, records, nonfinite = Table(name, title, cols), [], {}
     for m in methods:
         runs = stored.select(benchmark, m)
         if not runs:
             continue
         stats = {k: Stat.of([float(r.metrics[k]) for r in runs]) for k in METRICS}
-        last = [c[-1] for c in (r.metrics.get("certificate") for r in runs) if c and c[-1] is not None]
-        certificate = float(np.mean(last)) if last else math.nan
+        certificate, shown, bad = _last_certificate(runs)
+        if bad:
+            nonfinite[m] = bad
         seconds = float(np.mean([r.metrics["train_seconds"] for r in runs]))
         table.rows.append({"method": f"`{m}`", "seeds": str(len(runs)), **{k: pm(s) for k, s in stats.items()},
-                           "certificate": "n/a" if math.isnan(certificate) else f"{certificate:.3g}",
-                           "train_seconds": f"{seconds:.3g}"})
+                           "certificate": shown, "train_seconds": f"{seconds:.3g}"})
         records.append({"method": m, "seeds": len(runs), **{f"{k}_{f}": getattr(s, f) for k, s in stats.items()
                                                              for f in ("mean", "std")},
                         "certificate_last_mean": certificate, "train_seconds_mean": seconds})
     table.data = pd.DataFrame(records)
     table.notes = [AA_NOTE, FORGETTING_NOTE, SUMMARY_NOTE]
-    uncertified = [r["method"] for r in records if math.isnan(r["certificate_last_mean"])]
+    uncertified = [r["method"] for r in records
+                   if math.isnan(r["certificate_last_mean"]) and r["method"] not in nonfinite]
     if uncertified:
         table.notes.append(f"Certificate n/a: {', '.join(f'`{m}`' for m in uncertified)} "
                            f"record{'s' if len(uncertified) == 1 else ''} none (no hypercube of "
                            "an earlier task: the run starts afresh at every task, or shares nothing between domains).")
+    if nonfinite:
+        runs = ", ".join(f"`{m}` on seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
+                         for m, s in nonfinite.items())
+        table.notes.append(f"Certificate not finite (the cell: the mean of the finite ones, and how many): {runs}.")
     table.blocks.append(paired_table(f"{name}_paired", f"{title}: InTAct's paired gain", methods, stored, [benchmark]))
     return table
 
@@ -197,7 +216,8 @@ def integration_table(title: str, stored: StoredResults, benchmark: str, entries
             continue
         fb, fw = (Stat.of(list(stored.values(benchmark, m, "forgetting_max").values())) for m in (base, with_))
         p = Paired.of(stored.values(benchmark, with_), stored.values(benchmark, base))
-        table.rows.append({"method": f"`{base}`", "seeds": str(len(p.seeds) if p else 0), "aa": pm(b),
+        label = f"`{base}`" if intact_pair(base) == (base, with_) else f"`{base}` vs `{with_}`"
+        table.rows.append({"method": label, "seeds": str(len(p.seeds) if p else 0), "aa": pm(b),
                            "aa_intact": pm(w), **paired_cells(p), "forgetting": pm(fb), "forgetting_intact": pm(fw)})
         records.append({"method": base, "run": with_, "aa_mean": b.mean, "aa_std": b.std, "aa_intact_mean": w.mean,
                         "aa_intact_std": w.std, **paired_record(p), "forgetting_max_mean": fb.mean,
