@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 from torch import nn
 
@@ -59,9 +60,12 @@ def test_served_rows_are_returned_instead_of_computing_and_only_within_the_block
 
 
 def test_a_pass_serves_its_queries_until_it_ends():
-    m, queries = Marked(False), torch.arange(6.0).reshape(3, 2)
-    with serving_pass(m, queries):
-        assert pass_queries(m) is queries
-    assert pass_queries(m) is None
-    with serving_pass(m, None):
-        assert pass_queries(m) is None
+    m, queries, data, other = Marked(False), torch.arange(6.0).reshape(3, 2), [0, 1, 2], [0, 1, 2]
+    with serving_pass(m, data, queries):
+        assert pass_queries(m, data) is queries
+        assert pass_queries(m, other) is None       # a pass over other data (the hypercube's test sets) computes
+    assert pass_queries(m, data) is None
+    with serving_pass(m, data, None):
+        assert pass_queries(m, data) is None
+    with pytest.raises(ValueError, match="3 cached queries for 2 images"), serving_pass(m, [0, 1], queries):
+        pass

@@ -74,14 +74,29 @@ def test_protected_layers_cls_keeps_only_the_cls_layer():
     assert float(ref["var"].detach()) < float(paper["var"].detach())                      # L_Var on fc0's input only
 
 
-def test_test_set_hypercube_source_warns(tiny_bench, tmp_path):
+def test_test_set_hypercube_source_warns_and_reaches_the_hypercubes_only(tiny_bench, tmp_path, monkeypatch):
+    """``hypercube_source=test_seen`` gives the test sets to the hypercubes' pass alone: InfLoRA's own end of task
+    (its DualGPM subspace) still reads the training split."""
+    from intact.data import open_benchmark
+    from intact.methods.impl.inflora import InfLoRA
+    from intact.methods.shared.penalties import HypercubeRecorder
     from intact.train import train_task
 
-    run = resolve_run(tiny_bench["config"], "digits", "coda_p+intact@hypercube_source=test_seen", 0)
+    seen = {"subspace": [], "hypercubes": []}
+    covariances, recorder_end = InfLoRA.input_covariances, HypercubeRecorder.end_task
+    monkeypatch.setattr(InfLoRA, "input_covariances",
+                        lambda self, data: seen["subspace"].append(len(data)) or covariances(self, data))
+    monkeypatch.setattr(HypercubeRecorder, "end_task",
+                        lambda self, m, t, data: seen["hypercubes"].append(len(data)) or recorder_end(self, m, t, data))
+    run = resolve_run(tiny_bench["config"], "digits", "inflora+intact@hypercube_source=test_seen", 0)
     with pytest.warns(UserWarning, match="TEST sets"):
         rec = train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
                          out_dir=tmp_path / "task0", threads=1, progress=False)
     assert rec["config"]["intact"]["hypercube_source"] == "test_seen"
+    bench = open_benchmark(tiny_bench["manifest"], run.benchmark)
+    assert len(bench.train_set(0)) != len(bench.eval_set(0))
+    assert seen["hypercubes"] == [len(bench.eval_set(0))]
+    assert seen["subspace"] and set(seen["subspace"]) == {len(bench.train_set(0))}
 
 
 def test_only_intacts_penalty_counts_ce_twice_and_a_method_without_it_builds_no_regularizer():

@@ -26,7 +26,7 @@ def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | Non
     method.eval()
     correct = torch.zeros((), dtype=torch.int64, device=next(method.parameters()).device)
     total = 0
-    with serving_pass(method, queries):
+    with serving_pass(method, data, queries):
         for x, y in batches(method, data):
             correct += (method.predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
             total += len(y)

@@ -295,11 +295,10 @@ def end_of_task(job: TaskRun) -> TrainRecord:
     run, o, method = job.run, job.run.optim, job.method
     train_seconds = job.elapsed + time.perf_counter() - job.t0
     method.eval()
-    hyper_data = hypercube_data(run, job.bench, job.task, job.train_set)
-    # the hypercube pass walks the training images in order, unflipped: variant 0 of the query cache
-    queries = job.caches["query"][:, 0] if ("query" in job.caches and hyper_data is job.train_set) else None
-    with serving_pass(method, queries):
-        end = leave_task(method, job.task, hyper_data)
+    # a pass over the training images walks them in order, unflipped: variant 0 of the query cache
+    queries = job.caches["query"][:, 0] if "query" in job.caches else None
+    with serving_pass(method, job.train_set, queries):
+        end = leave_task(method, job.task, job.train_set, hypercube_data(run, job.bench, job.task, job.train_set))
     # after training and the hypercube pass: the timed inference batches (eval mode, no_grad) change nothing saved
     efficiency = efficiency_record(method, job.train_set, o.batch_size, job.device,
                                    steps=o.epochs * job.steps_per_epoch)

@@ -48,6 +48,8 @@ class Penalty:
     logged_only: frozenset[str] = frozenset()
     #: CE counted twice while this penalty is on (the reference code's InTAct: ``intact.double_ce``)
     doubles_ce: bool = False
+    #: ``end_task`` gets the hypercube's data (``intact.hypercube_source``), not the task's training split
+    reads_hypercube_data: bool = False
 
     def begin_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> None:
         """Before the method's own preparation of ``task`` (its model is still the previous task's)."""
@@ -170,12 +172,15 @@ def batch_loss(method: ContinualMethod, x: torch.Tensor,
     return total, {k: v.detach() for k, v in terms.items()}
 
 
-def leave_task(method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
+def leave_task(method: ContinualMethod, task: int, train_set: Dataset,
+               hypercube_data: Dataset | None = None) -> dict[str, Any]:
     """Finish ``task``: the penalties' ``end_task`` (InTAct's hypercubes and certificate first, then e.g. EWC's
-    Fisher), then the method's own; what ``train.json`` records."""
+    Fisher), then the method's own; what ``train.json`` records. Every hook gets ``train_set`` but the hypercubes'
+    (:attr:`Penalty.reads_hypercube_data`), which get ``hypercube_data`` where given."""
     info: dict[str, Any] = {}
     for penalty in reversed(method.penalties):
-        info.update(penalty.end_task(method, task, train_set))
+        data = hypercube_data if (penalty.reads_hypercube_data and hypercube_data is not None) else train_set
+        info.update(penalty.end_task(method, task, data))
     info.update(method.end_task(task, train_set))
     return info
 
@@ -184,7 +189,7 @@ def batches(method: ContinualMethod, data: Dataset) -> Iterator[tuple[torch.Tens
     """``data``'s ``(x, y)`` batches in order, unaugmented, at ``optim.eval_batch_size`` on ``method``'s device: a
     pass over data inside a hook (``end_task``'s over the task's data, statistics in ``begin_task``). Where the job
     cached this pass's queries, the method's query returns each batch's own inside the loop."""
-    queries = pass_queries(method)
+    queries = pass_queries(method, data)
     device = next(itertools.chain(method.parameters(), method.buffers())).device
     start = 0
     for x, y in eval_batches(data, method.run.optim.eval_batch_size, device):

@@ -91,19 +91,22 @@ def serving(method: nn.Module, rows: dict[str, torch.Tensor]) -> Iterator[None]:
 
 
 @contextmanager
-def serving_pass(method: nn.Module, queries: torch.Tensor | None) -> Iterator[None]:
-    """Within the block, a pass over data in order (``ContinualMethod.batches``) serves each batch its rows of
-    ``queries`` (every image's query, in order; None: nothing cached)."""
+def serving_pass(method: nn.Module, data: Any, queries: torch.Tensor | None) -> Iterator[None]:
+    """Within the block, a pass over ``data`` in order (``ContinualMethod.batches``) serves each batch its rows of
+    ``queries`` (every image's query, in order; None: nothing cached); a pass over other data computes its own."""
     if queries is None:
         yield
         return
-    method.__dict__["_pass_queries"] = queries
+    if len(queries) != len(data):
+        raise ValueError(f"serving_pass: {len(queries)} cached queries for {len(data)} images")
+    method.__dict__["_pass_queries"] = (data, queries)
     try:
         yield
     finally:
         method.__dict__.pop("_pass_queries", None)
 
 
-def pass_queries(method: nn.Module) -> torch.Tensor | None:
-    """The queries :func:`serving_pass` set for the current pass, or None."""
-    return method.__dict__.get("_pass_queries")
+def pass_queries(method: nn.Module, data: Any) -> torch.Tensor | None:
+    """The queries :func:`serving_pass` set for a pass over ``data`` (the same object), or None."""
+    served = method.__dict__.get("_pass_queries")
+    return served[1] if served is not None and served[0] is data else None

@@ -38,6 +38,8 @@ class HypercubeRecorder(Penalty):
     hypercubes and the certificate are those of the head that predicts.
     """
 
+    reads_hypercube_data = True
+
     def __init__(self, tracker: HypercubeTracker,
                  predicting: Callable[[], AbstractContextManager[nn.Module]] | None = None):
         self.tracker = tracker
@@ -61,7 +63,8 @@ class HypercubeRecorder(Penalty):
             self.tracker.begin_task(task)
 
     def end_task(self, method: ContinualMethod, task: int, train_set: Dataset) -> dict[str, Any]:
-        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set``,
+        """Measure the certificate and update the cumulative hypercubes from a final pass over ``train_set`` (the
+        data of ``intact.hypercube_source``: the training split unless a run asks for the reference code's),
         both in eval mode whatever the caller's mode (which is restored afterwards), of the head that predicts."""
         was_training = method.training
         method.eval()
