@@ -178,9 +178,11 @@ def _flip_last_byte(path):
     path.write_bytes(bytes(data))
 
 
-def _unsealed(path):
+def _unsealed(path, *also):
+    """The record without its seal (and ``also``: without those keys too, as 0.1 wrote it)."""
     rec = json.loads(path.read_text())
-    rec.pop("record_sha256")
+    for key in ("record_sha256", *also):
+        rec.pop(key)
     path.write_text(json.dumps(rec))
 
 
@@ -188,7 +190,8 @@ def _unsealed(path):
     ("task2/eval.json", _edit_accuracy, "does not match its record_sha256"),
     ("task1/eval.json", _edit_accuracy, "does not match its record_sha256"),
     ("task2/train.json", lambda p: _edit_json(p, certificate=0.5), "does not match its record_sha256"),
-    ("task1/eval.json", _unsealed, "holds no record_sha256"),
+    ("task1/eval.json", _unsealed, "holds state_sha256 but no record_sha256: its seal was removed"),
+    ("task1/eval.json", lambda p: _unsealed(p, "state_sha256"), "written by 0.1, before records were sealed"),
     ("task2/hypercube.safetensors", _truncate, "not a readable safetensors file"),          # the last task's
     ("task2/hypercube.safetensors", _flip_last_byte, "its sha256 is"),
     ("task2/state.safetensors", _flip_last_byte, "its sha256 is"),

@@ -262,13 +262,20 @@ def _other_run(tmp_path: Path) -> str:
     return "task0/eval.json: it records 'coda_p' with config hash"
 
 
+def _seal_removed(tmp_path: Path) -> str:
+    """A record 0.2 wrote (it holds a state's sha256), edited and its seal dropped: not sealed again as 0.1's."""
+    path = tmp_path / "results/runs/digits/c_prompt/seed0/task1/eval.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "state_sha256": None, "accuracy": [99.0, 40.0]}))
+    return "task1/eval.json: it holds state_sha256 but no record_sha256: its seal was removed"
+
+
 def _running(tmp_path: Path) -> str:
     (tmp_path / ".snakemake/locks").mkdir(parents=True)
     (tmp_path / ".snakemake/locks/0.input.lock").write_text("results/x\n")
     return "0.input.lock: a snakemake process works in"
 
 
-@pytest.mark.parametrize("spoil", [_foreign_file, _edited_config, _both_names, _other_run, _running])
+@pytest.mark.parametrize("spoil", [_foreign_file, _edited_config, _both_names, _other_run, _seal_removed, _running])
 def test_what_it_does_not_recognise_is_refused_in_one_line_and_nothing_changes(tmp_path, capsys, spoil):
     write_0_1_run(tmp_path, "compositional_prompt")
     fragment = spoil(tmp_path)

@@ -87,6 +87,10 @@ def read_json(path: str | os.PathLike) -> Any:
 SEAL = "record_sha256"
 #: why a sealed record whose content its seal does not vouch for is refused
 EDITED = f"its content does not match its {SEAL} (edited after its job wrote it)"
+#: a key every task record holds since records are sealed (0.1's held neither): one without a seal was edited
+SEALED_SINCE = "state_sha256"
+#: why a record that lost its seal is refused
+UNSEALED = f"it holds {SEALED_SINCE} but no {SEAL}: its seal was removed (edited after its job wrote it)"
 
 
 def record_digest(record: dict[str, Any]) -> str:
@@ -115,9 +119,11 @@ def write_record(path: str | os.PathLike, obj: dict[str, Any]) -> dict[str, Any]
 def check_seal(path: str | os.PathLike, record: dict[str, Any]) -> None:
     """``record`` (read from ``path``) is as its job wrote it: its :data:`SEAL` matches its content. An edited
     record, or one written before records were sealed, raises :class:`ArtifactError` naming the file."""
+    if SEAL not in record and SEALED_SINCE in record:
+        raise damaged(path, UNSEALED)
     if SEAL not in record:
         raise damaged(path, f"it holds no {SEAL} (written by 0.1, before records were sealed: `intact migrate "
-                            "results`; or edited): it cannot be checked")
+                            "results`): it cannot be checked")
     if record[SEAL] != record_digest(record):
         raise damaged(path, EDITED)
 

@@ -14,7 +14,7 @@ from typing import Any
 from collections.abc import Callable
 
 from intact.hashing import stable_hash
-from intact.io import EDITED, SEAL, record_digest, sorted_metadata, with_seal
+from intact.io import EDITED, SEAL, SEALED_SINCE, UNSEALED, record_digest, sorted_metadata, with_seal
 from intact.paths import MARKER
 from intact.train_record import TENSOR_DIGESTS
 from intact.removed import RENAMED_METHODS
@@ -309,9 +309,12 @@ def _tune_choice(path: Path) -> bytes | None:
 
 
 def _refuse_edited(path: Path, record: dict[str, Any]) -> None:
-    """A record sealed already must match its seal (0.1 sealed none: a migration vouches for those as they are)."""
+    """A record sealed already must match its seal, and one of 0.2's fields must have one (0.1 sealed none: a
+    migration vouches for those as they are)."""
     if SEAL in record and record[SEAL] != record_digest(record):
         raise refusal(path, EDITED)
+    if SEAL not in record and SEALED_SINCE in record:
+        raise refusal(path, UNSEALED)
 
 
 def plan_tree(results: Path) -> Plan:
