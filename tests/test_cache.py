@@ -177,3 +177,42 @@ def test_a_query_cache_built_under_other_settings_is_refused_by_name(tiny_bench,
     with pytest.raises(ValueError, match=rf"query cache .*{field}"):
         evaluate_task(run, 0, manifest=manifest, backbone_weights=w, state=None, out_path=tmp_path / "eval.json",
                       threads=1, query_cache=qdir)
+
+
+def test_an_edited_cache_file_is_refused_and_a_nan_query_stops_the_evaluation(tiny_bench, tmp_path):
+    """A query cache's file is checked against the sha256 its listing holds before its first use; a NaN that reaches
+    the logits anyway (here: a listing rewritten to match) stops the evaluation instead of counting argmax 0."""
+    import json
+
+    import numpy as np
+
+    from intact.evaluate import evaluate_task
+    from intact.guard import NonFiniteError
+    from intact.hashing import sha256_file
+
+    cfg = copy.deepcopy(tiny_bench["config"])
+    cfg["optim"]["feature_cache"] = True
+    run = resolve_run(cfg, "digits", "coda_p", 0)
+    manifest, w, qdir = tiny_bench["manifest"], tiny_bench["weights"], tmp_path / "query"
+    meta = build_query_cache(run.backbone, manifest, w, qdir, threads=1, progress=False)
+    assert meta["sha256"]["test1"] == sha256_file(qdir / "test1.npy")
+    train_task(run, 0, manifest=manifest, backbone_weights=w, out_dir=tmp_path / "task0", threads=1, progress=False)
+    evaluate = lambda: evaluate_task(run, 0, manifest=manifest, backbone_weights=w,  # noqa: E731
+                                     state=tmp_path / "task0/state.safetensors", out_path=tmp_path / "eval.json",
+                                     threads=1, query_cache=qdir)
+    evaluate()
+    cached = np.load(qdir / "test1.npy", mmap_mode="r+")
+    cached[:] = np.nan
+    cached.flush()
+    del cached
+    with pytest.raises(ValueError, match=r"test1.npy is not the file query.json lists"):
+        evaluate()
+    listing = json.loads((qdir / "query.json").read_text())
+    listing["sha256"]["test1"] = sha256_file(qdir / "test1.npy")
+    (qdir / "query.json").write_text(json.dumps(listing))
+    with pytest.raises(NonFiniteError, match=r"of \d+ images give a NaN or Inf logit"):
+        evaluate()
+    del listing["sha256"]
+    (qdir / "query.json").write_text(json.dumps(listing))
+    with pytest.raises(ValueError, match="lists no sha256 of its files .* `intact migrate results` adds them"):
+        evaluate()

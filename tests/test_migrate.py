@@ -175,7 +175,7 @@ def test_what_a_migration_would_change_is_found_by_a_listing(tmp_path):
 
     assert unmigrated(tmp_path) is None
     (tmp_path / "results/cache/digits/vit_digits").mkdir(parents=True)
-    (tmp_path / "results/cache/digits/vit_digits/query.json").write_text("{}")
+    (tmp_path / "results/cache/digits/vit_digits/query.json").write_text('{"files": {}, "sha256": {}}')
     assert unmigrated(tmp_path) is None                                       # no Snakemake records beside it
     write_0_1_run(tmp_path, "consistent_prompt")
     assert unmigrated(tmp_path) == ("results/runs/digits/cprompt is stored under 0.1's method name "
@@ -284,6 +284,30 @@ def test_what_it_does_not_recognise_is_refused_in_one_line_and_nothing_changes(t
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and fragment in err and "nothing was changed" in err, err
     assert snapshot(tmp_path) == whole
+
+
+def test_a_query_cache_listing_gets_the_sha256_of_its_files_keeping_its_time(tmp_path, capsys):
+    """A cache written before listings held their files' sha256 (its readers refuse it now): the workflow's start
+    names it, the migration adds the digests of the files as they are, and leaves the listing's time (no rerun)."""
+    import hashlib
+
+    write_0_1_run(tmp_path, "coda_p")
+    cache = tmp_path / "results/cache/digits/vit_digits"
+    cache.mkdir(parents=True)
+    (cache / "test0.npy").write_bytes(b"q0")
+    write_json(cache / "query.json", {"benchmark": "digits", "files": {"test0": [1, 1, 2]}})
+    os.utime(cache / "query.json", ns=(1, 10**18))
+    assert unmigrated(tmp_path) == "results/cache/digits/vit_digits/query.json lists no sha256 of its files"
+    assert main(["migrate", str(tmp_path / "results")]) == 0
+    listing = json.loads((cache / "query.json").read_text())
+    assert listing["sha256"] == {"test0": hashlib.sha256(b"q0").hexdigest()}
+    assert listing["files"] == {"test0": [1, 1, 2]}
+    assert (cache / "query.json").stat().st_mtime_ns == 10**18 and unmigrated(tmp_path) is None
+    capsys.readouterr()
+    assert main(["migrate", str(tmp_path / "results")]) == 0 and "nothing to migrate" in capsys.readouterr().out
+    write_json(cache / "query.json", {"benchmark": "digits", "files": {"test0": [1, 1, 2], "test1": [1, 1, 2]}})
+    with pytest.raises(MigrationRefused, match="it lists test1.npy, which is missing"):
+        migrate(tmp_path / "results")
 
 
 def test_a_folder_that_is_no_results_tree_is_refused(tmp_path):

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from intact.data.base import Benchmark
 from intact.data.loader import _parts, eval_batches
+from intact.hashing import sha256_file
 from intact.io import atomic_path, read_json, write_json
 from intact.methods.shared.frozen import frozen_features, reads_benchmark_queries
 
@@ -117,10 +118,10 @@ def write_query_cache(bench: Benchmark, query: FeatureFn, out_dir: str | Path, *
                       device: torch.device, amp: AbstractContextManager | None = None, backbone_sha256: str = "",
                       progress: bool = True, settings: dict | None = None) -> dict:
     """Store ``q(x)`` for every image and variant of every task's train and test split under ``out_dir``
-    (float32 ``.npy``, opened later as memory maps); ``query.json``, written last, lists them."""
+    (float32 ``.npy``, opened later as memory maps); ``query.json``, written last, lists them with their sha256."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files, skipped = {}, {}
+    files, digests, skipped = {}, {}, {}
     for t in range(bench.num_tasks):
         for split, data in (("train", bench.train_set(t)), ("test", bench.eval_set(t))):
             v = variants(data)
@@ -135,15 +136,16 @@ def write_query_cache(bench: Benchmark, query: FeatureFn, out_dir: str | Path, *
                 mm.flush()
                 del mm
             files[f"{split}{t}"] = list(arr.shape)
+            digests[f"{split}{t}"] = sha256_file(out_dir / _name(split, t))
     meta = {"benchmark": bench.name, "backbone_sha256": backbone_sha256, "data_sha256": bench.manifest["files"],
-            "settings": settings or {}, "files": files, "skipped": skipped, "dtype": "float32"}
+            "settings": settings or {}, "files": files, "sha256": digests, "skipped": skipped, "dtype": "float32"}
     write_json(out_dir / META, meta)
     return meta
 
 
 class QueryCache:
     """A query cache on disk: per (split, task) memory maps, checked against the backbone, the data and the
-    settings the queries depend on (:data:`SETTINGS`)."""
+    settings the queries depend on (:data:`SETTINGS`), and each file against its sha256 before its first use."""
 
     def __init__(self, root: str | Path, bench: Benchmark, backbone_sha256: str, settings: dict):
         """``settings``: what this reader runs under (:func:`query_settings`) - required, so that no reader
@@ -153,6 +155,10 @@ class QueryCache:
         again = f"(delete it and rerun: snakemake {self.root / META})"
         if self.meta["backbone_sha256"] != backbone_sha256 or self.meta["data_sha256"] != bench.manifest["files"]:
             raise ValueError(f"query cache {self.root}: written for another backbone or data {again}")
+        if "sha256" not in self.meta:
+            raise ValueError(f"query cache {self.root}: lists no sha256 of its files (written by an older version): "
+                             "`intact migrate results` adds them")
+        self.verified: set[str] = set()
         written = self.meta.get("settings", {})
         for key in SETTINGS:
             if key not in written:
@@ -163,9 +169,15 @@ class QueryCache:
 
     def get(self, split: str, task: int) -> np.ndarray | None:
         """The (N, V, D) memory map of one split, or None when it is not cached."""
-        if f"{split}{task}" not in self.meta["files"]:
+        key, path = f"{split}{task}", self.root / _name(split, task)
+        if key not in self.meta["files"]:
             return None
-        return np.load(self.root / _name(split, task), mmap_mode="r", allow_pickle=False)
+        if key not in self.verified:
+            if sha256_file(path) != self.meta["sha256"].get(key):
+                raise ValueError(f"query cache {self.root}: {path.name} is not the file query.json lists (its sha256 "
+                                 f"differs: edited or damaged) (delete {self.root / META} and rerun)")
+            self.verified.add(key)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
 
     def for_tasks(self, split: str, tasks: list[int], device: torch.device) -> torch.Tensor | None:
         """The rows of the concatenation of ``tasks``' splits (how the joint baseline trains), on ``device``."""

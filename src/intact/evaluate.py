@@ -12,6 +12,7 @@ from torch.utils.data import Dataset
 from intact.cache import QueryCache, cache_tasks, query_settings
 from intact.settings import RunConfig
 from intact.hashing import sha256_file
+from intact.guard import NonFiniteError
 from intact.io import write_record
 from intact.methods.shared.base import ContinualMethod, batches
 from intact.methods.shared.frozen import reads_benchmark_queries, serving_pass
@@ -22,14 +23,21 @@ from intact.restore import build_method
 @torch.no_grad()
 def accuracy(method: ContinualMethod, data: Dataset, queries: torch.Tensor | None = None) -> tuple[float, int]:
     """Top-1 accuracy (%) of ``method`` on ``data`` and the number of samples; ``queries``: the cached
-    query of every image of ``data`` in order (one backbone pass per image instead of two)."""
+    query of every image of ``data`` in order (one backbone pass per image instead of two). A NaN or Inf logit is an
+    error (:class:`~intact.guard.NonFiniteError`): its argmax would be counted as a prediction."""
     method.eval()
-    correct = torch.zeros((), dtype=torch.int64, device=next(method.parameters()).device)
+    device = next(method.parameters()).device
+    correct, unfinite = (torch.zeros((), dtype=torch.int64, device=device) for _ in range(2))
     total = 0
     with serving_pass(method, data, queries):
         for x, y in batches(method, data):
-            correct += (method.predict(x).argmax(1) == y).sum()  # summed on the device: one host read per task
+            logits = method.predict(x)
+            correct += (logits.argmax(1) == y).sum()  # summed on the device: one host read per task
+            unfinite += (~torch.isfinite(logits)).any(1).sum()
             total += len(y)
+    if int(unfinite):
+        raise NonFiniteError(f"{int(unfinite)} of {total} images give a NaN or Inf logit: no accuracy is recorded "
+                             "(a diverged state, or a damaged input: a query cache, the weights)")
     return 100.0 * int(correct) / max(total, 1), total
 
 

@@ -24,6 +24,8 @@ name is its folder and enters its config hash, so each renamed run gets its new 
   migrated run up to date and trains nothing. The records of other outputs (tables, figures) are left: their
   inputs moved, so Snakemake rebuilds them, with the new names. The records of ``query_cache`` are rewritten in
   place: its backbone param is the recorded form now (lists), not ``dataclasses.asdict``'s (tuples), as 0.1 gave it.
+- each query cache's ``query.json`` written before caches listed their files' sha256: those digests, which its
+  readers check (:class:`intact.cache.QueryCache`), computed from the files as they are, as the records' seals.
 
 Every rewritten file keeps its modification time (Snakemake compares them). Nothing is deleted: a file is
 rewritten in place or moved. Everything is checked before anything changes: a file it does not know in a run's
@@ -38,7 +40,7 @@ import os
 from pathlib import Path
 
 from intact.migrate.snakemake import listed_in_0_1_form, plan_records
-from intact.migrate.tree import RUN_NAMED, SYNC, MigrationRefused, Plan, plan_tree, renamed
+from intact.migrate.tree import RUN_NAMED, SYNC, MigrationRefused, Plan, plan_tree, renamed, undigested_caches
 from intact.paths import MARKER
 
 __all__ = ["MigrationRefused", "migrate", "unmigrated"]
@@ -55,7 +57,10 @@ def unmigrated(workdir: str | os.PathLike) -> str | None:
             if renamed(entry.name) != entry.name:
                 return f"{entry.relative_to(workdir)} is stored under 0.1's method name ({renamed(entry.name)} now)"
     output = listed_in_0_1_form(workdir)
-    return f"Snakemake's record of {output} holds 0.1's params" if output else None
+    if output:
+        return f"Snakemake's record of {output} holds 0.1's params"
+    caches = undigested_caches(workdir / "results")
+    return f"{caches[0].relative_to(workdir)} lists no sha256 of its files" if caches else None
 
 
 def _write_keeping_time(path: Path, content: bytes) -> None:
@@ -98,7 +103,7 @@ def migrate(results: str | os.PathLike, dry_run: bool = False) -> str:
     plan_records(plan, workdir)
     if not plan:
         return (f"{results}: nothing to migrate (no run, tune choice, log or Snakemake record under a former name, "
-                "no record to seal, no query cache record in 0.1's form)")
+                "no record to seal, no query cache record in 0.1's form or listing without its files' sha256)")
     runs = [src for src, _ in plan.moves if src.parent.parent.name == "runs"]
     seeds = sum(len(list(src.glob("seed*"))) for src in runs)
     markers = sum(1 for p, content in plan.rewrites if p.name == MARKER and SYNC.encode() in content)

@@ -36,6 +36,9 @@ TASK = re.compile(r"task\d+")
 TASK_FILES = ("train.json", "eval.json", "state.safetensors", "hypercube.safetensors", "checkpoint.pt")
 RUN_FILES = ("metrics.json", "R.csv", MARKER)
 SYNC = "python -m intact.tracking sync results/"
+#: the query caches' listings under ``results`` (workflow/rules/cache.smk), and the sha256 of their files each holds
+#: since they are checked (:class:`intact.cache.QueryCache`)
+QUERY_CACHES, CACHE_DIGESTS = "cache/*/*/query.json", "sha256"
 
 
 class MigrationRefused(Exception):
@@ -345,7 +348,24 @@ def plan_tree(results: Path) -> Plan:
             plan.moves.append((entry, entry.parent / new))
     for top in LOG_NAMED:
         _plan_log_moves(plan, results / top)
+    plan.rewrites += [(path, _digested(path)) for path in undigested_caches(results)]
     return plan
+
+
+def undigested_caches(results: Path) -> list[Path]:
+    """The query caches under ``results`` whose listing holds no sha256 of its files (written before caches had
+    them)."""
+    return [p for p in sorted(results.glob(QUERY_CACHES)) if CACHE_DIGESTS not in read_record(p)]
+
+
+def _digested(path: Path) -> bytes:
+    """A query cache's listing with the sha256 of each file it lists (vouched for as they are, as 0.1's records)."""
+    meta = read_record(path)
+    files = {key: path.parent / f"{key}.npy" for key in meta.get("files", {})}
+    for f in files.values():
+        if not f.is_file():
+            raise refusal(path, f"it lists {f.name}, which is missing (delete the cache: the workflow writes it again)")
+    return _json({**meta, CACHE_DIGESTS: {key: hashlib.sha256(f.read_bytes()).hexdigest() for key, f in files.items()}})
 
 
 def _plan_log_moves(plan: Plan, top: Path) -> None:
