@@ -64,6 +64,36 @@ def test_a_plugins_identity_is_its_version_and_its_files(tmp_path, monkeypatch):
     assert registry(tmp_path, monkeypatch).plugin("ident").version == "0.2"
 
 
+def test_an_editable_plugins_identity_covers_its_projects_modules(tmp_path, monkeypatch):
+    """An editable install's RECORD lists only its .pth file: the identity reads the project's Python files (its
+    implementation in a module of its own too), and a wheel's top_level.txt modules where it has no RECORD."""
+    import json
+
+    project, site = tmp_path / "project", tmp_path / "site"
+    project.mkdir()
+    add_plugin(site, "edit", {"edit": "edit_mod:METHOD"}, {})
+    (project / "edit_mod.py").write_text(GOOD.format(name="edit"))
+    (project / "edit_impl.py").write_text("class Impl:\n    pass\n")
+    (project / ".venv").mkdir()
+    (project / ".venv/big.py").write_text("x = 1\n")
+    info = site / "edit-0.1.dist-info"
+    (info / "direct_url.json").write_text(json.dumps({"url": project.as_uri(), "dir_info": {"editable": True}}))
+    (site / "__editable__.edit-0.1.pth").write_text(f"{project}\n")
+    (info / "RECORD").write_text("__editable__.edit-0.1.pth,,\nedit-0.1.dist-info/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(project))
+    first = registry(site, monkeypatch).plugin("edit")
+    assert first.digest.startswith("3:")                  # the .pth, edit_mod.py, edit_impl.py: not .venv's
+    (project / "edit_impl.py").write_text("class Impl:\n    scale = 0.0\n")
+    assert registry(site, monkeypatch).plugin("edit").digest != first.digest
+    # a distribution without RECORD whose top_level.txt names its implementation's module
+    add_plugin(tmp_path / "site2", "tops", {"tops": "tops_mod:METHOD"},
+               {"tops_mod": GOOD.format(name="tops"), "tops_impl": "class Impl:\n    pass\n"})
+    (tmp_path / "site2/tops-0.1.dist-info/top_level.txt").write_text("tops_mod\ntops_impl\n")
+    before = registry(tmp_path / "site2", monkeypatch).plugin("tops")
+    (tmp_path / "site2/tops_impl.py").write_text("class Impl:\n    x = 2\n")
+    assert before.digest.startswith("2:") and registry(tmp_path / "site2", monkeypatch).plugin("tops") != before
+
+
 def test_a_cluster_jobs_check_of_the_config_imports_no_method_plugin(tmp_path, monkeypatch):
     """A cluster job parses the Snakefile again (validate_config(check_runs=False)): the config names the plugin, its
     workflow checked it; this job loads only its own run's plugins."""

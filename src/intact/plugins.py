@@ -6,11 +6,13 @@ never depends on what else is installed (docs/adding-a-method.md, "Plugins")."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from dataclasses import asdict, dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from intact.hashing import files_digest
 
@@ -63,17 +65,47 @@ def identity(what: str, ep: EntryPoint) -> Plugin:
 def plugin_files(ep: EntryPoint) -> tuple[Path | None, list[Path]]:
     """The files a plugin's code is: those its distribution's ``RECORD`` lists (an installed wheel: every module,
     the implementation's too; not its ``.dist-info`` folder, scripts outside the site folder or ``__pycache__``),
-    and those of its entry point's top-level package (:func:`module_files`: an editable install's code), relative
-    to its site folder."""
+    those of its entry point's and its ``top_level.txt``'s top-level packages (:func:`module_files`), relative to
+    its site folder; and for an editable install, whose ``RECORD`` lists a ``.pth`` file only, every Python file
+    of its project (:func:`editable_project`), relative to that."""
     root, files = module_files(ep.value.partition(":")[0])
     dist = getattr(ep, "dist", None)
+    for name in ((dist.read_text("top_level.txt") or "").split() if dist is not None else []):
+        files += module_files(name)[1]
     for f in (getattr(dist, "files", None) or []):
         parts = f.parts
         if ".." not in parts and "__pycache__" not in parts and not parts[0].endswith(".dist-info"):
             root = Path(dist.locate_file(""))
             files.append(Path(f.locate()))
+    project = editable_project(dist)
+    if project is not None:
+        root = project
+        files += project_files(project)
     unique = {os.path.realpath(f): f for f in files if f.is_file()}
     return root, sorted(unique.values())
+
+
+def editable_project(dist: Any) -> Path | None:
+    """The project folder of an editable install (its ``direct_url.json``, PEP 610), or None."""
+    try:
+        info = json.loads((dist.read_text("direct_url.json") if dist is not None else None) or "null")
+    except ValueError:
+        return None
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    if not (info or {}).get("dir_info", {}).get("editable") or not url.startswith("file:"):
+        return None
+    folder = Path(unquote(urlparse(url).path))
+    return folder if folder.is_dir() else None
+
+
+def project_files(folder: Path) -> list[Path]:
+    """A project's Python files, its hidden folders, ``__pycache__``, ``build``, ``dist`` and virtualenvs left out."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("__pycache__", "build", "dist")
+                             and not (Path(dirpath) / d / "pyvenv.cfg").exists())
+        out += [Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py")]
+    return out
 
 
 def module_files(module: str) -> tuple[Path | None, list[Path]]:
