@@ -1,5 +1,7 @@
 """Training behaviour on the tiny benchmark: the InTAct guarantee, determinism, resume."""
 
+from pathlib import Path
+
 import torch
 
 from intact.config import resolve_run
@@ -158,6 +160,28 @@ def test_a_checkpoint_written_from_other_inputs_is_not_resumed(tiny_bench, tmp_p
             "starts from its first epoch") in capsys.readouterr().err
     fresh = train_task(run, 1, out_dir=tmp_path / "fresh", prev_dir=out / "task0", **kw)
     assert fresh["state_sha256"] == record["state_sha256"]
+
+
+def test_a_checkpoint_of_other_code_is_not_resumed(tiny_bench, tmp_path, capsys, monkeypatch):
+    """A task killed, the code edited, the job run again: it does not continue the epochs the code before trained.
+    The code is what a training job can run (every method's implementation), not how its process starts."""
+    import pytest
+
+    import intact.restore
+    from intact.sources import SRC, module_file, source_files
+    from intact.train import Preempted
+
+    names = {Path(f).relative_to(SRC).as_posix() for f in source_files(module_file("intact.train"))}
+    assert {"intact/methods/impl/coda_p.py", "intact/regularizers/terms.py"} <= names   # and train.py itself
+    assert "intact/runtime/warm.py" not in names and "intact/report/tables.py" not in names
+    run = resolve_run(tiny_bench["config"], "digits", "coda_p", 0)
+    kw = dict(manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], threads=1, progress=False)
+    with pytest.raises(Preempted):
+        train_task(run, 0, out_dir=tmp_path / "task0", max_steps=3, **kw)
+    monkeypatch.setattr(intact.restore, "job_code", lambda: "1:edited")
+    capsys.readouterr()
+    assert train_task(run, 0, out_dir=tmp_path / "task0", **kw)["resumed_from"] is None
+    assert "written from other inputs: the training job's code changed since" in capsys.readouterr().err
 
 
 def test_multilayer_head_protects_every_linear_against_its_own_input_box(tiny_bench, tmp_path):

@@ -4,13 +4,14 @@ task's checkpoint records of what the task started from."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from intact.data import open_benchmark
-from intact.hashing import sha256_file
+from intact.hashing import files_digest, sha256_file
 from intact.io import damaged, load_tensors
 from intact.methods import METHODS, create_method
 from intact.methods.shared.base import load_trainable_state
@@ -18,6 +19,7 @@ from intact.methods.shared.penalties import restore_hypercubes
 from intact.models.backbone import create_backbone
 from intact.regularizers.hypercube import load_hypercubes
 from intact.settings import RunConfig
+from intact.sources import SRC, module_file, source_files
 from intact.train_record import HYPERCUBE, STATE, tensor_metadata
 
 
@@ -52,14 +54,25 @@ def build_method(run: RunConfig, manifest: Path, backbone_weights: Path, device:
 
 #: what a task starts from besides its settings (which its run's hash covers), as a checkpoint records it
 INPUTS = {"backbone_sha256": "the backbone's weights", "data_sha256": "the prepared data",
-          "previous": "the previous task's state or hypercubes"}
+          "previous": "the previous task's state or hypercubes", "code": "the training job's code"}
+
+
+@functools.cache
+def job_code() -> str:
+    """A digest of the package files a training job can run (:func:`intact.sources.source_files` of ``train.py``:
+    its imports' closure, every method's implementation included; not how a job's process starts): a task edited
+    in between does not continue an epoch the code before it trained."""
+    train = module_file("intact.train")
+    return files_digest(sorted({str(train), *source_files(train)}), SRC)
 
 
 def task_inputs(backbone_sha: str | None, bench: Any, prev: Path | None) -> dict[str, Any]:
     """The sha256 of the backbone's weights, of the prepared data's files and of the previous task's state and
-    hypercubes (None: the task does not continue one), keyed as :data:`INPUTS`."""
+    hypercubes (None: the task does not continue one), and the job's code (:func:`job_code`), keyed as
+    :data:`INPUTS`."""
     previous = {n: sha256_file(prev / n) for n in (STATE, HYPERCUBE) if (prev / n).exists()} if prev else None
-    return {"backbone_sha256": backbone_sha, "data_sha256": bench.manifest["files"], "previous": previous}
+    return {"backbone_sha256": backbone_sha, "data_sha256": bench.manifest["files"], "previous": previous,
+            "code": job_code()}
 
 
 def foreign_checkpoint(ck: dict[str, Any], run: RunConfig, task: int, inputs: dict[str, Any]) -> str | None:
