@@ -132,6 +132,38 @@ def test_resume_mid_task_is_bit_identical(tiny_bench, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_job_stopped_on_an_epochs_last_step_resumes_at_the_next_epoch(tiny_bench, tmp_path):
+    """Stopped on the last step of an epoch, the job records the epoch before it checkpoints: it resumed into an
+    empty epoch (digits' loader gave one batch of no image, and every retry failed). Bit-identical to a whole run;
+    a job stopped mid-epoch records the epoch's seconds so far, which its resumed epoch adds to."""
+    import pytest
+
+    from intact.data.loader import steps_per_epoch
+    from intact.io import load_checkpoint
+    from intact.restore import build_method
+    from intact.train import Preempted
+
+    method = "coda_p@optim.epochs=2"
+    _train_run(tiny_bench, method, tmp_path / "full", 1)
+    run = resolve_run(tiny_bench["config"], "digits", method, 0)
+    bench = build_method(run, tiny_bench["manifest"], tiny_bench["weights"], torch.device("cpu"))[0]
+    steps = steps_per_epoch(len(bench.train_set(0)), run.optim.batch_size, run.optim.drop_last)
+    kw = dict(manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"], threads=1, progress=False)
+    out = tmp_path / "cut/task0"
+    with pytest.raises(Preempted, match=f"stopped at epoch 0 step {steps}"):
+        train_task(run, 0, out_dir=out, max_steps=steps, **kw)
+    ck = load_checkpoint(out / "checkpoint.pt")
+    assert (ck["epoch"], ck["step"], len(ck["history"]), ck["epoch_seconds"]) == (1, 0, 1, 0.0)
+    with pytest.raises(Preempted, match=f"stopped at epoch 1 step {steps // 2}"):
+        train_task(run, 0, out_dir=out, max_steps=steps // 2, **kw)
+    before = load_checkpoint(out / "checkpoint.pt")["epoch_seconds"]
+    record = train_task(run, 0, out_dir=out, **kw)
+    assert record["resumed_from"] == {"epoch": 1, "step": steps // 2} and before > 0
+    assert record["epochs"][1]["seconds"] > before
+    a, b = load_tensors(tmp_path / "full/task0/state.safetensors"), load_tensors(out / "state.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_a_checkpoint_written_from_other_inputs_is_not_resumed(tiny_bench, tmp_path, capsys):
     """Its run's hash covers the settings, not the files: before 2026-12-01 a task resumed a checkpoint written
     before the previous task was redone (or the backbone's weights replaced at the same path, or the data prepared

@@ -155,6 +155,8 @@ class TaskRun:
     count: float = 0.0
     elapsed: float = 0.0  #: seconds of training before this process (a resumed job)
     t0: float = 0.0       #: when this process started training
+    #: when the current epoch started, less its seconds before this process (a job resumed mid-epoch)
+    epoch_start: float = 0.0
     steps_done: int = 0   #: optimizer steps in this process
     resumed_from: dict[str, int] | None = None
     guard: DivergenceGuard | None = None
@@ -212,6 +214,7 @@ def resume(job: TaskRun) -> None:
             set_rng_state(ck["rng"] if "rng" in ck else {"torch": ck["rng_cpu"]})  # (a checkpoint of before)
             job.epoch, job.step, job.history = ck["epoch"], ck["step"], ck["history"]
             running, job.elapsed = ck["running"], ck["elapsed"]
+            job.epoch_start = -ck.get("epoch_seconds", 0.0)   # made relative to the clock by train_epoch
             guard_state = ck.get("guard")
             job.resumed_from = {"epoch": job.epoch, "step": job.step}
             print(f"resuming task {job.task} from epoch {job.epoch} step {job.step}", file=sys.stderr)
@@ -239,20 +242,23 @@ def checkpoint(job: TaskRun) -> None:
         "rng": rng_state(), "history": job.history,
         "running": {**{k: float(v) for k, v in job.sums.items()}, "_n": job.count} if job.count else {},
         "elapsed": job.elapsed + time.perf_counter() - job.t0, "guard": job.guard.state_dict(),
+        "epoch_seconds": time.perf_counter() - job.epoch_start if job.step else 0.0,
     })
 
 
 # ---- step 2: one epoch -------------------------------------------------------------------------------
 def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | None, check_every: int) -> None:
     """Train from the current position to the end of the epoch, then record it and checkpoint.
-    Raises :class:`Preempted` (after checkpointing) on a stop signal or after ``max_steps`` steps."""
+    Raises :class:`Preempted` (after checkpointing) on a stop signal or after ``max_steps`` steps; on the epoch's
+    last step, after recording the epoch (a checkpoint at its end would resume into an empty epoch)."""
     run, o, method, guard = job.run, job.run.optim, job.method, job.guard
     batches = train_batches(job.train_set, seed=run.seed, task=job.task, epoch=job.epoch, batch_size=o.batch_size,
                             first=job.step, device=job.device, drop_last=o.drop_last, keys=bool(job.caches))
     bar = tqdm(batches, total=job.steps_per_epoch, initial=job.step,
                desc=f"{run.method} task {job.task} epoch {job.epoch + 1}/{o.epochs}", disable=not progress,
                file=sys.stderr, mininterval=1.0, leave=False)
-    epoch_start = time.perf_counter()
+    job.epoch_start = time.perf_counter() + (job.epoch_start if job.step else 0.0)
+    preempted = None
     for x, y, *keys in bar:
         cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
         guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics
@@ -278,14 +284,20 @@ def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | 
             if job.count and "ce" in job.sums:
                 bar.set_postfix(ce=f"{float(job.sums['ce']) / job.count:.3f}", refresh=False)
         if stop.raised is not None or (max_steps is not None and job.steps_done >= max_steps):
-            checkpoint(job)
-            raise Preempted(f"stopped at epoch {job.epoch} step {job.step} (signal {stop.raised}); checkpoint saved")
+            preempted = f"stopped at epoch {job.epoch} step {job.step} (signal {stop.raised}); checkpoint saved"
+            if job.step < job.steps_per_epoch:
+                checkpoint(job)
+                raise Preempted(preempted)
+            break
+    bar.close()
     guard.check(job.kept())
-    seconds = time.perf_counter() - epoch_start
+    seconds = time.perf_counter() - job.epoch_start
     job.history.append({"epoch": job.epoch + 1, **{k: float(v) / max(job.count, 1) for k, v in job.sums.items()},
                         "seconds": seconds, "images_per_s": job.count / max(seconds, 1e-9)})
     job.epoch, job.step, job.sums, job.count = job.epoch + 1, 0, {}, 0.0
     checkpoint(job)
+    if preempted:
+        raise Preempted(preempted)
 
 
 # ---- step 3: end of task -----------------------------------------------------------------------------

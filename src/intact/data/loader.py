@@ -170,6 +170,8 @@ def train_batches(data: Dataset, *, seed: int, task: int, epoch: int, batch_size
     parts = _parts(data)
     if parts is None:  # not prepared images (digits): DataLoader's batches, bit for bit
         order = epoch_order(seed, task, epoch, n)[first * batch_size:stop]
+        if not len(order):   # (split would give one empty batch)
+            return
         for index, (x, y) in zip(order.split(batch_size), _rows(data, order, batch_size)):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             yield (x, y, index, torch.zeros(len(index), dtype=torch.bool)) if keys else (x, y)

@@ -77,9 +77,9 @@ class HeadConfig:
 
 @dataclass(frozen=True)
 class IntactConfig:
-    """Weights of the four InTAct terms (0: off), the hypercube percentile, and switches for the authors' code's
-    departures (docs/protocols.md section 4; defaults: the paper). The lambdas were chosen on digits
-    (docs/lambda-search.md); the paper's per-benchmark values go under ``benchmarks.<b>.overrides``."""
+    """The four InTAct terms' weights (0: off), the hypercube percentile, and switches for the authors' code's
+    departures (docs/protocols.md section 4; defaults: the paper's). λ: chosen on digits (docs/lambda-search.md);
+    the paper's per benchmark go under ``benchmarks.<b>.overrides``."""
 
     lambda_intdrift: float = setting(1e-2, "weight of L_IntDrift (the interval bound on the head's drift)", minimum=0)
     lambda_feat: float = setting(30.0, "weight of L_Feat (old data's features kept)", minimum=0)
@@ -102,8 +102,8 @@ class IntactConfig:
                                     enum=["all", "cls"])
     percentile_method: str = setting("linear", "linear: interpolated (numpy's default); index: the sorted value at "
                                      "floor(q/100 * N) (reference)", enum=["linear", "index"])
-    double_ce: bool = setting(False, "CE counted twice with InTAct (the reference code's bug: halves every lambda "
-                              "relative to CE)")
+    double_ce: bool = setting(False, "CE counted twice with InTAct (the reference code's bug: halves each lambda "
+                              "against CE)")
     hypercube_source: str = setting("train", "train: the task's training data (paper); test_seen: the test features "
                                     "of every task so far (reference; LEAKS TEST DATA, warns)",
                                     enum=["train", "test_seen"])
@@ -141,13 +141,13 @@ class OptimConfig:
                             enum=list(SCHEDULES))
     amp: bool = setting(True, "bfloat16 autocast on CUDA (ignored on CPU)")
     drop_last: bool = setting(False, "drop each epoch's last partial batch (the reference code does)", later=True)
-    on_nonfinite: str = setting("stop", "on a NaN/Inf loss term, gradient or parameter: stop (fail, keeping the "
-                                "last good epoch checkpoint) or skip_batch (skip it, counted in train.json)",
+    on_nonfinite: str = setting("stop", "on a NaN/Inf loss, gradient or parameter: stop (fail; the last good "
+                                "epoch's checkpoint kept) or skip_batch (skipped, counted in train.json)",
                                 later=True, enum=["stop", "skip_batch"])
     max_skipped_fraction: float = setting(0.01, "skip_batch: fail once more than this share of a task's steps is "
                                           "skipped", later=True, minimum=0, maximum=1)
-    feature_cache: bool = setting(True, "the query and the teacher's features from caches, not a backbone pass "
-                                  "per step (bit-identical on CPU in fp32); false: the live path",
+    feature_cache: bool = setting(True, "the query's and teacher's features from caches, not a backbone pass per "
+                                  "step (bit-identical on CPU, fp32); false: live",
                                   later=True)
     optimizer: str | None = setting(None, "adam | adamw | sgd; null: the method's own (Method.optimizer)",
                                     later=True, enum=[*OPTIMIZERS, None])
