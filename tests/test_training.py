@@ -343,3 +343,17 @@ def test_a_method_drawing_from_the_global_rngs_resumes_bit_for_bit(tiny_bench, t
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["dataloader", "True", "tensors", "True"], proc.stdout + proc.stderr[-2000:]
+
+
+def test_train_json_records_the_optimizer_as_built(tiny_bench, tmp_path):
+    """The optimizer a method builds for itself (C-Prompt: AdamW at its own weight decay on every group) is what
+    train.json says, not only the run's optim section (which leaves the method's own settings out)."""
+    for name, cls, decay in (("coda_p", "Adam", 0.0), ("compositional_prompt", "AdamW", 0.01)):
+        run = resolve_run(tiny_bench["config"], "digits", name, 0)
+        rec = train_task(run, 0, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
+                         out_dir=tmp_path / name, threads=1, progress=False)
+        opt = rec["optimizer"]
+        assert (opt["class"], opt["schedule"], [g["name"] for g in opt["groups"]]) == \
+            (cls, run.optim.schedule, ["head", "prompts"])
+        assert {g["weight_decay"] for g in opt["groups"]} == {decay} and all(g["parameters"] > 0 for g in opt["groups"])
+        assert opt["groups"][0]["lr"] == run.optim.lr_head

@@ -91,6 +91,15 @@ def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: in
     return opt, sched
 
 
+def optimizer_record(opt: torch.optim.Optimizer, o: OptimConfig) -> dict[str, Any]:
+    """What ``train.json`` records of a task's optimizer as built (a method may set its groups' lr and weight decay
+    itself: C-Prompt's, KA-Prompt's own ``lr``): its class, the schedule and each group's settings at step 0."""
+    shared = {k: v for k, v in opt.defaults.items() if k in ("betas", "eps", "momentum")}
+    groups = [{"name": g.get("name", str(i)), "lr": g.get("initial_lr", g["lr"]), "weight_decay": g["weight_decay"],
+               "parameters": sum(p.numel() for p in g["params"])} for i, g in enumerate(opt.param_groups)]
+    return {"class": type(opt).__name__, **shared, "schedule": o.schedule, "groups": groups}
+
+
 class _StopFlag:
     """Turns SIGTERM / SIGUSR1 (SLURM's time-limit warnings) into a checkpoint-and-exit request."""
 
@@ -321,7 +330,8 @@ def end_of_task(job: TaskRun) -> TrainRecord:
         task_name=job.bench.task_names[job.task], config_hash=run.hash(), train_images=n, epochs=job.history,
         seconds=train_seconds, images_per_s=n * o.epochs / max(train_seconds, 1e-9), peak_memory_mb=peak / 2**20,
         efficiency=efficiency, certificate=end.pop("certificate", None), end=end, resumed_from=job.resumed_from,
-        nonfinite=job.guard.summary(), feature_cache=job.cache_record, backbone_sha256=job.backbone_sha,
+        nonfinite=job.guard.summary(), feature_cache=job.cache_record, optimizer=optimizer_record(job.opt, o),
+        backbone_sha256=job.backbone_sha,
         data_sha256=job.bench.manifest["files"], state_sha256=None, hypercube_sha256=None,  # written last
         provenance=provenance(), config=run.to_dict(),
     )

@@ -40,6 +40,8 @@ class TrainRecord:
     resumed_from: dict[str, int] | None
     nonfinite: dict[str, Any]
     feature_cache: dict[str, Any]
+    #: what the task's optimizer was built with: its class and schedule, and per group its lr, weight decay and size
+    optimizer: dict[str, Any]
     backbone_sha256: str | None
     data_sha256: Any
     state_sha256: str | None            #: sha256 of the task's state.safetensors as written (None until written)
