@@ -92,12 +92,11 @@ def build_optimizer(method: ContinualMethod, o: OptimConfig, steps_per_epoch: in
 
 
 def optimizer_record(opt: torch.optim.Optimizer, o: OptimConfig) -> dict[str, Any]:
-    """What ``train.json`` records of a task's optimizer as built (a method may set its groups' lr and weight decay
-    itself: C-Prompt's, KA-Prompt's own ``lr``): its class, the schedule and each group's settings at step 0."""
-    shared = {k: v for k, v in opt.defaults.items() if k in ("betas", "eps", "momentum")}
+    """``train.json``'s record of a task's optimizer as built, each group at step 0 (C-Prompt sets its own)."""
     groups = [{"name": g.get("name", str(i)), "lr": g.get("initial_lr", g["lr"]), "weight_decay": g["weight_decay"],
                "parameters": sum(p.numel() for p in g["params"])} for i, g in enumerate(opt.param_groups)]
-    return {"class": type(opt).__name__, **shared, "schedule": o.schedule, "groups": groups}
+    return {"class": type(opt).__name__, **{k: v for k, v in opt.defaults.items() if k in ("betas", "eps", "momentum")},
+            "schedule": o.schedule, "groups": groups}
 
 
 class _StopFlag:
@@ -164,8 +163,7 @@ class TaskRun:
     count: float = 0.0
     elapsed: float = 0.0  #: seconds of training before this process (a resumed job)
     t0: float = 0.0       #: when this process started training
-    #: when the current epoch started, less its seconds before this process (a job resumed mid-epoch)
-    epoch_start: float = 0.0
+    epoch_start: float = 0.0  #: when this epoch started, less its seconds before this process (a resumed job)
     steps_done: int = 0   #: optimizer steps in this process
     resumed_from: dict[str, int] | None = None
     guard: DivergenceGuard | None = None
@@ -220,7 +218,7 @@ def resume(job: TaskRun) -> None:
             load_trainable_state(job.method, ck["method"])
             job.opt.load_state_dict(ck["optimizer"])
             job.sched.load_state_dict(ck["scheduler"])
-            set_rng_state(ck["rng"] if "rng" in ck else {"torch": ck["rng_cpu"]})  # (a checkpoint of before)
+            set_rng_state(ck["rng"])
             job.epoch, job.step, job.history = ck["epoch"], ck["step"], ck["history"]
             running, job.elapsed = ck["running"], ck["elapsed"]
             job.epoch_start = -ck.get("epoch_seconds", 0.0)   # made relative to the clock by train_epoch
@@ -266,8 +264,7 @@ def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | 
     bar = tqdm(batches, total=job.steps_per_epoch, initial=job.step,
                desc=f"{run.method} task {job.task} epoch {job.epoch + 1}/{o.epochs}", disable=not progress,
                file=sys.stderr, mininterval=1.0, leave=False)
-    job.epoch_start = time.perf_counter() + (job.epoch_start if job.step else 0.0)
-    preempted = None
+    job.epoch_start, preempted = time.perf_counter() + (job.epoch_start if job.step else 0.0), None
     for x, y, *keys in bar:
         cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
         guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics
