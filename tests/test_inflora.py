@@ -106,6 +106,24 @@ def test_dualgpm_stored_as_its_complement_still_grows_with_a_later_tasks_new_dir
     assert torch.equal(gpm.basis, basis)
 
 
+def test_a_whole_protected_space_leaves_no_free_direction():
+    """Once the protected subspace is the whole space (a "retain" basis of no column), nothing is free: the next
+    task's A is zero. It read as "no task yet": every direction free, A the covariance's top, most protected,
+    directions."""
+    g = torch.Generator().manual_seed(3)
+    D = 8
+    gpm = DualGPM(1, D)
+    for _ in range(4):
+        info = gpm.update([_cov(_inputs(_orthonormal(D, D, g), 400, g))], thr=0.9999)
+    assert info[0] == {"protected": D, "kind": "retain"} and int(gpm.dims[0]) == 0
+    assert torch.equal(gpm.free_projector(0), torch.zeros(D, D, dtype=torch.float64))
+    assert torch.equal(gpm.protected_basis(0), torch.eye(D, dtype=torch.float64))
+    cov = _cov(_inputs(_orthonormal(D, D, g), 400, g))
+    a = down_projection(cov, gpm.free_projector(0), 2, 3 ** -0.5)
+    assert torch.equal(a, torch.zeros(2, D, dtype=torch.float64))
+    assert torch.equal(DualGPM(1, D).free_projector(0), torch.eye(D, dtype=torch.float64))   # before any task
+
+
 def test_lora_forward_equals_the_backbone_with_merged_key_and_value_weights():
     torch.manual_seed(0)
     vit = create_vit("vit_digits_p8")

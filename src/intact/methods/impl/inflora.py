@@ -143,19 +143,22 @@ class DualGPM(nn.Module):
         self.retain[b] = retain
 
     def free_projector(self, b: int) -> torch.Tensor:
-        """The projector onto block ``b``'s free space (the identity before any task)."""
+        """The projector onto block ``b``'s free space (the identity before any task; zero once the protected
+        subspace is the whole space: a ``retain`` basis of no column)."""
         u = self._get(b)
         eye = torch.eye(self.basis.shape[1], dtype=u.dtype, device=u.device)
         if u.shape[1] == 0:
-            return eye
+            return eye * 0 if bool(self.retain[b]) else eye
         p = u @ u.T
         return p if bool(self.retain[b]) else eye - p
 
     def protected_basis(self, b: int) -> torch.Tensor:
         """An orthonormal basis of block ``b``'s protected subspace (D x k)."""
         u = self._get(b)
-        if not bool(self.retain[b]) or u.shape[1] == 0:
+        if not bool(self.retain[b]):
             return u
+        if u.shape[1] == 0:   # everything is protected
+            return torch.eye(self.basis.shape[1], dtype=u.dtype, device=u.device)
         full = torch.linalg.svd(u, full_matrices=True)[0]
         return full[:, u.shape[1]:]
 
