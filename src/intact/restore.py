@@ -19,7 +19,6 @@ from intact.methods.shared.penalties import restore_hypercubes
 from intact.models.backbone import create_backbone
 from intact.regularizers.hypercube import load_hypercubes
 from intact.settings import RunConfig
-from intact.sources import SRC, module_file, source_files
 from intact.train_record import HYPERCUBE, STATE, tensor_metadata
 
 
@@ -59,11 +58,10 @@ INPUTS = {"backbone_sha256": "the backbone's weights", "data_sha256": "the prepa
 
 @functools.cache
 def job_code() -> str:
-    """A digest of the package files a training job can run (:func:`intact.sources.source_files` of ``train.py``:
-    its imports' closure, every method's implementation included; not how a job's process starts): a task edited
-    in between does not continue an epoch the code before it trained."""
-    train = module_file("intact.train")
-    return files_digest(sorted({str(train), *source_files(train)}), SRC)
+    """A digest of the package's Python files (every file a job may run; read as they are, nothing imported): a
+    task whose code was edited in between does not continue the epochs the code before trained."""
+    package = Path(__file__).resolve().parent
+    return files_digest(sorted(package.rglob("*.py")), package)
 
 
 def task_inputs(backbone_sha: str | None, bench: Any, prev: Path | None) -> dict[str, Any]:
