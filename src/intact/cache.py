@@ -32,10 +32,11 @@ from intact.data.loader import _parts, eval_batches
 from intact.hashing import sha256_file
 from intact.io import atomic_path, read_json, write_json
 from intact.methods.shared.frozen import frozen_features, reads_benchmark_queries
+from intact.paths import QUERY_CACHE, QUERY_DIGESTS
 
 #: what a feature function sees: the (augmented) images of a batch -> one feature row per image
 FeatureFn = Callable[[torch.Tensor], torch.Tensor]
-META = "query.json"
+META = Path(QUERY_CACHE).name
 #: what a cached query depends on besides the weights' and the data's sha256; a cache written under any
 #: other value is refused by name (by every reader: the Snakemake jobs, ``intact speed``, the Python API)
 SETTINGS = ("timm_model", "input_mean", "input_std", "image_size", "precision")
@@ -138,7 +139,7 @@ def write_query_cache(bench: Benchmark, query: FeatureFn, out_dir: str | Path, *
             files[f"{split}{t}"] = list(arr.shape)
             digests[f"{split}{t}"] = sha256_file(out_dir / _name(split, t))
     meta = {"benchmark": bench.name, "backbone_sha256": backbone_sha256, "data_sha256": bench.manifest["files"],
-            "settings": settings or {}, "files": files, "sha256": digests, "skipped": skipped, "dtype": "float32"}
+            "settings": settings or {}, "files": files, QUERY_DIGESTS: digests, "skipped": skipped, "dtype": "float32"}
     write_json(out_dir / META, meta)
     return meta
 
@@ -155,7 +156,7 @@ class QueryCache:
         again = f"(delete it and rerun: snakemake {self.root / META})"
         if self.meta["backbone_sha256"] != backbone_sha256 or self.meta["data_sha256"] != bench.manifest["files"]:
             raise ValueError(f"query cache {self.root}: written for another backbone or data {again}")
-        if "sha256" not in self.meta:
+        if QUERY_DIGESTS not in self.meta:
             raise ValueError(f"query cache {self.root}: lists no sha256 of its files (written by an older version): "
                              "`intact migrate results` adds them")
         self.verified: set[str] = set()
@@ -173,7 +174,7 @@ class QueryCache:
         if key not in self.meta["files"]:
             return None
         if key not in self.verified:
-            if sha256_file(path) != self.meta["sha256"].get(key):
+            if sha256_file(path) != self.meta[QUERY_DIGESTS].get(key):
                 raise ValueError(f"query cache {self.root}: {path.name} is not the file query.json lists (its sha256 "
                                  f"differs: edited or damaged) (delete {self.root / META} and rerun)")
             self.verified.add(key)

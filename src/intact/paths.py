@@ -27,6 +27,11 @@ def task_dir(benchmark: str, method: str, seed: int | str, task: int | str, root
     return f"{run_dir(benchmark, method, seed, root)}/task{task}"
 
 
+#: a benchmark's query cache for a backbone: its listing (written last), beside one ``.npy`` per (split, task)
+QUERY_CACHE = f"{RESULTS}/cache/{{benchmark}}/{{backbone}}/query.json"
+#: the listing's key of its files' sha256 (checked by :class:`intact.cache.QueryCache`, added by ``intact migrate``)
+QUERY_DIGESTS = "sha256"
+
 #: a run's tracking marker: the Snakemake target of its MLflow tracking step (intact.tracking)
 MARKER = "tracking.json"
 

@@ -163,7 +163,7 @@ class TaskRun:
     count: float = 0.0
     elapsed: float = 0.0  #: seconds of training before this process (a resumed job)
     t0: float = 0.0       #: when this process started training
-    epoch_start: float = 0.0  #: when this epoch started, less its seconds before this process (a resumed job)
+    epoch_start: float = 0.0  #: when this epoch started (a job resumed mid-epoch: its seconds before, back)
     steps_done: int = 0   #: optimizer steps in this process
     resumed_from: dict[str, int] | None = None
     guard: DivergenceGuard | None = None
@@ -221,7 +221,7 @@ def resume(job: TaskRun) -> None:
             set_rng_state(ck["rng"])
             job.epoch, job.step, job.history = ck["epoch"], ck["step"], ck["history"]
             running, job.elapsed = ck["running"], ck["elapsed"]
-            job.epoch_start = -ck.get("epoch_seconds", 0.0)   # made relative to the clock by train_epoch
+            job.epoch_start = time.perf_counter() - ck.get("epoch_seconds", 0.0)
             guard_state = ck.get("guard")
             job.resumed_from = {"epoch": job.epoch, "step": job.step}
             print(f"resuming task {job.task} from epoch {job.epoch} step {job.step}", file=sys.stderr)
@@ -264,7 +264,7 @@ def train_epoch(job: TaskRun, stop: _StopFlag, progress: bool, max_steps: int | 
     bar = tqdm(batches, total=job.steps_per_epoch, initial=job.step,
                desc=f"{run.method} task {job.task} epoch {job.epoch + 1}/{o.epochs}", disable=not progress,
                file=sys.stderr, mininterval=1.0, leave=False)
-    job.epoch_start, preempted = time.perf_counter() + (job.epoch_start if job.step else 0.0), None
+    job.epoch_start, preempted = job.epoch_start if job.step else time.perf_counter(), None
     for x, y, *keys in bar:
         cached = {k: lookup(c, *keys) for k, c in job.caches.items()}
         guard.snapshot()  # skip_batch: a skipped batch's forward must not leave its BatchNorm statistics

@@ -5,7 +5,7 @@ rule query_cache:
         manifest=manifest,
         backbone=backbone_weights,
     output:
-        meta="results/cache/{benchmark}/{backbone}/query.json",
+        meta=QUERY_CACHE,
     log:
         "results/logs/query_cache/{benchmark}/{backbone}.log",
     benchmark:

@@ -15,7 +15,7 @@ from intact.migrate import unmigrated
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
 from intact.settings.experiments import experiments_params, missing_experiment_inputs
-from intact.paths import RUN_DIR, RUN_KEY, run_dir, task_dir
+from intact.paths import QUERY_CACHE, RUN_DIR, RUN_KEY, run_dir, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
 from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
@@ -279,7 +279,7 @@ def query_cache_input(wildcards):
     run = typed_run(wildcards)
     if not (METHODS[run.base].uses_backbone and run.optim.feature_cache and reads_prepared_images(run.optim)):
         return {}
-    return {"query": f"results/cache/{wildcards.benchmark}/{backbone_name(wildcards)}/query.json"}
+    return {"query": QUERY_CACHE.format(benchmark=wildcards.benchmark, backbone=backbone_name(wildcards))}
 
 
 def query_cache_optim(wildcards):

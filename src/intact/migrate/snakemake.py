@@ -19,13 +19,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intact.migrate.tree import (QUERY_CACHES, MigrationRefused, Plan, migrated_path, read_record, refusal, renamed,
-                                 renamed_values)
+from intact.migrate.tree import MigrationRefused, Plan, migrated_path, read_record, refusal, renamed, renamed_values
+from intact.paths import QUERY_CACHE
 from intact.settings import plain
 
 #: the rules whose params 0.1 held as ``dataclasses.asdict`` wrote them (tuples), where 0.2.0 writes lists, each
 #: with the paths of its outputs (workflow/rules/cache.smk) as a glob
-LISTED = {"query_cache": f"results/{QUERY_CACHES}"}
+LISTED = {"query_cache": QUERY_CACHE.format(benchmark="*", backbone="*")}
 
 
 def _record_key(path: Path, base: Path) -> str:

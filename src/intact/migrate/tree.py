@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from intact.hashing import stable_hash
+from intact.hashing import sha256_file, stable_hash
 from intact.io import EDITED, SEAL, SEALED_SINCE, UNSEALED, record_digest, sorted_metadata, with_seal
-from intact.paths import MARKER
+from intact.paths import MARKER, QUERY_CACHE, QUERY_DIGESTS, RESULTS
 from intact.train_record import TENSOR_DIGESTS
 from intact.removed import RENAMED_METHODS
 
@@ -36,9 +36,8 @@ TASK = re.compile(r"task\d+")
 TASK_FILES = ("train.json", "eval.json", "state.safetensors", "hypercube.safetensors", "checkpoint.pt")
 RUN_FILES = ("metrics.json", "R.csv", MARKER)
 SYNC = "python -m intact.tracking sync results/"
-#: the query caches' listings under ``results`` (workflow/rules/cache.smk), and the sha256 of their files each holds
-#: since they are checked (:class:`intact.cache.QueryCache`)
-QUERY_CACHES, CACHE_DIGESTS = "cache/*/*/query.json", "sha256"
+#: every query cache's listing under ``results``
+QUERY_CACHES = QUERY_CACHE.removeprefix(f"{RESULTS}/").format(benchmark="*", backbone="*")
 
 
 class MigrationRefused(Exception):
@@ -355,7 +354,7 @@ def plan_tree(results: Path) -> Plan:
 def undigested_caches(results: Path) -> list[Path]:
     """The query caches under ``results`` whose listing holds no sha256 of its files (written before caches had
     them)."""
-    return [p for p in sorted(results.glob(QUERY_CACHES)) if CACHE_DIGESTS not in read_record(p)]
+    return [p for p in sorted(results.glob(QUERY_CACHES)) if QUERY_DIGESTS not in read_record(p)]
 
 
 def _digested(path: Path) -> bytes:
@@ -365,7 +364,7 @@ def _digested(path: Path) -> bytes:
     for f in files.values():
         if not f.is_file():
             raise refusal(path, f"it lists {f.name}, which is missing (delete the cache: the workflow writes it again)")
-    return _json({**meta, CACHE_DIGESTS: {key: hashlib.sha256(f.read_bytes()).hexdigest() for key, f in files.items()}})
+    return _json({**meta, QUERY_DIGESTS: {key: sha256_file(f) for key, f in files.items()}})
 
 
 def _plan_log_moves(plan: Plan, top: Path) -> None:

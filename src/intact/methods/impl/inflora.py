@@ -148,7 +148,7 @@ class DualGPM(nn.Module):
         u = self._get(b)
         eye = torch.eye(self.basis.shape[1], dtype=u.dtype, device=u.device)
         if u.shape[1] == 0:
-            return eye * 0 if bool(self.retain[b]) else eye
+            return torch.zeros_like(eye) if bool(self.retain[b]) else eye
         p = u @ u.T
         return p if bool(self.retain[b]) else eye - p
 
