@@ -239,13 +239,30 @@ def test_a_diagnostic_figure_names_the_runs_it_leaves_out(tmp_path):
     methods = ["coda_p", "esn", "not_run"]
     cert = figures._per_task(stored, "imagenet_r", methods, lambda r, t: r.metrics["certificate"][t])
     assert list(cert) == ["coda_p"]
-    assert figures.not_drawn(stored, "imagenet_r", methods, cert, "no certificate recorded") == \
+    assert figures.not_drawn(stored, "imagenet_r", methods, cert, "no certificate recorded", first=1) == \
         "not drawn (no certificate recorded): esn"
-    assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], cert, "no certificate recorded") == ""
+    assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], cert, "no certificate recorded", first=1) == ""
     for figure in (figures.certificate, figures.hypercube, figures.feat_gate):
         path = tmp_path / f"{figure.__name__}.png"
         figure(stored, "imagenet_r", methods, [path])
         assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_diagnostic_figure_names_the_points_that_average_fewer_seeds():
+    """A certificate that is missing or not finite for one seed of one task is left out of that point's mean, and
+    the note under the figure says so (np.nanmean averaged the other seeds silently; an Inf drew no line)."""
+    from intact.report import figures
+
+    runs = [_run("imagenet_r", "coda_p", s, 50.0) for s in (0, 1, 2)]
+    runs[1].metrics["certificate"] = [None, float("inf"), 0.1]
+    runs[2].metrics["certificate"] = [None, 0.1, float("nan")]
+    stored = StoredResults(runs)
+    cert = figures._per_task(stored, "imagenet_r", ["coda_p"], lambda r, t: r.metrics["certificate"][t])
+    assert np.isfinite(np.nanmean(cert["coda_p"][1], axis=0)[1:]).all()
+    assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], cert, "no certificate recorded", first=1) == \
+        "fewer seeds (a value missing or not finite): coda_p after task 2 (2 of 3), coda_p after task 3 (2 of 3)"
+    hypercube = figures._per_task(stored, "imagenet_r", ["coda_p"], lambda r, t: r.metrics["hypercube_log_volume"][t])
+    assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], hypercube, "no hypercube recorded") == ""
 
 
 def test_a_figures_lines_repeat_no_colour_and_pair_each_method_with_its_intact():

@@ -180,17 +180,24 @@ def _per_task(stored: StoredResults, benchmark: str, methods: Sequence[str], val
             continue
         T = runs[0].metrics["num_tasks"]
         arr = np.array([[np.nan if (v := value(r, t)) is None else v for t in range(T)] for r in runs], dtype=float)
+        arr[~np.isfinite(arr)] = np.nan   # an Inf is left out of the mean too, and named by :func:`not_drawn`
         if np.isfinite(arr).any():
             out[m] = (runs[0].metrics["task_names"], arr)
     return out
 
 
-def not_drawn(stored: StoredResults, benchmark: str, methods: Sequence[str], data: Mapping[str, Any], why: str) -> str:
-    """The line under a per-task diagnostic that names the ``methods`` with runs on ``benchmark`` that record no
-    value for it (``data``: :func:`_per_task`'s), and ``why``: a figure never leaves a run out silently; empty where
-    none is left out."""
+def not_drawn(stored: StoredResults, benchmark: str, methods: Sequence[str], data: Mapping[str, Any], why: str,
+              first: int = 0) -> str:
+    """The lines under a per-task diagnostic that name the ``methods`` with runs on ``benchmark`` that record no
+    value for it (``data``: :func:`_per_task`'s), with ``why``, and each point from task ``first`` on that averages
+    fewer seeds than its method has runs (a value missing or not finite): a figure never leaves a run out silently;
+    empty where none is left out."""
     missing = [m for m in methods if m not in data and stored.select(benchmark, m)]
-    return textwrap.fill(f"not drawn ({why}): {', '.join(missing)}", 110) if missing else ""
+    fewer = [f"{m} after task {t + 1} ({n} of {len(arr)})" for m, (_, arr) in data.items()
+             for t, n in enumerate(np.isfinite(arr).sum(axis=0)) if t >= first and n < len(arr)]
+    lines = [f"not drawn ({why}): {', '.join(missing)}" if missing else "",
+             f"fewer seeds (a value missing or not finite): {', '.join(fewer)}" if fewer else ""]
+    return "\n".join(textwrap.fill(line, 110) for line in lines if line)
 
 
 def _note_below(ax: plt.Axes, text: str) -> None:
@@ -234,7 +241,7 @@ def certificate(stored: StoredResults, benchmark: str, methods: Sequence[str], p
         _legend(ax, list(cert), style, extra=1)
     ax.set_title(f"Certificate after each task on {benchmark_title(benchmark)}\n(sound bound; geometric mean, ±1 std "
                  "of log10 over seeds)")
-    _note_below(ax, not_drawn(stored, benchmark, methods, cert, "no certificate recorded"))
+    _note_below(ax, not_drawn(stored, benchmark, methods, cert, "no certificate recorded", first=1))
     write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
@@ -272,7 +279,7 @@ def feat_gate(stored: StoredResults, benchmark: str, methods: Sequence[str], pat
     ax.set_title(f"L_Feat gate pass fraction per task on {benchmark_title(benchmark)}")
     _note_below(ax, "paper gate: share of samples whose teacher feature lies in the box\n"
                     "reference-code gate: share of (sample, neuron) elements of the student feature in the box\n"
-                    + not_drawn(stored, benchmark, methods, gate, "no gate: runs without InTAct have none"))
+                    + not_drawn(stored, benchmark, methods, gate, "no gate: runs without InTAct have none", first=1))
     write_figure(fig, paths, banner(stored.is_rehearsal))
 
 
