@@ -68,6 +68,29 @@ def test_supports_only_linear_heads():
     assert not supports([nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2, 3)])
 
 
+def test_a_leaky_relu_steeper_than_one_keeps_the_certificate_sound():
+    """A slope above 1 makes LeakyReLU concave: the relaxations (convex, slopes in [s, 1]) put their lines on the
+    wrong side, and the certificate of Linear-LeakyReLU(2)-Linear came out below drift sampled in the box (a width
+    of 1.9 against 3.5 sampled). Such a head is bounded by intervals alone, whose rounding margin scales with the
+    slope; a negative slope (not monotone) is refused."""
+    from intact.regularizers.certificate import drift_certificate
+    from intact.regularizers.interval import activation_slope
+
+    old = head([4, 8, 3], 2.0, 0).float()
+    new = updated(old, 0.5, 1)
+    assert not supports(list(new))
+    lo, hi = -torch.ones(4), torch.ones(4)
+    cert = drift_certificate(list(new), list(old), lo, hi)
+    z = lo + (hi - lo) * torch.rand((20000, 4), generator=torch.Generator().manual_seed(2))
+    corners = lo + (hi - lo) * torch.randint(0, 2, (256, 4), generator=torch.Generator().manual_seed(3)).float()
+    with torch.no_grad():
+        d = torch.cat([new(z) - old(z), new(corners) - old(corners)]).double()
+    assert (d.min(0).values >= cert["lower"]).all() and (d.max(0).values <= cert["upper"]).all()
+    assert list(cert["widths"]) == ["interval"]
+    with pytest.raises(ValueError, match="not monotone"):
+        activation_slope(nn.LeakyReLU(-0.5))
+
+
 def test_the_regularizer_records_both_certificates_for_a_deeper_head():
     from intact.regularizers.hypercube import Hypercube
     from intact.regularizers.regularizer import HypercubeTracker

@@ -61,3 +61,25 @@ def test_a_box_from_one_sort_is_its_two_percentiles_and_saves(tmp_path, method):
     save_hypercubes(tmp_path / "h.safetensors", {"fc": cube})
     back = load_hypercubes(tmp_path / "h.safetensors")["fc"]
     assert torch.equal(back.lower, cube.lower) and torch.equal(back.upper, cube.upper)
+
+
+def test_a_box_of_non_finite_activations_a_percentile_past_50_or_an_inverted_file_is_refused(tmp_path):
+    """A NaN sorted as the largest activation and moved the box (or made it NaN: inf - inf); alpha > 50 gave
+    lower > upper, a negative radius and an inverted certificate; a stored box with lower > upper loaded as any."""
+    x = torch.randn(64, 3, generator=torch.Generator().manual_seed(0))
+    x[5, 1] = float("nan")
+    with pytest.raises(ValueError, match="1 non-finite values"):
+        Hypercube.from_activations(x, 5.0)
+    with pytest.raises(ValueError, match="alpha=60"):
+        Hypercube.from_activations(torch.randn(64, 3), 60.0)
+    save_hypercubes(tmp_path / "h.safetensors", {"fc": Hypercube(torch.ones(2), torch.zeros(2))})
+    with pytest.raises(ValueError, match="hypercube fc has a lower bound above its upper bound"):
+        load_hypercubes(tmp_path / "h.safetensors")
+
+
+def test_a_batchnorm_without_running_statistics_is_refused_as_a_protected_layer():
+    from intact.regularizers.regularizer import HypercubeTracker
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4, track_running_stats=False))
+    with pytest.raises(ValueError, match="track_running_stats=False"):
+        HypercubeTracker(model, ["0", "1"])

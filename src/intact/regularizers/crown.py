@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from intact.regularizers.interval import activation_slope
+
 Box = tuple[torch.Tensor, torch.Tensor]
 #: (weight, bias, slope of the activation after it or None) per affine layer of the stacked network
 Layer = tuple[torch.Tensor, torch.Tensor, float | None]
@@ -36,20 +38,19 @@ Layer = tuple[torch.Tensor, torch.Tensor, float | None]
 Relax = Callable[[torch.Tensor, torch.Tensor, float | None, torch.Tensor | None], tuple[torch.Tensor, ...]]
 
 
-def _slope(m: nn.Module) -> float | None:
-    return 0.0 if isinstance(m, nn.ReLU) else m.negative_slope if isinstance(m, nn.LeakyReLU) else None
-
-
 def _bias(m: nn.Linear) -> torch.Tensor:
     return m.bias if m.bias is not None else torch.zeros(m.out_features, dtype=m.weight.dtype, device=m.weight.device)
 
 
 def supports(layers: Sequence[nn.Module]) -> bool:
-    """Whether ``layers`` is a head this module bounds: Linear layers with (leaky) ReLUs between them."""
+    """Whether ``layers`` is a head this module bounds: Linear layers with (leaky) ReLUs of slope in [0, 1] between
+    them (the relaxations take the activation as convex; a slope above 1 makes it concave)."""
     kept = [m for m in layers if not isinstance(m, (nn.Identity, nn.Dropout))]
     return (bool(kept) and isinstance(kept[0], nn.Linear) and isinstance(kept[-1], nn.Linear)
             and all(isinstance(m, (nn.Linear, nn.ReLU, nn.LeakyReLU)) for m in kept)
-            and not any(_slope(a) is not None and _slope(b) is not None for a, b in zip(kept, kept[1:])))
+            and all(activation_slope(m) <= 1 for m in kept if not isinstance(m, nn.Linear))
+            and not any(activation_slope(a) is not None and activation_slope(b) is not None
+                        for a, b in zip(kept, kept[1:])))
 
 
 def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> list[Layer]:
@@ -61,7 +62,7 @@ def difference_network(new: Sequence[nn.Module], old: Sequence[nn.Module]) -> li
         if isinstance(m, nn.Linear):
             affine.append((m, o, None))
         elif affine and affine[-1][2] is None:
-            affine[-1] = (*affine[-1][:2], _slope(m))
+            affine[-1] = (*affine[-1][:2], activation_slope(m))
         else:
             raise ValueError("difference_network: two activations in a row or one before any Linear "
                              f"({type(m).__name__})")

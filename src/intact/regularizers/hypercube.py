@@ -53,8 +53,16 @@ class Hypercube:
     def from_activations(cls, acts: torch.Tensor, alpha: float, method: str = "linear") -> Hypercube:
         """Bounds at the ``alpha``-th and ``(100 - alpha)``-th percentile of each neuron.
 
-        ``acts`` is ``(N, ...)``: a conv input ``(N, C, H, W)`` gets one interval per (channel, position).
+        ``acts`` is ``(N, ...)``: a conv input ``(N, C, H, W)`` gets one interval per (channel, position). A
+        non-finite activation is refused (it would sort as the largest value and move the box, or make it NaN), and
+        so is an ``alpha`` outside [0, 50] (a box with lower > upper).
         """
+        if not 0.0 <= alpha <= 50.0:
+            raise ValueError(f"hypercube percentile alpha={alpha}: expected 0 <= alpha <= 50")
+        if not bool(torch.isfinite(acts).all()):
+            bad = int((~torch.isfinite(acts)).sum())
+            raise ValueError(f"hypercube of activations with {bad} non-finite values of {acts.numel()} "
+                             f"{tuple(acts.shape)}")
         s = _sorted(acts.detach().float())  # once for both bounds: the sort is most of the cost
         return cls(_of_sorted(s, alpha, method), _of_sorted(s, 100.0 - alpha, method))
 
@@ -129,4 +137,7 @@ def save_hypercubes(path: str | Path, cubes: dict[str, Hypercube], metadata: dic
 def load_hypercubes(path: str | Path, expect: dict[str, str] | None = None) -> dict[str, Hypercube]:
     t = load_tensors(path, expect)
     names = sorted({k.rsplit(".", 1)[0] for k in t})
+    inverted = [n for n in names if bool((t[f"{n}.lower"] > t[f"{n}.upper"]).any())]
+    if inverted:
+        raise ValueError(f"{path}: hypercube {', '.join(inverted)} has a lower bound above its upper bound")
     return {n: Hypercube(t[f"{n}.lower"], t[f"{n}.upper"]) for n in names}

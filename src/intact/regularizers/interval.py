@@ -134,12 +134,16 @@ def _linear_part_bounds(m: nn.Module, lower: torch.Tensor, upper: torch.Tensor) 
     return channelwise_bounds(w, torch.zeros_like(w), lower, upper)
 
 
-def _slope(m: nn.Module) -> float | None:
+def activation_slope(m: nn.Module) -> float | None:
+    """The negative slope of a (leaky) ReLU, None for any other module; a negative slope is refused: every rule
+    here needs a monotone activation."""
     if isinstance(m, nn.ReLU):
         return 0.0
-    if isinstance(m, nn.LeakyReLU):
-        return m.negative_slope
-    return None
+    if not isinstance(m, nn.LeakyReLU):
+        return None
+    if m.negative_slope < 0:
+        raise ValueError(f"LeakyReLU(negative_slope={m.negative_slope}) is not monotone: no interval rule bounds it")
+    return m.negative_slope
 
 
 @torch.no_grad()
@@ -150,13 +154,13 @@ def sequential_drift_bounds(new: Sequence[nn.Module], old: Sequence[nn.Module], 
     Layers: Linear / Conv2d / BatchNorm (eval form), ReLU / LeakyReLU, Flatten, Identity / Dropout (eval).
     Per affine layer the output drift is ``(new - old)(h_new) + old_linear(h_new - h_old)``: the first part
     exactly over the interval of ``h_new`` (propagated through the new network), the second by interval
-    arithmetic over the incoming drift. A (leaky) ReLU is monotone with slope in ``[s, 1]``, so the drift
-    ``d`` becomes ``k d`` with ``k`` in ``[s, 1]``. For one affine layer the bound is exact.
+    arithmetic over the incoming drift. A (leaky) ReLU of slope ``s >= 0`` is monotone with slopes ``s`` and 1, so
+    the drift ``d`` becomes ``k d`` with ``k`` between ``s`` and 1. For one affine layer the bound is exact.
     """
     h_lo, h_hi = lower, upper
     d: Box | None = None
     for m, o in zip(new, old):
-        slope = _slope(m)
+        slope = activation_slope(m)
         if isinstance(m, AFFINE):
             t_lo, t_hi = layer_drift_bounds(m, o, h_lo, h_hi)
             if d is not None:

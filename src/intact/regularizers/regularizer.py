@@ -100,6 +100,9 @@ class HypercubeTracker:
             if name not in modules or not isinstance(modules[name], AFFINE):
                 raise ValueError(f"protected layer {name!r}: expected a Linear / Conv2d / BatchNorm module of the "
                                  "model")
+            if getattr(modules[name], "running_var", True) is None:
+                raise ValueError(f"protected layer {name!r}: a BatchNorm without running statistics "
+                                 "(track_running_stats=False) has no eval form to bound")
         if not layers:
             raise ValueError(f"{type(self).__name__} needs at least one protected layer")
         self.layers: dict[str, nn.Module] = {n: modules[n] for n in layers}

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from intact.regularizers.interval import _conv_args, batchnorm_affine
+from intact.regularizers.interval import _conv_args, activation_slope, batchnorm_affine
 
 Box = tuple[torch.Tensor, torch.Tensor]
 
@@ -99,7 +99,8 @@ def forward_magnitudes(new: Sequence[nn.Module], old: Sequence[nn.Module], lower
                        upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Magnitudes of the interval drift bound's terms (``D``) and of the two networks' outputs (``|f_new| + |f_old|``
     terms) over the box: ``m_k = A_k m_(k-1)``, ``D_k = A_new m + A_old m + A_old D`` with ``A`` the absolute
-    affine maps (``|dW h| <= |W_new h| + |W_old h|`` term-wise). Activations have slopes in [0, 1]."""
+    affine maps (``|dW h| <= |W_new h| + |W_old h|`` term-wise). An activation of slope ``s`` scales both by
+    ``max(1, s)`` (it changes nothing for slopes in [0, 1])."""
     m_new = m_old = torch.maximum(lower.abs(), upper.abs())
     d: torch.Tensor | None = None
     for m, o in zip(new, old):
@@ -109,6 +110,8 @@ def forward_magnitudes(new: Sequence[nn.Module], old: Sequence[nn.Module], lower
             m_new, m_old = _abs_affine(m, m_new), _abs_affine(o, m_old)
         elif isinstance(m, nn.Flatten):
             m_new, m_old, d = m_new.flatten(), m_old.flatten(), None if d is None else d.flatten()
+        elif (k := max(1.0, activation_slope(m) or 0.0)) > 1:
+            m_new, m_old, d = k * m_new, k * m_old, None if d is None else k * d
     if d is None:
         raise ValueError("forward_magnitudes needs at least one affine layer")
     return d, m_new + m_old
