@@ -34,8 +34,8 @@ NAMED_BACKBONES: dict[str, NamedBackbone] = {b.name: b for b in (
 )}
 #: the one the paper configs' benchmarks use (the InTAct, CODA-P, L2P and DualPrompt rows: the authors' weights)
 AUTHORS = "vit_b16_augreg2_in1k"
-#: input normalisations: the authors' code feeds [0, 1] pixels ("raw", the default); the paper says
-#: "normalized following KA-Prompt", read here as timm's pretrained config of these weights (mean = std = 0.5)
+#: input normalisations: the authors' code feeds [0, 1] pixels ("raw", the default), as KA-Prompt's does (the paper
+#: says "normalized following KA-Prompt"); "timm": timm's pretrained config of these weights (mean = std = 0.5)
 INPUT_NORMS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "raw": ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
     "timm": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
@@ -58,7 +58,7 @@ def describe(name: str, model: str, mean: Sequence[float] = (), std: Sequence[fl
     if norm == "raw":
         text += ", input [0, 1] pixels (no normalisation, as the authors' code)"
     elif norm == "timm":
-        text += ", input normalised with mean = std = 0.5 (the paper's reading)"
+        text += ", input normalised with mean = std = 0.5 (timm's config of these weights)"
     elif mean:
         text += f", input mean {list(mean)} std {list(std)}"
     return text
