@@ -197,6 +197,8 @@ def _unsealed(path, *also):
     ("task2/state.safetensors", _flip_last_byte, "its sha256 is"),
     ("task2/state.safetensors", lambda p: shutil.copy(p.parent.parent / "task1/state.safetensors", p),
      "it records task = '1'"),
+    ("task1/train.json", lambda p: p.unlink(), "missing"),    # a FileNotFoundError: tracking took it for a server's
+    ("task2/eval.json", lambda p: p.unlink(), "missing"),     # trouble, pending on every retry (before 2026-12-01)
 ])
 def test_an_edited_or_truncated_task_file_is_named(tmp_path, name, damage, fragment):
     """Issue 43: every task's eval.json, train.json, state and hypercube - the last task's included - is checked
@@ -437,3 +439,17 @@ def test_a_task_with_no_image_to_evaluate_on_stops_evaluation_naming_it(tiny_ben
         evaluate_task(run, 1, manifest=tiny_bench["manifest"], backbone_weights=tiny_bench["weights"],
                       state=two_tasks / "task1/state.safetensors", out_path=tmp_path / "eval.json", threads=1)
     assert not (tmp_path / "eval.json").exists()
+
+
+def test_a_written_file_is_readable_as_the_umask_allows(tmp_path):
+    """Every record, table and tensor went through mkstemp, whose 0600 os.replace kept: on a cluster's shared
+    project folder nobody else could read the results, whatever their umask (before 2026-12-01)."""
+    import os
+
+    from intact.io import write_json
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    write_json(tmp_path / "r.json", {"a": 1})
+    save_tensors(tmp_path / "t.safetensors", {"x": torch.zeros(2)})
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {oct(0o666 & ~mask)}

@@ -99,6 +99,21 @@ def test_profile_resolves_from_the_repo_root(tmp_path):
 
 # ---- a real SLURM ---------------------------------------------------------------------------------
 
+def test_each_rule_asks_slurm_for_the_cpus_its_job_uses():
+    """A job's script runs its rule's `threads` (Snakemake passes no --set-threads to a SLURM job), beside one for
+    Snakemake itself: the GPU rules asked for 4 CPUs and trained on 1 thread (before 2026-12-01)."""
+    threads, rule = {}, None
+    for line in "".join(f.read_text() for f in sorted((REPO / "workflow/rules").glob("*.smk"))).splitlines():
+        if line.startswith("rule "):
+            rule = line.split()[1].rstrip(":")
+        elif line.strip().startswith("threads:"):
+            threads[rule] = int(line.split(":")[1])
+    p = profile()
+    for rule, res in p["set-resources"].items():
+        cpus = res.get("cpus_per_task", p["default-resources"]["cpus_per_task"])
+        assert threads.get(rule, 1) <= cpus <= threads.get(rule, 1) + 1, (rule, threads.get(rule, 1), cpus)
+
+
 @pytest.fixture
 def cluster(tmp_path_factory):
     """A running one-node SLURM; every daemon it started is stopped (by PID) afterwards, also on failure."""
@@ -214,7 +229,7 @@ def test_profile_runs_the_workflow_on_slurm(cluster, tmp_path):
         if rule in GPU_RULES:
             assert "gres/gpu=1" in j["AllocTRES"] and "gres/gpu=1" in j["ReqTRES"], j
             assert "--gpus=1" in j["SubmitLine"], j
-            res = p["set-resources"][rule]
+            res = {**p["default-resources"], **p["set-resources"][rule]}
             assert f"cpus-per-task={res['cpus_per_task']}" in j["SubmitLine"], j
             assert f"--mem {res['mem_mb']}" in j["SubmitLine"], j
         else:

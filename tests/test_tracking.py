@@ -275,6 +275,92 @@ def test_a_damaged_or_edited_run_is_named_and_never_uploaded(tmp_path, capsys):
     assert not (run / MARKER).exists() and not (tmp_path / "store").exists()
 
 
+def test_a_mistyped_folder_config_or_experiment_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """`track typo_run` exited 0, made the folder and left a pending marker in it; `sync` and `status` of a missing
+    path said "0 run(s) tracked" with exit 0; a missing --config or an unknown template field was a traceback, or a
+    KeyError recorded as pending over a done marker (before 2026-12-01)."""
+    from intact.tracking.cli import main
+    from stored_run import write_run
+
+    (tmp_path / "results").mkdir()
+    assert main(["track", str(tmp_path / "typo_run")]) == 1
+    assert "typo_run: not a finished run folder (no metrics.json)" in capsys.readouterr().err
+    assert not (tmp_path / "typo_run").exists()
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", [[90.0, 80.0], [20.0, 85.0]])
+    for argv, fragment in ((["sync", str(tmp_path / "nosuch")], "nosuch: no such folder"),
+                           (["status", str(tmp_path / "nosuch")], "nosuch: no such folder"),
+                           (["sync", str(tmp_path / "results"), "--config", "nosuch.yaml"],
+                            "'nosuch.yaml' does not exist"),
+                           (["track", str(run), "--experiment", "x/{foo}"], "bad template (KeyError('foo'))")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and fragment in err and "Traceback" not in err, err
+    assert not (run / MARKER).exists()
+
+
+def test_a_server_that_answers_its_health_check_but_not_its_api_stops_sync_at_the_first_run(tmp_path, capsys):
+    """Its requests time out: MLflow wraps that in its own exception after its retries, which `sync` did not read
+    as a server down, so it waited as long for every run and printed a 30-line traceback for each (before
+    2026-12-01). Now the first run's time-out is one line, and the rest are marked pending at once."""
+    if not MLFLOW:
+        pytest.skip(NO_MLFLOW)
+    import http.server
+    import threading
+
+    from stored_run import write_run
+
+    class Hanging(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path != "/health":
+                time.sleep(3)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hanging)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    runs = [write_run(tmp_path / f"results/runs/digits/coda_p/seed{s}", [[90.0, 80.0], [20.0, 85.0]], seed=s)
+            for s in (0, 1)]
+    try:
+        out = sync(tmp_path / "results", TrackingConfig(timeout_s=1, retries=0),
+                   uri=f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+    assert [r["status"] for r in out] == ["pending", "pending"] and out[0].get("server_down"), out
+    assert out[1]["error"] == out[0]["error"] and read_marker(runs[1])["status"] == "pending"
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_two_trackers_of_one_run_settle_on_one_mlflow_run(tmp_path, monkeypatch):
+    """A server takes no lock: `sync` typed beside the workflow's tracking job of the same run left two current
+    MLflow runs, and a plain `sync` never removed one (before 2026-12-01). Here another tracker's upload of the same
+    content finishes first (started first): this tracker deletes its own and names that one."""
+    if not MLFLOW:
+        pytest.skip(NO_MLFLOW)
+    from intact.tracking import mlflow_log
+    from stored_run import write_run
+
+    run = write_run(tmp_path / "results/runs/digits/coda_p/seed0", [[90.0, 80.0], [20.0, 85.0]])
+    uri = f"sqlite:///{tmp_path / 'store'}/mlflow.db"
+    uploaded = []
+
+    def raced(*args, **kw):
+        uploaded.extend([log_run(*args, **kw), log_run(*args, **kw)])   # the other tracker's, then this one's
+        return uploaded[-1]
+
+    log_run = mlflow_log.log_run
+    monkeypatch.setattr(mlflow_log, "log_run", raced)
+    record = track_run(run, TrackingConfig(uri=uri))
+    assert record["action"] == "logged by another tracker" and record["run_id"] == uploaded[0], record
+    assert [r.info.run_id for r in active_runs(client(uri), "intact/digits")] == [uploaded[0]]
+
+
 # --------------------------------------------------------------------------------------------------
 # (b) idempotency
 
@@ -419,7 +505,7 @@ def gave_up_at_the_probe(record: dict, uri: str) -> bool:
     """The step ended at its first request, refused: the probe of ``<uri>/health``, made before MLflow is imported,
     so no MLflow request, retry or back-off waited on the dead server. (What it took stays in the marker's
     ``seconds``, not asserted: docs/testing.md.)"""
-    probe = f"TrackingError: tracking server {uri} unreachable: "
+    probe = f"ServerDown: tracking server {uri} unreachable: "
     return record["error"].startswith(probe) and "Connection refused" in record["error"] and "seconds" in record
 
 

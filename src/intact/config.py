@@ -333,22 +333,16 @@ def benchmark_optim(cfg: Mapping[str, Any], benchmark: str) -> OptimConfig:
     return build_dataclass(OptimConfig, merge(cfg.get("optim") or {}, overrides), "optim")
 
 
-#: the fields ``tracking.experiment`` may name
-EXPERIMENT_FIELDS = ("benchmark", "eval_split")
-
-
 def tracking_config(cfg: Mapping[str, Any] | None) -> TrackingConfig:
     """The typed ``tracking`` section of a config mapping (declared defaults where absent), checked."""
     raw = dict((cfg or {}).get("tracking") or {})
     check_sections({"tracking": raw}, where="config")
-    tc = build_dataclass(TrackingConfig, raw, "tracking")
     try:
-        tc.experiment_name("b", "test")
-    except (KeyError, IndexError, ValueError) as e:
-        raise ConfigError(f"config: key 'tracking.experiment' = {tc.experiment!r}: bad template ({e!r}); expected "
-                          "a name with optional fields "
-                          f"{', '.join('{' + f + '}' for f in EXPERIMENT_FIELDS)}") from None
-    return tc
+        return build_dataclass(TrackingConfig, raw, "tracking")
+    except ConfigError:
+        raise
+    except ValueError as e:   # TrackingConfig's own check of its experiment template
+        raise ConfigError(f"config: {e}") from None
 
 
 def backbone_config(cfg: Mapping[str, Any], name: str) -> BackboneConfig:

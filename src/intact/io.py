@@ -48,12 +48,25 @@ def damaged(path: str | os.PathLike, why: str) -> ArtifactError:
     return ArtifactError(f"{path} is damaged or foreign: {why}; {redo_hint(path)}")
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: the mode of a file written here: what ``open`` gives under the process's umask (read once, at import), not
+#: mkstemp's 0600, which kept the results from the colleagues who share a cluster's project folder
+FILE_MODE = 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds. The file gets
+    :data:`FILE_MODE`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     tmp_path = Path(tmp)
     try:

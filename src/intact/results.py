@@ -120,6 +120,9 @@ def _checked_records(eval_paths: Sequence[Path], train_paths: Sequence[Path], co
     ``train.json`` (the state it evaluated is the one trained); ``config_hash``: the hash the run's config has
     now (a record of another configuration is refused), else the first ``train.json``'s; ``tensors``: also each
     task's state and hypercube where present (:func:`check_task_files`)."""
+    missing = next((p for p in (*train_paths, *eval_paths) if not Path(p).is_file()), None)
+    if missing is not None:
+        raise damaged(missing, "missing")
     trains = [read_json(p) for p in train_paths]
     evals = [read_json(p) for p in eval_paths]
     first = trains[0] if trains and isinstance(trains[0], dict) else {}

@@ -183,6 +183,15 @@ class TrackingConfig:
                            minimum=0, maximum=10)
     deadline_s: int = setting(300, "the longest a run's tracking step may take (then: status pending)", minimum=1)
 
+    def __post_init__(self) -> None:
+        """The experiment template is checked wherever it is set (config, ``--experiment``): a field it does not know
+        failed every run's tracking step, each run left pending."""
+        try:
+            self.experiment_name("b", "test")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"key 'tracking.experiment' = {self.experiment!r}: bad template ({e!r}); expected a name "
+                             f"with optional fields {{benchmark}}, {{eval_split}}") from None
+
     def experiment_name(self, benchmark: str, eval_split: str = EVAL_SPLITS[0]) -> str:
         return self.experiment.format(benchmark=benchmark, eval_split=eval_split)
 

@@ -31,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     st = sub.add_parser("status", help="list the tracking status of every run")
     st.add_argument("results", nargs="?", default=Path("results"), type=Path)
     args = p.parse_args(argv)
+    if args.command != "track" and not args.results.is_dir():   # a mistyped path is no empty results tree
+        p.error(f"{args.results}: no such folder")
 
     if args.command == "status":
         for r in find_runs(args.results):
@@ -38,14 +40,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{m['status']:9s} {r}  {m.get('tracking_uri', '')}  {m.get('error', '')}")
         return 0
     cfg_path = args.config or ("config.yaml" if Path("config.yaml").is_file() else None)
-    tracking = load_tracking_config(cfg_path)
-    if args.experiment:
-        tracking = dataclasses.replace(tracking, experiment=args.experiment)
+    try:
+        tracking = load_tracking_config(cfg_path)
+        if args.experiment:
+            tracking = dataclasses.replace(tracking, experiment=args.experiment)
+    except (OSError, ValueError) as err:   # a missing or invalid config, a bad template: one line, exit 2
+        p.error(str(err))
     if args.command == "track":
         records = [track_checked(d, dataclasses.replace(tracking, enabled=True), uri=args.uri, force=args.force)
                    for d in args.run_dirs]
         return 1 if any(r["status"] == "refused" for r in records) else 0
     records = sync(args.results, tracking, uri=args.uri, all_runs=args.all_runs, force=args.force)
+    if not records:
+        print(f"tracking sync: nothing to do: {len(find_runs(args.results))} finished run(s) under {args.results}, "
+              "each tracked", file=sys.stderr)
+        return 0
     pending = [r for r in records if r["status"] != "done"]
     refused = sum(r["status"] == "refused" for r in records)
     print(f"tracking sync: {len(records) - len(pending)} run(s) tracked, {len(pending) - refused} pending, "

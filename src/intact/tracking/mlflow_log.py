@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 
 from intact.tracking.record import Payload, RunFolder, build_payload, run_figure
 from intact.settings import TrackingConfig
-from intact.tracking.settings import TrackingError, redact
+from intact.tracking.settings import ServerDown, TrackingError, redact
 
 
 def _mlflow_environment(tracking: TrackingConfig) -> None:
@@ -80,7 +80,7 @@ def probe(uri: str, timeout_s: float) -> None:
         return  # it answers (perhaps behind auth without /health): let MLflow talk to it
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise TrackingError(f"tracking server {redact(uri)} unreachable: {reason}") from None
+        raise ServerDown(f"tracking server {redact(uri)} unreachable: {reason}") from None
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -110,13 +110,13 @@ def store_lock(uri: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def deadline(seconds: float) -> Iterator[None]:
-    """Raise :class:`TrackingError` in the main thread after ``seconds`` (no-op elsewhere / if <= 0)."""
+    """Raise :class:`ServerDown` in the main thread after ``seconds`` (no-op elsewhere / if <= 0)."""
     if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
         yield
         return
 
     def _expired(signum: int, frame: Any) -> None:
-        raise TrackingError(f"tracking took longer than tracking.deadline_s = {seconds} s")
+        raise ServerDown(f"tracking took longer than tracking.deadline_s = {seconds} s")
 
     old = signal.signal(signal.SIGALRM, _expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -208,6 +208,25 @@ def log_run(client: Any, exp_id: str, run: RunFolder, payload: Payload, content_
     return run_id
 
 
+def _settle(client: Any, exp_id: str, run_key: str, chash: str, mine: str, action: str) -> tuple[str, str]:
+    """The run that stands for ``run_key`` once ``mine`` is whole, and the action: the earliest started FINISHED run
+    of that content. A server takes no lock, so two trackers of one run (``sync`` beside the workflow's job) may
+    both have uploaded it; each keeps the same one and deletes the rest (a RUNNING run is an upload in progress:
+    its tracker settles it when done)."""
+    from mlflow.entities import ViewType
+
+    runs = client.search_runs([exp_id], filter_string=f"tags.`intact.run_key` = {_quote(run_key)}",
+                              run_view_type=ViewType.ACTIVE_ONLY, max_results=1000)
+    done = [r.info for r in runs if r.info.status == "FINISHED" and r.data.tags.get("intact.content_hash") == chash]
+    if not any(r.run_id == mine for r in done):
+        return mine, action    # not listed yet: nothing to settle against
+    first = min(done, key=lambda r: (r.start_time or 0, r.run_id)).run_id
+    for r in done:
+        if r.run_id != first:
+            client.delete_run(r.run_id)
+    return first, action if first == mine else "logged by another tracker"
+
+
 def import_mlflow(tracking: TrackingConfig) -> None:
     _mlflow_environment(tracking)
     import mlflow.tracking  # noqa: F401
@@ -241,6 +260,8 @@ def upsert_run(run: RunFolder, uri: str, tracking: TrackingConfig, force: bool) 
     for r in same:
         if r.info.run_id != keep:
             client.delete_run(r.info.run_id)
+    if action != "unchanged":
+        keep, action = _settle(client, exp_id, run.run_key, chash, keep, action)
     for r in runs:  # older configs of this (benchmark, method, seed) are not current any more
         if r.data.tags.get("intact.run_key") != run.run_key and r.data.tags.get("intact.current") != "false":
             client.set_tag(r.info.run_id, "intact.current", "false")

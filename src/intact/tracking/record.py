@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from intact.io import damaged
 from intact.plugins import Plugin
 from intact.stored_run import StoredRun
 from intact.tracking.settings import TRACKER_VERSION
@@ -80,7 +81,7 @@ def read_run_folder(path: str | os.PathLike, config_hash: str | None = None) -> 
         for name in (TRAIN_JSON, "eval.json", HYPERCUBE):
             f = path / f"task{t}" / name
             if not f.is_file():
-                raise FileNotFoundError(f"{f}: missing (metrics.json says {len(run.evals)} tasks)")
+                raise damaged(f, f"missing (metrics.json says {len(run.evals)} tasks)")
             files[f"tasks/task{t}/{name}"] = f
     tune = tune_choice(path, run.metrics)
     if tune is not None:

@@ -30,6 +30,22 @@ class TrackingError(RuntimeError):
     """Tracking could not be done now (the results are untouched; retry with ``sync``)."""
 
 
+class ServerDown(TrackingError):
+    """The tracking server cannot be reached, or did not answer in time: every other run would wait as long."""
+
+
+def server_down(err: BaseException | None) -> bool:
+    """Whether ``err``, or an error it was raised from or while handling, says the server is down or does not
+    answer (a connection refused or timed out: MLflow wraps them in its own exception after its retries)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, (ServerDown, TimeoutError, ConnectionError)):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
 def load_tracking_config(path: str | os.PathLike | None) -> TrackingConfig:
     """The tracking section of a config file, its ``extends`` resolved (defaults if ``path`` is None or no layer
     has the section)."""

@@ -17,19 +17,18 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from intact.io import ArtifactError, read_json
+from intact.io import ArtifactError, read_json, write_json
 from intact.tracking.mlflow_log import deadline, import_mlflow, probe, store_lock, upsert_run
 from intact.tracking.record import read_run_folder, tune_choice_files
 from intact.paths import MARKER
 from intact.settings import TrackingConfig
-from intact.tracking.settings import TRACKER_VERSION, TrackingError, redact, resolve_uri
+from intact.tracking.settings import TRACKER_VERSION, TrackingError, redact, resolve_uri, server_down
 
 
 def _now() -> str:
@@ -38,15 +37,7 @@ def _now() -> str:
 
 def write_marker(path: Path, record: Mapping[str, Any]) -> None:
     """Atomic JSON write (the marker is a Snakemake output)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(record, indent=2) + "\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_json(path, record)
 
 
 def read_marker(run_dir: str | os.PathLike) -> dict[str, Any] | None:
@@ -74,6 +65,8 @@ def track_run(
     """
     tracking = tracking or TrackingConfig()
     run_dir = Path(run_dir)
+    if not (run_dir / "metrics.json").is_file():   # a mistyped folder: no marker written into it, or made
+        raise ArtifactError(f"{run_dir}: not a finished run folder (no metrics.json)")
     t0 = time.perf_counter()
     resolved, source = resolve_uri(tracking, uri)
     record: dict[str, Any] = {
@@ -98,9 +91,11 @@ def track_run(
         except Exception as e:  # every failure: report, keep the results, let the workflow go on
             # MLflow's errors quote the URI as given: its password stays out of the marker and the log
             record["error"] = f"{type(e).__name__}: {e}".replace(resolved, redact(resolved))[:2000]
+            if server_down(e):
+                record["server_down"] = True   # sync stops at the first such run: the others would wait as long
             print(f"tracking: {run_dir}: {record['error']} - results are safe; retry later with "
                   f"`python -m intact.tracking sync <results dir>`", file=sys.stderr)
-            if not isinstance(e, TrackingError):
+            if not isinstance(e, TrackingError) and not server_down(e):
                 print(traceback.format_exc().replace(resolved, redact(resolved)), end="", file=sys.stderr)
     record["seconds"] = round(time.perf_counter() - t0, 3)
     if record["status"] == "done":
@@ -173,8 +168,8 @@ def sync(
     for run_dir in todo:
         out.append({"run_dir": str(run_dir), **track_checked(run_dir, dataclasses.replace(tracking, enabled=True),
                                                               uri=resolved, force=force)})
-        if out[-1]["status"] != "done" and "unreachable" in out[-1].get("error", ""):
-            for rest in todo[len(out):]:  # the server is down: do not wait once per run
+        if out[-1].get("server_down"):
+            for rest in todo[len(out):]:  # the server is down or does not answer: do not wait once per run
                 rec = read_marker(rest) or {}
                 rec.update(status="pending", error=out[-1]["error"], tracking_uri=redact(resolved), updated=_now())
                 write_marker(rest / MARKER, rec)
