@@ -258,7 +258,7 @@ def test_a_diagnostic_figure_names_the_points_that_average_fewer_seeds():
     runs[2].metrics["certificate"] = [None, 0.1, float("nan")]
     stored = StoredResults(runs)
     cert = figures._per_task(stored, "imagenet_r", ["coda_p"], lambda r, t: r.metrics["certificate"][t])
-    assert np.isfinite(np.nanmean(cert["coda_p"][1], axis=0)[1:]).all()
+    assert np.isfinite(np.nanmean(cert["coda_p"][1][:, 1:], axis=0)).all()
     assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], cert, "no certificate recorded", first=1) == \
         "fewer seeds (a value missing or not finite): coda_p after task 2 (2 of 3), coda_p after task 3 (2 of 3)"
     hypercube = figures._per_task(stored, "imagenet_r", ["coda_p"], lambda r, t: r.metrics["hypercube_log_volume"][t])
