@@ -53,6 +53,22 @@ def test_pairs_mode_alternates_the_rows_and_reports_per_step_ratios(tmp_path, ca
     assert "per-step ratios" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["--config", "nosuch.yaml"], "config file 'nosuch.yaml' does not exist"),
+    (["--model", "nosuch"], "--model nosuch: not a timm model"),
+    (["--methods", "nosuch"], "--methods nosuch: config: method 'nosuch': unknown method"),
+    (["--batch", "-3"], "--batch -3: expected at least 1"),
+    (["--benchmark", "nope"], "--benchmark nope: not in the config"),
+    (["--device", "bogus"], "--device bogus: "),
+])
+def test_a_wrong_option_is_one_line_before_any_row(args, fragment, capsys):
+    """Each was a traceback, some after a row's process had started (before 2026-12-01)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["speed", "--config", str(REPO / "config.yaml"), *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and fragment in err and "Traceback" not in err and "rows" not in err, err
+
+
 def test_spread_ratios_and_busy():
     assert spread([9.0, 3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}  # the warm-up step is left out
     rows = [{"method": "coda_p", "cache": c, "step_s": s, "step_times_s": t}

@@ -562,7 +562,7 @@ def test_sync_reads_the_tracking_section_of_the_base_a_config_extends(results, t
     run_dir = variant(results, tmp_path / "results", "coda_p", 4)
     assert main(["sync", str(tmp_path / "results"), "--config", str(paper / "imagenet_r.yaml")]) == 1
     record = read_marker(run_dir)
-    assert (record["status"], record["tracking_uri"]) == ("pending", dead)
+    assert (record["status"], record["tracking_uri"], record["uri_source"]) == ("pending", dead, "config")
 
 
 # --------------------------------------------------------------------------------------------------

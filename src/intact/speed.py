@@ -293,13 +293,43 @@ def paired_rows(cfg: dict, benchmark: str, specs: list[tuple[str, bool]], *, rep
             row.close()
 
 
-def run_speed(args: argparse.Namespace) -> int:
+def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[Path], dict, str, torch.device]:
+    """(config files, their config, benchmark, device) of ``args``, each checked before any row is built: a wrong
+    option is one line, exit 2 (it was a traceback, some after a row's process had started)."""
+    import timm
+
     paths = args.config or [Path("config.yaml"), Path("configs/paper/imagenet_r.yaml")]
-    # layered as snakemake --configfile; no data or weights needed (synthetic images, random weights)
-    cfg = load_config(*paths, check_files=False)
+    try:   # layered as snakemake --configfile; no data or weights needed (synthetic images, random weights)
+        cfg = load_config(*paths, check_files=False)
+    except ValueError as err:    # ConfigError, LayerError: a missing or invalid file
+        p.error(str(err))
     benchmark = args.benchmark or cfg["run"]["benchmarks"][0]
+    bad = [f"--{k} {getattr(args, k)}: expected at least 1" for k in ("batch", "repeats", "classes", "threads")
+           if getattr(args, k) is not None and getattr(args, k) < 1]
+    if benchmark not in cfg["benchmarks"]:
+        bad.append(f"--benchmark {benchmark}: not in the config (its benchmarks: {', '.join(cfg['benchmarks'])})")
+    else:
+        for method in args.methods:
+            try:
+                resolve_run(cfg, benchmark, method, 0)
+            except ValueError as err:
+                bad.append(f"--methods {method}: {err}")
+    if not timm.is_model(args.model.split(".")[0]):
+        bad.append(f"--model {args.model}: not a timm model")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as err:
+        bad.append(f"--device {args.device}: {err}")
+    else:
+        if device.type == "cuda" and not torch.cuda.is_available():
+            bad.append(f"--device {args.device}: no CUDA device here")
+    if bad:
+        p.error("; ".join(bad))
+    return paths, cfg, benchmark, device
+
+
+def run_speed(args: argparse.Namespace, paths: list[Path], cfg: dict, benchmark: str, device: torch.device) -> int:
     tasks = benchmark_config(cfg, benchmark).num_tasks  # sizes the prompt pool per task
-    device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     cores = os.cpu_count() or 1
@@ -362,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="intact speed", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
-    return run_speed(p.parse_args(argv))
+    args = p.parse_args(argv)
+    return run_speed(args, *_checked(p, args))
 
 
 if __name__ == "__main__":

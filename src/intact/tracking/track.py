@@ -167,7 +167,7 @@ def sync(
     out = []
     for run_dir in todo:
         out.append({"run_dir": str(run_dir), **track_checked(run_dir, dataclasses.replace(tracking, enabled=True),
-                                                              uri=resolved, force=force)})
+                                                              uri=uri, force=force)})  # its source recorded as given
         if out[-1].get("server_down"):
             for rest in todo[len(out):]:  # the server is down or does not answer: do not wait once per run
                 rec = read_marker(rest) or {}
