@@ -48,6 +48,21 @@ def test_var_loss_is_mean_squared_distance_to_centroid():
     assert float(var_loss(torch.ones(5, 3), 1.0)) == 0.0
 
 
+def test_var_loss_under_the_reference_preset_is_the_authors_per_neuron_variance():
+    """The authors' code (PromptInTAct regularization/interval_regularization.py) adds
+    ``acts.var(dim=0, unbiased=False).mean()``: 1/d of the paper's sum, and the paper's λ_Var were tuned with it.
+    `preset: reference` summed over neurons: L_Var 768 times the authors' on ViT-B/16 (before 2026-12-01)."""
+    from conftest import REPO
+    from intact.config import load_config, resolve_run
+
+    z = torch.randn(64, 48, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    authors = 0.1 * z.var(dim=0, unbiased=False).mean()
+    assert torch.allclose(var_loss(z, 0.1, "mean"), authors) and torch.allclose(var_loss(z, 0.1), 48 * authors)
+    cfg = load_config(REPO / "config.yaml", check_files=False)
+    assert resolve_run(cfg, "digits", "coda_p+intact@preset=reference", 0).intact.var_norm == "mean"
+    assert resolve_run(cfg, "digits", "coda_p+intact", 0).intact.var_norm == "sum"
+
+
 def test_align_loss_zero_when_batch_box_centred_on_previous_box():
     prev = Hypercube(torch.tensor([-1.0, -1.0]), torch.tensor([1.0, 1.0]))
     h = torch.tensor([[-0.5, 0.2], [0.5, -0.2], [0.0, 0.0]])

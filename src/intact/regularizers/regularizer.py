@@ -269,7 +269,7 @@ class IntactRegularizer(HypercubeTracker):
             layers = {n: m for n, m in layers.items() if n == self.feature}
         out: dict[str, torch.Tensor] = {}
         if cfg.lambda_var > 0:
-            out["var"] = sum(var_loss(h.flatten(1), cfg.lambda_var) for h in tracked.values())
+            out["var"] = sum(var_loss(h.flatten(1), cfg.lambda_var, cfg.var_norm) for h in tracked.values())
         if self.task == 0:
             return out
         cubes = self.protected

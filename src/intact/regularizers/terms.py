@@ -62,9 +62,11 @@ def feat_loss_reference(z: torch.Tensor, z_teacher: torch.Tensor, cube: Hypercub
     return lam * loss, gate.mean()
 
 
-def var_loss(h: torch.Tensor, lam: float) -> torch.Tensor:
-    """L_Var: mean squared distance of the batch to its centroid."""
-    return lam * (h - h.mean(dim=0, keepdim=True)).pow(2).sum(dim=1).mean()
+def var_loss(h: torch.Tensor, lam: float, norm: str = "sum") -> torch.Tensor:
+    """L_Var: mean squared distance of the batch to its centroid, summed over neurons (``sum``: the paper's
+    equation) or averaged over them (``mean``: the reference code's per-neuron variance, 1/d of it)."""
+    spread = (h - h.mean(dim=0, keepdim=True)).pow(2)
+    return lam * (spread.sum(dim=1) if norm == "sum" else spread.mean(dim=1)).mean()
 
 
 def align_loss(h: torch.Tensor, previous: Hypercube, lam: float, alpha: float, eps: float,

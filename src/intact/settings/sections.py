@@ -104,6 +104,8 @@ class IntactConfig:
                                      "floor(q/100 * N) (reference)", enum=["linear", "index"])
     double_ce: bool = setting(False, "CE counted twice with InTAct (the reference code's bug: halves each lambda "
                               "against CE)")
+    var_norm: str = setting("sum", "L_Var over neurons: sum (paper) or mean (reference: the Table's lambda_var)",
+                            later=True, enum=["sum", "mean"])
     hypercube_source: str = setting("train", "train: the task's training data (paper); test_seen: the test features "
                                     "of every task so far (reference; LEAKS TEST DATA, warns)",
                                     enum=["train", "test_seen"])
@@ -113,9 +115,9 @@ class IntactConfig:
 #: The test-set hypercube is deliberately not part of any preset: it must be asked for by name.
 INTACT_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"feat_gate": "teacher_sample", "align_form": "paper", "protected_layers": "all",
-              "percentile_method": "linear", "double_ce": False},
+              "percentile_method": "linear", "double_ce": False, "var_norm": "sum"},
     "reference": {"feat_gate": "student_element", "align_form": "reference", "protected_layers": "cls",
-                  "percentile_method": "index", "double_ce": True},
+                  "percentile_method": "index", "double_ce": True, "var_norm": "mean"},
 }
 
 #: ``optim.schedule``: how the learning rate moves over a task
