@@ -63,6 +63,15 @@ elif what == "pollute":
 elif what == "value":
     import warm_probe_mod
     print("value", warm_probe_mod.VALUE)
+elif what == "threads":
+    import tempfile
+    import matplotlib
+    import numpy
+    from threadpoolctl import threadpool_info
+    print(json.dumps({"blas": sorted(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
+                      "tmp": tempfile.gettempdir(), "font": matplotlib.rcParams["font.size"]}))
+elif what == "nap":
+    time.sleep(12)
 elif what == "exit3":
     sys.exit(3)
 elif what == "crash":
@@ -140,6 +149,49 @@ def test_a_warm_job_sees_what_a_cold_job_sees_and_nothing_of_the_job_before(pare
     assert len(set(seeds)) == 4 and 123 not in seeds
     trace_pids = int((tmp_path / "w/pid").read_text()), int((tmp_path / "c/pid").read_text())
     assert trace_pids[0] != parent.pid
+
+
+@pytest.mark.slow
+def test_a_warm_job_reads_its_blas_threads_tmpdir_and_matplotlibrc_as_a_cold_one_does(tmp_path):
+    """What a fresh process reads from its environment and folder when numpy's BLAS, tempfile and matplotlib
+    start: a warm job had the parent's (BLAS pools of the parent's size, so numpy's products differed in their
+    last bits; the TMPDIR torch._dynamo's import fixed; the parent's rc files), before 2026-12-01."""
+    p = warm.start(["numpy", "matplotlib", "threadpoolctl", "torch._dynamo"], export=False)
+    try:
+        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+        got = {}
+        for name, socket_ in (("warm", p.path), ("cold", None)):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "matplotlibrc").write_text("font.size: 21\n")
+            code, out, err = _run(tmp_path / name, "threads", socket_, env=env)
+            assert code == 0 and "no warm parent" not in err, err
+            got[name] = json.loads(out.splitlines()[0])
+        assert got["warm"] == got["cold"] == {"blas": got["cold"]["blas"], "tmp": str(tmp_path), "font": 21.0}
+        assert got["cold"]["blas"] and set(got["cold"]["blas"]) == {1}
+    finally:
+        p.stop()
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_intact_warm_lets_its_running_jobs_end_as_they_would(tmp_path):
+    """`intact warm` killed its parent 10 s after a Ctrl-C: a job still running lost its exit status (it exited 1,
+    and Snakemake deleted its outputs) though it finished (before 2026-12-01). Now the parent ends once its jobs
+    have."""
+    checkout = tmp_path / "checkout"
+    (checkout / "workflow/scripts").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != warm.ENV_SOCKET}
+    env["PYTHONPATH"] = pythonpath()
+    keeper = subprocess.Popen([sys.executable, "-m", "intact.cli", "warm", "--checkout", str(checkout)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=plain_signals)
+    path = keeper.stdout.readline().strip().split("=", 1)[1]
+    job = _job(tmp_path / "j", "nap", warm_socket=path,
+               env={"PYTHONPATH": warm.jobs_pythonpath(str(checkout / "src"), env["PYTHONPATH"])})
+    _wait_for(tmp_path / "j/pid")
+    assert int((tmp_path / "j/pid").read_text()) != job.pid   # served warm
+    keeper.send_signal(signal.SIGINT)
+    out, err = job.communicate(timeout=120)
+    assert (job.returncode, out.strip()) == (0, "done nap"), err
+    assert keeper.wait(60) == 0 and "stopping once its running jobs end" in keeper.stderr.read()
 
 
 def _nohup_like() -> None:
@@ -335,9 +387,22 @@ def test_a_job_under_another_import_path_or_after_a_code_change_runs_cold(tmp_pa
         assert warm.probe(p.path) == ""
         code, out, err = _run(tmp_path / "d", "value", p.path)
         assert (code, out.split("\n")[0]) == (0, "value 1") and "no warm parent" not in err
+        # a module added beside one the parent imported (a new method is one file): a job may import it, the
+        # parent's listing of the folder (the registry's) lacks it
+        (plugin / "warm_probe_new.py").write_text("")
+        assert "code changed" in warm.probe(p.path) and str(plugin) in warm.probe(p.path)
+        (plugin / "warm_probe_new.py").unlink()
+        assert warm.probe(p.path) == ""
     finally:
         p.stop()
     assert warm.probe(p.path).startswith("unavailable")
+    # a file saved while the parent was importing: it may have read the code before the edit
+    (plugin / "warm_probe_late.py").write_text("import os\nos.utime(__file__)\n")
+    p = warm.start(["warm_probe_mod", "warm_probe_late"], export=False)
+    try:
+        assert "code changed" in warm.probe(p.path) and "warm_probe_late.py" in warm.probe(p.path)
+    finally:
+        p.stop()
 
 
 def test_off_linux_no_parent_starts_and_the_run_and_intact_warm_say_why(monkeypatch, capsys):

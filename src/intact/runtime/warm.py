@@ -183,7 +183,7 @@ class WarmParent:
     def pid(self) -> int:
         return self.proc.pid
 
-    def stop(self, timeout: float = 10) -> None:
+    def stop(self, timeout: float | None = 10) -> None:
         """Close the parent's stdin (it then finishes its running jobs and exits), wait, and clean up. Called
         once no job runs (the workflow's onsuccess / onerror): a parent still importing after ``timeout``
         seconds, or one that does not end, is killed."""
@@ -319,9 +319,12 @@ def keep(argv: list[str]) -> int:
     try:
         parent.proc.wait()
     except KeyboardInterrupt:
-        pass
-    finally:
-        parent.stop()
+        print("intact warm: stopping once its running jobs end (Ctrl-C again: now, and they fail)", file=sys.stderr)
+    try:   # killed after 10 s, it took its jobs' exit statuses with it: each job then failed, its outputs deleted
+        parent.stop(timeout=None)
+    except KeyboardInterrupt:
+        parent.proc.kill()
+        parent.proc.wait()
     return 0
 
 

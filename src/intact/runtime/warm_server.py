@@ -18,14 +18,15 @@ import os
 import runpy
 import selectors
 import signal
-import site
 import socket
 import sys
-import sysconfig
+import tempfile
 import threading
+import time
 import traceback
 
 from intact.runtime import protocol
+from intact.runtime.code_state import changed_code, code_state
 from intact.runtime.warm import catchable, mark_served, python_id
 
 #: a file the warm parent appends "start <pid> <script>" and "exit <pid> <wait status>" to, per job (tests)
@@ -60,7 +61,7 @@ class Server:
         for sig in (signal.SIGCHLD, signal.SIGTERM):  # both only wake the loop (see _wake)
             signal.signal(sig, lambda signum, frame: None)
         self.jobs: dict[int, socket.socket] = {}  # child pid -> its client's connection
-        self.code: dict[str, tuple[int, int]] = {}  # what code_state() saw once the imports were done
+        self.code: dict[str, tuple] = {}  # what code_state() saw once the imports were done
         # as this process started, before its imports (torch._dynamo's sets TORCHINDUCTOR_CACHE_DIR)
         self.python = python_id()
         self.stopping = False
@@ -69,9 +70,10 @@ class Server:
     def run(self, modules: list[str]) -> None:
         print("listening", flush=True)
         os.dup2(2, 1)  # the starter reads one line only; anything later goes to stderr
+        started = time.time_ns()
         for name in modules:
             importlib.import_module(name)
-        self.code = code_state()
+        self.code = code_state(since_ns=started)
         self.sel.register(self.listener, selectors.EVENT_READ, self._accept)
         self.sel.register(self.wake_r, selectors.EVENT_READ, self._wake)
         self.sel.register(0, selectors.EVENT_READ, self._stdin)
@@ -222,37 +224,6 @@ def _end_by(sig: int) -> None:
     os.kill(os.getpid(), sig)
 
 
-def code_state() -> dict[str, tuple[int, int]]:
-    """(mtime, size) of what this process imported that can change under it: every module file outside the
-    standard library and the site-packages folders (the package's own sources, a plugin on PYTHONPATH), and
-    each site-packages folder itself (an install or removal changes it)."""
-    std = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib"))
-    sites = [os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(p)]
-    installed = std + tuple(s + os.sep for s in sites)  # files that change only with an install (a site folder's mtime)
-    state = {}
-    for path in [*(getattr(m, "__file__", None) for m in list(sys.modules.values())), *sites]:
-        real = os.path.realpath(path) if isinstance(path, str) else ""
-        if real and (real in sites or not real.startswith(installed)):
-            try:
-                st = os.stat(real)
-            except OSError:
-                continue
-            state[real] = (st.st_mtime_ns, st.st_size)
-    return state
-
-
-def changed_code(state: dict[str, tuple[int, int]]) -> str:
-    """The first file of :func:`code_state` that changed or is gone since, or ""."""
-    for path, seen in state.items():
-        try:
-            st = os.stat(path)
-        except OSError:
-            return path
-        if (st.st_mtime_ns, st.st_size) != seen:
-            return path
-    return ""
-
-
 def _watch_client(conn: socket.socket) -> None:
     """In the job's process (a daemon thread): pass the client's relayed signals on to this process's group;
     when the client is gone (SIGKILL, or the workflow's whole process group killed), SIGKILL the group - also
@@ -327,6 +298,9 @@ def _fresh_stdio() -> None:
 
 
 def _fresh_state() -> None:
+    """What a fresh process reads at start-up from its environment and working directory, read again from the
+    job's: random seeds, thread counts (torch's, and numpy's BLAS pools: a product's bits depend on them), the
+    temporary folder, matplotlib's rc file and variables."""
     if "random" in sys.modules:
         sys.modules["random"].seed()
     if "numpy.random" in sys.modules:
@@ -335,8 +309,17 @@ def _fresh_state() -> None:
     if torch is not None:
         torch.seed()  # a fresh process's default generator starts from a non-deterministic seed
     threads = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is not None and threads.isdigit() and int(threads) > 0:
-        torch.set_num_threads(int(threads))  # what torch would take from OMP_NUM_THREADS at import
+    if threads.isdigit() and int(threads) > 0:
+        if torch is not None:
+            torch.set_num_threads(int(threads))  # what torch would take from OMP_NUM_THREADS at import
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(threads), user_api="blas")   # what OpenBLAS / MKL would take at load
+    tempfile.tempdir = None   # torch._dynamo's import fixed the parent's; the job's TMPDIR is read again
+    mpl = sys.modules.get("matplotlib")
+    if mpl is not None:   # a matplotlibrc in the job's folder, MATPLOTLIBRC: what differs from the parent's rc files
+        now, then = mpl.rc_params(), mpl.rcParamsOrig
+        mpl.rcParams.update({k: v for k, v in now.items() if k != "backend" and v != then.get(k)})
 
 
 def _run_script(script: str) -> int:
