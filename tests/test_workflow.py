@@ -1,6 +1,7 @@
 """The Snakemake workflow: DAG dry-runs, lint, bad input, and a real end-to-end run of a tiny config."""
 
 import json
+import os
 import re
 import shutil
 
@@ -73,6 +74,28 @@ def test_external_weights_replace_pretraining_in_the_dag(tmp_path):
     counts = job_counts(proc.stdout)
     assert counts.get("describe_backbone") == 1 and "pretrain_backbone" not in counts
     assert "MISSING" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_weights_replaced_by_others_with_an_older_mtime_are_described_again(tmp_path):
+    """`tar x`, `cp -p` or `rsync -t` can put other weights in place with an older mtime: the mtime trigger missed
+    them, and every run kept the results of the weights before (before 2026-12-01). The file's sha256 (cached by
+    its size and mtime) is a params entry of describe_backbone, whose new record reruns what trained on it."""
+    cfg = tiny_config()
+    weights = tmp_path / "my_vit.safetensors"
+    save_file(create_vit("vit_digits_p8").state_dict(), str(weights))
+    cfg["backbones"]["vit_digits"]["weights"] = str(weights)
+    write_config(tmp_path, cfg)
+    info = "results/backbones/vit_digits.json"
+    snakemake(tmp_path, info)
+    assert "Nothing to be done" in snakemake(tmp_path, "-n", info).stdout
+    import torch
+
+    old = weights.stat()
+    torch.manual_seed(1)
+    save_file(create_vit("vit_digits_p8").state_dict(), str(weights))
+    os.utime(weights, ns=(old.st_atime_ns, old.st_mtime_ns - 10**10))    # older than what it replaced
+    assert job_counts(snakemake(tmp_path, info, "-n", "--quiet", "rules").stdout) == {"describe_backbone": 1}
 
 
 @pytest.mark.slow
@@ -221,6 +244,38 @@ def test_an_edited_or_truncated_derived_record_is_refused_by_the_next_call(tiny_
         assert f"snakemake --forcerun {run}/{name}`" in proc.stderr + logs
         snakemake(work, "--forcerun", f"{run}/{name}")
         assert table.read_text() == before
+
+
+@pytest.mark.slow
+def test_a_report_refuses_a_stored_run_of_an_older_config_that_snakemake_kept(tiny_run, tmp_path):
+    """A results tree copied without .snakemake (or `snakemake --touch` after a config change) keeps the runs of
+    the config before: the default-run, study and tune tables showed them as current, where the paper's tables skip
+    them (before 2026-12-01). Every report now checks each run's config hash against the config's."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    cfg = load_file(work / "config.yaml")
+    cfg["intact"]["lambda_var"] = 0.5                   # changes the +intact run's hash only
+    write_config(work, cfg)
+    run = "results/runs/digits/coda_p+intact/seed0"
+    proc = snakemake(work, "results/tables/digits/default_run.md", "--forcerun", "report_default_run",
+                     "--allowed-rules", "report_default_run", check=False)
+    logs = "".join(p.read_text() for p in (work / "results/logs/report_default_run").rglob("*.log"))
+    assert proc.returncode != 0 and f"{run}/task0/train.json is damaged or foreign: it records config_hash" in logs
+
+
+@pytest.mark.slow
+def test_how_mlflow_is_reached_reruns_no_tracking_and_where_it_goes_does(tiny_run, tmp_path):
+    """track_run's params held the whole tracking section: a new timeout, retry count or deadline logged every run
+    again (before 2026-12-01). Only the server and the experiment are recorded now."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    cfg = load_file(work / "config.yaml")
+    cfg["tracking"] = {**cfg.get("tracking", {}), "timeout_s": 3, "retries": 0, "deadline_s": 60}
+    write_config(work, cfg)
+    assert "Nothing to be done" in snakemake(work, "-n").stdout
+    cfg["tracking"]["experiment"] = "elsewhere/{benchmark}"
+    write_config(work, cfg)
+    assert set(job_counts(snakemake(work, "-n", "--quiet", "rules").stdout)) == {"track_run", "all"}
 
 
 @pytest.mark.slow

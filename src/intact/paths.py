@@ -22,6 +22,12 @@ def run_dir(benchmark: str, method: str, seed: int | str, root: str | os.PathLik
     return f"{os.fspath(root)}/runs/" + RUN_KEY.format(benchmark=benchmark, method=method, seed=seed)
 
 
+def run_of(folder: str | os.PathLike) -> dict[str, str]:
+    """The benchmark, method and seed of a run folder (:func:`run_dir`'s inverse)."""
+    path = Path(folder)
+    return {"benchmark": path.parent.parent.name, "method": path.parent.name, "seed": path.name.removeprefix("seed")}
+
+
 def task_dir(benchmark: str, method: str, seed: int | str, task: int | str, root: str | os.PathLike = RESULTS) -> str:
     """The folder of task ``task`` of a run: its state, hypercube, train.json and eval.json."""
     return f"{run_dir(benchmark, method, seed, root)}/task{task}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,9 +270,11 @@ class StoredResults:
     rehearsal: bool = False
 
     @classmethod
-    def read(cls, metrics_paths: Sequence[str | Path]) -> StoredResults:
-        """The runs whose ``metrics.json`` files are listed (a report rule's inputs)."""
-        return cls([read_run(Path(p).parent) for p in metrics_paths])
+    def read(cls, metrics_paths: Sequence[str | Path], config_hashes: Mapping[str, str] | None = None) -> StoredResults:
+        """The runs whose ``metrics.json`` files are listed (a report rule's inputs); ``config_hashes``: each run
+        folder -> the hash its config gives now, checked (a run of an older config is refused)."""
+        folders = [os.path.dirname(p) for p in map(str, metrics_paths)]
+        return cls([read_run(f, config_hash=None if config_hashes is None else config_hashes[f]) for f in folders])
 
     @property
     def is_rehearsal(self) -> bool:

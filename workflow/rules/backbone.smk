@@ -33,6 +33,7 @@ rule describe_backbone:
         backbone=one_of(EXTERNAL_BACKBONES),
     params:
         backbone=lambda w: recorded(backbone_config(config, w.backbone)),
+        weights_sha256=lambda w: weights_sha256(w.backbone),
     conda:
         "../../envs/intact.yaml"
     script:

@@ -10,12 +10,13 @@ from intact.config import (
     resolver, tracking_config, validate_config, weights_path,
 )
 from intact.data.image_config import prepare_settings
+from intact.hashing import sha256_file_cached
 from intact.methods import METHODS
 from intact.migrate import unmigrated
 from intact.naming import NAME_PATTERN, parse_method_name
 from intact.settings import recorded
 from intact.settings.experiments import experiments_params, missing_experiment_inputs
-from intact.paths import QUERY_CACHE, RUN_DIR, RUN_KEY, run_dir, task_dir
+from intact.paths import QUERY_CACHE, RUN_DIR, RUN_KEY, run_dir, run_of, task_dir
 from intact.plan import DEFAULT_RUN_REPORT, DOMAINS_FIGURE, Plan, merge_runs, report_files
 from intact.protocols import reads_prepared_images
 from intact.rehearsal import TREE as REHEARSAL_TREE, WEIGHTS as REHEARSAL_WEIGHTS, made_backbones, synthetic_benchmarks, tree_params
@@ -86,6 +87,14 @@ def weights_input(name):
     that a dry run lists the grid (the lines above name the file; refuse_missing_inputs stops a real run)."""
     path = weights_path(config, name)
     return [] if name in MISSING_WEIGHTS and not STARTED else path
+
+
+def weights_sha256(name):
+    """The sha256 of backbone ``name``'s weights file (cached by its path, size and mtime), None while it is
+    missing: a params entry of describe_backbone, so that a file replaced by another with an older mtime (`tar x`,
+    `cp -p`, `rsync -t`), which the mtime trigger misses, is described again and reruns what trained on it."""
+    path = weights_path(config, name)
+    return sha256_file_cached(path) if os.path.isfile(path) else None
 
 
 #: the rules whose jobs read a backbone's weights file (their input functions: weights_input)
@@ -252,6 +261,15 @@ def run_metrics(methods, seeds):
     return lambda w: PLAN.metrics_files(w.benchmark, methods, seeds)
 
 
+def stored_run_hashes(wildcards, input):
+    """A params entry: the folder of each run whose ``metrics.json`` is among the job's ``input.metrics`` -> its
+    config hash as the config gives it now, which the job checks every stored run against (intact.results.read_run):
+    a run of an older config that Snakemake kept (a results tree copied without .snakemake, `--touch`) is refused,
+    not shown or chosen as current."""
+    folders = [os.path.dirname(p) for p in input.metrics]
+    return {f: run_hash(Namespace(**run_of(f))) for f in folders}
+
+
 def r_csv(metrics):
     """An input function: ``R.csv`` beside each ``metrics.json`` that the input function ``metrics`` lists. What
     reads a run checks both against its task records (intact.results.read_run), so an edited or truncated
@@ -300,13 +318,6 @@ def tune_chosen(benchmark, tuned):
 def tune_search_metrics(wildcards):
     """``metrics.json`` of every point of one search, on the validation split, over the selection seeds."""
     return PLAN.metrics_files(wildcards.benchmark, TUNE.search(wildcards.tuned).val_names, TUNE.selection_seeds)
-
-
-def tune_search_hashes(wildcards):
-    """The run folder of every point of one search (over the selection seeds) -> its config hash."""
-    b = wildcards.benchmark
-    return {run_dir(b, n, s): run_hash(Namespace(benchmark=b, method=n, seed=s))
-            for n in TUNE.search(wildcards.tuned).val_names for s in TUNE.selection_seeds}
 
 
 def tune_report_metrics(wildcards):

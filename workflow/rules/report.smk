@@ -13,6 +13,7 @@ rule report_default_run:
         "results/logs/report_default_run/{benchmark}.log",
     params:
         methods=list(PLAN.run.methods),
+        config_hashes=stored_run_hashes,
     localrule: True
     conda:
         "../../envs/intact.yaml"

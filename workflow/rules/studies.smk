@@ -24,6 +24,7 @@ for _study in STUDIES:
             spec=STUDIES[_study].spec,
             methods=list(STUDIES[_study].methods),
             defaults=study_defaults(_study),
+            config_hashes=stored_run_hashes,
         localrule: True
         conda:
             "../../envs/intact.yaml"

@@ -21,7 +21,10 @@ rule track_run:
     log:
         f"results/logs/track_run/{RUN_KEY}.log",
     params:
-        tracking=recorded(TRACKING),
+        # where a run goes is recorded: another server or experiment logs it again; how it is reached (timeouts,
+        # retries, deadline) goes typed, which Snakemake does not record: changing it re-logs no run
+        destination={"uri": TRACKING.uri, "experiment": TRACKING.experiment},
+        tracking=TRACKING,
         config_hash=run_hash,
     localrule: True
     conda:

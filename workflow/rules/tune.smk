@@ -18,7 +18,7 @@ if TUNE:
             "results/logs/tune_select/{benchmark}/{tuned}.log",
         params:
             points=lambda w: TUNE.search(w.tuned).val_names,
-            config_hashes=tune_search_hashes,
+            config_hashes=stored_run_hashes,
             selection=TUNE.selection_seeds,
             tie=[TUNE.tie, TUNE.tolerance],
             # what the choice records beside: the baseline its report compares with, the final seeds
@@ -48,6 +48,7 @@ if TUNE:
             "results/logs/report_study_tune/{benchmark}.log",
         params:
             seeds=TUNE.seeds,
+            config_hashes=stored_run_hashes,
         wildcard_constraints:
             benchmark=one_of(TUNE.benchmarks),
         localrule: True

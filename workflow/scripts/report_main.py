@@ -8,5 +8,5 @@ from intact.report.studies import write_default_report
 from intact.results import StoredResults
 
 with job(snakemake) as params:
-    stored = StoredResults.read(snakemake.input.metrics)
+    stored = StoredResults.read(snakemake.input.metrics, params.config_hashes)
     write_default_report(stored, params.methods, dict(snakemake.output.items()), snakemake.wildcards.benchmark)

@@ -8,6 +8,6 @@ from intact.report.studies import write_study_report
 from intact.results import StoredResults
 
 with job(snakemake) as params:
-    stored = StoredResults.read(snakemake.input.metrics)
+    stored = StoredResults.read(snakemake.input.metrics, params.config_hashes)
     write_study_report(params.study, params.spec, stored, dict(snakemake.output.items()), snakemake.wildcards.benchmark,
                        methods=params.methods, defaults=params.defaults)

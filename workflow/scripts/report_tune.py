@@ -10,5 +10,5 @@ from intact.tune import read_choice
 
 with job(snakemake) as params:
     choices = [read_choice(p) for p in snakemake.input.choices]
-    stored = StoredResults.read(snakemake.input.metrics)
+    stored = StoredResults.read(snakemake.input.metrics, params.config_hashes)
     write_tune_report(choices, stored, params.seeds, dict(snakemake.output.items()), snakemake.wildcards.benchmark)

@@ -36,10 +36,11 @@ def _benchmark(data: Any) -> Any:
     return data if isinstance(data, BenchmarkSettings) else benchmark_settings(data)
 
 
-def _tracking(data: Mapping[str, Any]) -> Any:
+def _tracking(data: Any) -> Any:
+    """The tracking settings; handed on where the rule's params hold them typed (as :func:`_benchmark`'s)."""
     from intact.settings import TrackingConfig, build_dataclass
 
-    return build_dataclass(TrackingConfig, data, "tracking")
+    return data if isinstance(data, TrackingConfig) else build_dataclass(TrackingConfig, data, "tracking")
 
 
 def _experiments(data: Mapping[str, Any]) -> dict[str, Any]:
