@@ -43,6 +43,12 @@ def test_a_jobs_params_arrive_in_their_typed_forms(tmp_path):
     assert params.experiments == {name: experiment_settings(cfg, name) for name in EXPERIMENTS}
     assert (params.config_hash, params.seeds) == (run.hash(), [0, 1])
     assert job_params({"benchmark": bench}).benchmark is bench   # typed already (a rule that records none of it)
+    tracking = tracking_config(cfg)
+    assert job_params({"tracking": tracking}).tracking is tracking   # typed: track_run records where, not how
+    # an experiment rule records its own experiment only: a drift setting reran the toy (before 2026-12-01)
+    toy = experiments_params(cfg, "toy")
+    assert list(toy) == ["toy"]
+    assert job_params({"experiments": toy}).experiments == {"toy": experiment_settings(cfg, "toy")}
 
 
 def test_a_setting_that_does_not_build_fails_the_job_in_its_log(tmp_path):

@@ -15,7 +15,7 @@ rule study_toy:
     log:
         "results/logs/study_toy.log",
     params:
-        experiments=experiments_params(config),
+        experiments=experiments_params(config, "toy"),
     threads: 1
     conda:
         "../../envs/intact.yaml"
@@ -36,7 +36,7 @@ rule study_drift:
     log:
         "results/logs/study_drift.log",
     params:
-        experiments=experiments_params(config),
+        experiments=experiments_params(config, "drift"),
     threads: 1
     conda:
         "../../envs/intact.yaml"

@@ -46,7 +46,7 @@ def _tracking(data: Any) -> Any:
 def _experiments(data: Mapping[str, Any]) -> dict[str, Any]:
     from intact.settings.experiments import EXPERIMENTS, experiment_settings
 
-    return {name: experiment_settings({"experiments": data}, name) for name in EXPERIMENTS}
+    return {name: experiment_settings({"experiments": data}, name) for name in EXPERIMENTS if name in data}
 
 
 def _report(data: Mapping[str, Any]) -> Any:

@@ -153,7 +153,7 @@ def missing_experiment_inputs(cfg: Mapping[str, Any]) -> dict[str, list[str]]:
     return {name: messages for name, messages in out.items() if messages}
 
 
-def experiments_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Every experiment's resolved settings, as plain data: the experiment rules' params (Snakemake records
-    them, so a changed setting reruns the experiment)."""
-    return {name: recorded(experiment_settings(cfg, name)) for name in EXPERIMENTS}
+def experiments_params(cfg: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """The resolved settings of the experiments ``names`` (all by default), as plain data: an experiment rule's
+    params, its own only (Snakemake records them: a changed setting reruns that experiment, not the other)."""
+    return {name: recorded(experiment_settings(cfg, name)) for name in names or EXPERIMENTS}
