@@ -72,6 +72,11 @@ elif what == "threads":
                       "tmp": tempfile.gettempdir(), "font": matplotlib.rcParams["font.size"]}))
 elif what == "nap":
     time.sleep(12)
+elif what == "unclosed":   # a file never closed, held by the script's globals (a function keeps them in a cycle)
+    out = open("unclosed.txt", "w")
+    out.write("written")
+    def keeps_the_globals():
+        return out
 elif what == "exit3":
     sys.exit(3)
 elif what == "crash":
@@ -222,6 +227,14 @@ def test_a_warm_job_inherits_the_signal_state_its_cold_self_would(parent, tmp_pa
     assert blocked_plain & bit(signal.SIGUSR2) == 0 and blocked_nohup & bit(signal.SIGUSR2)
     assert ignored_plain & bit(signal.SIGHUP) == 0 and ignored_nohup & bit(signal.SIGHUP)
     assert ignored_plain & bit(signal.SIGINT) == 0  # the parent ignores SIGINT; its job does not
+
+
+@pytest.mark.slow
+def test_a_file_the_job_never_closed_is_flushed_as_at_a_cold_jobs_end(parent, tmp_path):
+    """The script's globals outlived it in a reference cycle: its buffered writes were lost (before 2026-12-01)."""
+    for name, socket_ in (("w", parent.path), ("c", None)):
+        assert _run(tmp_path / name, "unclosed", socket_)[0] == 0
+        assert (tmp_path / name / "unclosed.txt").read_text() == "written", name
 
 
 @pytest.mark.slow

@@ -326,9 +326,9 @@ def _run_script(script: str) -> int:
     """Run ``script`` as ``__main__`` and end as the interpreter does: the exit code of SystemExit, an
     uncaught exception printed (exit 1; KeyboardInterrupt: killed by SIGINT), then threads joined, atexit
     handlers run and stdio flushed."""
-    interrupted = False
+    interrupted, main = False, {}
     try:
-        runpy.run_path(script, run_name="__main__")
+        main = runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as exit_:
         code = _exit_code(exit_.code)
@@ -344,6 +344,7 @@ def _run_script(script: str) -> int:
     except Exception:
         pass
     atexit._run_exitfuncs()
+    _clear_main(main)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -352,6 +353,18 @@ def _run_script(script: str) -> int:
     if interrupted:
         _end_by(signal.SIGINT)
     return code
+
+
+def _clear_main(main: dict) -> None:
+    """Clear the script's globals as an interpreter clears ``__main__`` at its end, so that what they hold (a file
+    never closed) is finalised in order (flushed): they outlived the script in a cycle through its functions, and a
+    collected cycle finalises a file's layers in any order. ``main``: run_path's copy; its functions hold them."""
+    for value in list(main.values()):
+        held = getattr(value, "__globals__", None)
+        if isinstance(held, dict) and held is not main and held.get("__file__") == main.get("__file__"):
+            held.clear()
+            break
+    main.clear()
 
 
 def _from_script(tb, script: str):
