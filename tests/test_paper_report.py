@@ -4,6 +4,7 @@ paper_tables` on a fresh clone (paper columns only, no training)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -363,6 +364,27 @@ def test_efficiency_fields_count_parameters_and_time_inference():
     rec = efficiency_record(Toy(), data, 8, torch.device("cpu"), steps=5)
     assert rec["total_parameters"] == 20 + 10 and rec["trainable_parameters"] == 10 and rec["train_batches"] == 5
     assert rec["inference_batch_seconds"] > 0 and rec["device"] == "cpu"
+    # one whole batch and a partial one: the warm-up was the only whole batch, and the time came out 0.0
+    # (before 2026-12-01); it is timed again, warm
+    for n in (8, 12, 15):
+        data = TensorDataset(torch.randn(n, 4), torch.zeros(n, dtype=torch.long))
+        assert efficiency_record(Toy(), data, 8, torch.device("cpu"), steps=1)["inference_batch_seconds"] > 0, n
+
+
+def test_an_efficiency_cell_of_records_from_several_machines_is_a_dash_and_says_so(tmp_path):
+    """Each task is a job of its own, which may land on another GPU or node: a cell averaged a CPU's RSS with a
+    GPU's memory (6.50 ± 9.59 GB) and said only "Devices: NVIDIA H200, cpu" (before 2026-12-01)."""
+    from intact.report import paper_efficiency
+
+    runs = [_run("imagenet_r", "coda_p+intact", s, 50.0) for s in (0, 1)]
+    runs[1] = dataclasses.replace(runs[1], trains=tuple({**t, "device": "NVIDIA H200", "peak_memory_mb": 18000.0}
+                                                        for t in runs[1].trains))
+    assert paper_efficiency.machines(runs) == {"cpu on ?", "NVIDIA H200"}
+    _write(paper_tables(report_settings(CONFIG), StoredResults(runs)), tmp_path)
+    e = pd.read_csv(tmp_path / "efficiency.csv").set_index(["benchmark", "run"]).loc[("imagenet_r", "coda_p+intact")]
+    assert np.isnan(e["here_memory"]) and np.isnan(e["here_train_batch"]) and e["here_total"] == 1000
+    md = (tmp_path / "efficiency.md").read_text()
+    assert "Memory and times '—': measured on more than one machine, InTAct on ImageNet-R (NVIDIA H200, cpu on ?)" in md
 
 
 def test_stored_results_skip_runs_of_an_older_config(tmp_path):

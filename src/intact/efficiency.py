@@ -64,20 +64,29 @@ def inference_seconds_per_batch(method: Any, data: Dataset, batch_size: int, dev
     mean of a cost that the paper's table averages over tasks and seeds anyway."""
     was_training = method.training
     method.eval()
-    times = []
+    times, first = [], None
     for i, (x, _) in enumerate(eval_batches(data, batch_size, device)):
         if i > max_batches:
             break
         if len(x) < batch_size and i > 0:  # a last partial batch would bias the per-batch time
             break
-        synchronize(device)
-        t0 = time.perf_counter()
-        method.predict(x)
-        synchronize(device)
-        if i > 0 or len(data) <= batch_size:
-            times.append(time.perf_counter() - t0)
+        first = x if i == 0 else first
+        elapsed = _timed(method, x, device)
+        if i > 0:
+            times.append(elapsed)
+    if not times and first is not None:  # one batch (and a partial one): timed again, warm (it gave 0.0 s)
+        times.append(_timed(method, first, device))
     method.train(was_training)
-    return float(sum(times) / max(len(times), 1))
+    return float(sum(times) / len(times))
+
+
+def _timed(method: Any, x: torch.Tensor, device: torch.device) -> float:
+    """Seconds of ``method.predict(x)``, the device synchronised before and after."""
+    synchronize(device)
+    t0 = time.perf_counter()
+    method.predict(x)
+    synchronize(device)
+    return time.perf_counter() - t0
 
 
 def device_name(device: torch.device) -> str:

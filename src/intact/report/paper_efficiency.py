@@ -35,6 +35,17 @@ def efficiency_stats(runs: Sequence[Any]) -> dict[str, Stat | None]:
     return {k: Stat.of(v) for k, v in per.items()}
 
 
+#: the measurements that depend on the machine: a mean over records of several machines is no measurement
+MACHINE_DEPENDENT = ("memory", "train_batch", "inference_batch", "images_per_s")
+
+
+def machines(runs: Sequence[Any]) -> set[str]:
+    """The machines the task records of ``runs`` were measured on: a GPU's model, or a CPU run's host (every CPU
+    records the device ``cpu``). On a cluster each task is a job of its own, which may land anywhere."""
+    return {t["device"] if t["device"] != "cpu" else f"cpu on {(t.get('provenance') or {}).get('host', '?')}"
+            for r in runs for t in r.trains if "device" in t}
+
+
 def _efficiency_cells(row: Mapping[str, Any] | None, e: Mapping[str, Stat | None], aa: Stat | None) -> dict[str, str]:
     """The paper's and our cells of one efficiency row (``e``: :func:`efficiency_stats`)."""
     def here(key: str, digits: int = 2) -> str:
@@ -71,7 +82,7 @@ def efficiency_table(ledger: Ledger, ours: Sequence[str]) -> Table:
             Column("aa_paper", "paper", G["aa"]), Column("aa_here", "here", G["aa"]),
             Column("aa_ci", "95 % CI", G["aa"])]
     table = Table("efficiency", "Efficiency: parameters, memory and time per batch", cols)
-    records, devices = [], set()
+    records, devices, mixed = [], set(), []
     for b in benchmarks:
         rows = rows_and_labels(paper["rows"] if b == paper["benchmark"] else [], ours)
         first = True
@@ -82,6 +93,9 @@ def efficiency_table(ledger: Ledger, ours: Sequence[str]) -> Table:
                 continue
             devices |= {t.get("device", "unknown") for r in runs for t in r.trains if "device" in t}
             e = efficiency_stats(runs)
+            if len(where := machines(runs)) > 1:   # memory of a CPU and a GPU averaged: no measurement, a dash
+                e.update(dict.fromkeys(MACHINE_DEPENDENT))
+                mixed.append(f"{label} on {benchmark_title(b)} ({', '.join(sorted(where))})")
             if first:
                 table.rules.add(len(table.rows))
             table.rows.append({"benchmark": benchmark_title(b) if first else "",
@@ -101,11 +115,14 @@ def efficiency_table(ledger: Ledger, ours: Sequence[str]) -> Table:
         f"Paper: {benchmark_title(paper['benchmark'])} on {paper['device']} (paper table {paper['table']}; baselines "
         "copied from KA-Prompt); its 'batch time' is called batch inference time in its caption.",
         "Here (mean over seeds, from each task's train.json): total / trainable parameters after the last task "
-        "(frozen backbone included in the total); memory = peak over tasks (CUDA: max allocated; CPU: the process's "
-        "max RSS, not comparable to GPU memory); s / batch: train = training seconds / optimizer steps, inference "
-        "= one forward of a training-size batch (query + prompted pass) in eval mode; img/s = training images per "
-        "second. "
-        f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load.",
+        "(frozen backbone included in the total; trainable: what the last task's optimizer trains, every task's "
+        "prompts for a shared pool, one task's prompt and head for S-Prompts, CPrompt, ESN and InfLoRA); memory = "
+        "peak over tasks (CUDA: max allocated; CPU: the process's max RSS, not comparable to GPU memory); s / batch: "
+        "train = training seconds / optimizer steps (with the feature cache, train.json's feature_cache, the "
+        "backbone passes it holds are computed before and not counted), inference = one forward of a training-size "
+        "batch (query + prompted pass) in eval mode; img/s = training images per second. "
+        f"Devices: {', '.join(sorted(devices)) or 'none stored'}. Timings depend on the machine and its load."
+        + (f" Memory and times '—': measured on more than one machine, {'; '.join(mixed)}." if mixed else ""),
         AA_NOTE, FORGETTING_NOTE,
         seeds_note(table.data.get("here_seeds", []), stored),
         ci_note(table.data), *backbone_notes(stored),
