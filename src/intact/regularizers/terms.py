@@ -83,5 +83,7 @@ def align_loss_reference(h: torch.Tensor, previous: Hypercube, lam: float, eps: 
     lo, hi = h.min(dim=0).values, h.max(dim=0).values
     disjoint = ((hi < previous.lower) | (lo > previous.upper)).to(h.dtype)
     diff = ((lo + hi) / 2 - previous.center) * disjoint
-    # sqrt of a zero vector has no gradient: add eps inside, it changes nothing measurable
-    return lam * torch.sqrt(diff.pow(2).sum() + 1e-12) / (previous.radius + eps)
+    # sqrt of a zero vector has no gradient: eps inside; no neuron missing the box is 0, as torch.norm gives (the
+    # eps alone logged 1e-6 / r)
+    value = lam * torch.sqrt(diff.pow(2).sum() + 1e-12) / (previous.radius + eps)
+    return torch.where(disjoint.any(), value, torch.zeros_like(value))
