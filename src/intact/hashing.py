@@ -19,30 +19,6 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def sha256_file_cached(path: str | os.PathLike) -> str:
-    """:func:`sha256_file`, kept in the user's cache under the file's path, inode, size and mtime (ns): a large
-    weights file is read once per version, not at every workflow start."""
-    from intact.paths import user_cache
-
-    st = os.stat(path)
-    folder = user_cache("sha256")
-    if folder is None:
-        return sha256_file(path)
-    entry = folder / stable_hash([os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns], 24)
-    try:
-        return entry.read_text().strip()
-    except OSError:
-        digest = sha256_file(path)
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(digest + "\n")
-        os.replace(tmp, entry)
-    except OSError:
-        pass   # a read-only cache: read again next time
-    return digest
-
-
 def stable_hash(obj: Any, length: int = 12) -> str:
     """A short hash of a JSON-serialisable object that does not depend on dict order."""
     blob = json.dumps(obj, sort_keys=True, default=json_default).encode()

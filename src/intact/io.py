@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator
 
-from intact.hashing import json_default as _json_default, sha256_file
+from intact.hashing import json_default as _json_default, sha256_file, stable_hash
+from intact.paths import user_cache
 
 
 if TYPE_CHECKING:
@@ -81,6 +82,26 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def sha256_file_cached(path: str | os.PathLike) -> str:
+    """:func:`~intact.hashing.sha256_file`, kept in the user's cache under the file's path, inode, size and mtime
+    (ns): a large weights file is read once per version, not at every workflow start."""
+    st = os.stat(path)
+    folder = user_cache("sha256")
+    if folder is None:
+        return sha256_file(path)
+    entry = folder / stable_hash([os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns], 24)
+    try:
+        return entry.read_text().strip()
+    except OSError:
+        digest = sha256_file(path)
+    try:
+        with atomic_path(entry) as tmp:
+            tmp.write_text(digest + "\n")
+    except OSError:
+        pass   # a read-only cache: read again next time
+    return digest
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -10,7 +10,7 @@ from intact.config import (
     resolver, tracking_config, validate_config, weights_path,
 )
 from intact.data.image_config import prepare_settings
-from intact.hashing import sha256_file_cached
+from intact.io import sha256_file_cached
 from intact.methods import METHODS
 from intact.migrate import unmigrated
 from intact.naming import NAME_PATTERN, parse_method_name

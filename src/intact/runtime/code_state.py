@@ -5,6 +5,7 @@ folder (an install or removal changes it)."""
 from __future__ import annotations
 
 import os
+import pkgutil
 import site
 import sys
 import sysconfig
@@ -16,13 +17,8 @@ MARGIN_NS = 10_000_000
 
 
 def _modules_in(folder: str) -> tuple[str, ...]:
-    """The names a package folder offers to import (``.py`` files and folders), as the registry lists them."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return ()
-    return tuple(sorted(n for n in names if n.endswith(".py") or (os.path.isdir(os.path.join(folder, n))
-                                                                  and not n.startswith((".", "__pycache__")))))
+    """The modules and packages a folder offers to import, as the registry lists them (``pkgutil.iter_modules``)."""
+    return tuple(sorted(m.name for m in pkgutil.iter_modules([folder])))
 
 
 def code_state(since_ns: int | None = None) -> dict[str, tuple]:

@@ -91,11 +91,12 @@ def track_run(
         except Exception as e:  # every failure: report, keep the results, let the workflow go on
             # MLflow's errors quote the URI as given: its password stays out of the marker and the log
             record["error"] = f"{type(e).__name__}: {e}".replace(resolved, redact(resolved))[:2000]
-            if server_down(e):
+            down = server_down(e)
+            if down:
                 record["server_down"] = True   # sync stops at the first such run: the others would wait as long
             print(f"tracking: {run_dir}: {record['error']} - results are safe; retry later with "
                   f"`python -m intact.tracking sync <results dir>`", file=sys.stderr)
-            if not isinstance(e, TrackingError) and not server_down(e):
+            if not isinstance(e, TrackingError) and not down:
                 print(traceback.format_exc().replace(resolved, redact(resolved)), end="", file=sys.stderr)
     record["seconds"] = round(time.perf_counter() - t0, 3)
     if record["status"] == "done":
