@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from intact.cli import existing_file
 from intact.experiments.certificate_width import HEADS_ALPHA, RELATIVES, SEEDS, compare, measure
 
 HEADS = ([64, 128, 10], [64, 128, 128, 10], [256, 256, 50], [256, 256, 256, 50])
@@ -122,15 +123,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--relative", type=float, default=0.3)
     ap.add_argument("--alpha", action="store_true", help="the 48 cases of docs/certificate.md (issue 24)")
-    ap.add_argument("--lirpa", type=Path, help="tools/certificate_lirpa.py's JSON lines, for --alpha")
+    ap.add_argument("--lirpa", type=existing_file, help="tools/certificate_lirpa.py's JSON lines, for --alpha")
     ap.add_argument("--rows", type=Path, help="append every --alpha case as a JSON line here")
     ap.add_argument("--restarts", type=int, default=64, help="PGD restarts per output and sign, for --alpha")
     ap.add_argument("--steps", type=int, default=300, help="PGD steps, for --alpha")
-    ap.add_argument("--stored", type=Path, help="render the table from a previous run's --rows file")
+    ap.add_argument("--stored", type=existing_file, help="render the --alpha table from a previous run's --rows "
+                    "file (implies --alpha)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (small matrices: 1 is fastest)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.alpha:
+    if args.alpha or args.stored:
         alpha_table(args.lirpa, args.rows, args.restarts, args.steps, args.stored)
     else:
         crown_table(args.seeds, args.relative)

@@ -54,7 +54,10 @@ def report(pyproject: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pyproject", nargs="?", type=Path, default=Path("pyproject.toml"))
-    print("\n".join(report(parser.parse_args(argv).pyproject)))
+    pyproject = parser.parse_args(argv).pyproject
+    if not pyproject.is_file():  # the one check that cannot use intact.cli.existing_file: intact may not import yet
+        parser.error(f"no such file: {str(pyproject)!r}")
+    print("\n".join(report(pyproject)))
     return 0
 
 

@@ -21,6 +21,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from intact.cli import existing_file  # noqa: E402
 from intact.config import resolve_run  # noqa: E402
 from intact.layering import read_layers  # noqa: E402
 from intact.methods import create_method  # noqa: E402
@@ -52,7 +53,7 @@ def counts(cfg: dict, benchmark: str, method: str, classes: int, tasks: int) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=str(REPO / "configs/paper/imagenet_r.yaml"))
+    ap.add_argument("--config", type=existing_file, default=str(REPO / "configs/paper/imagenet_r.yaml"))
     ap.add_argument("--benchmark", default="imagenet_r")
     ap.add_argument("--classes", type=int, default=200)
     ap.add_argument("--tasks", type=int, default=15)

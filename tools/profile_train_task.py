@@ -223,8 +223,10 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from intact.cli import existing_file  # here, not at the top: the profiled job's process runs this file too
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default=str(REPO / "config.yaml"))
+    p.add_argument("--config", type=existing_file, default=str(REPO / "config.yaml"))
     p.add_argument("--method", default="coda_p+intact")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--task", type=int, default=1, help="the profiled task (>= 1 loads a previous state)")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from intact.checks import declared_runs
+from intact.cli import existing_file
 from intact.config import resolve_run
 from intact.settings import RunConfig
 from intact.layering import read_files
@@ -77,6 +78,6 @@ def main(paths: list[str]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("paths", nargs="*", help="configs relative to the checkout (default: config.yaml and "
-                                                 "every shipped overlay)")
-    main(parser.parse_args().paths)
+    parser.add_argument("paths", nargs="*", type=existing_file,
+                        help="configs relative to the checkout (default: config.yaml and every shipped overlay)")
+    main([str(path) for path in parser.parse_args().paths])

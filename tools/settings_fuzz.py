@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from intact.cli import existing_file
 from intact.config import missing_data, missing_weights, resolver, tracking_config, validate_config
 from intact.layering import read_files
 from intact.methods import METHODS
@@ -403,10 +404,12 @@ def fuzz_jobs(only: list[str]) -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["validation", "jobs"])
-    parser.add_argument("configs", nargs="*", default=["config.yaml"], help="validation: the config files, layered")
+    parser.add_argument("configs", nargs="*", type=existing_file, default=["config.yaml"],
+                        help="validation: the config files, layered")
     parser.add_argument("--values", choices=sorted(VALUES), default="full", help="validation: the bad values")
     parser.add_argument("--only", nargs="*", default=[], help="jobs: the cases whose label holds one of these")
     args = parser.parse_args(argv)
+    args.configs = [str(path) for path in args.configs]
     if args.mode == "validation":
         count, escaped = fuzz_validation(filled(*args.configs), VALUES[args.values])
         for key, value, err in escaped:

@@ -33,6 +33,14 @@ from intact.studies import expand_studies  # noqa: E402
 from intact.tune import expand_tune  # noqa: E402
 
 
+def existing_file(text: str) -> Path:
+    """An argparse ``type`` for a file argument (the tools' configs, lists and tables): a missing file is a one-line
+    usage error naming the argument, exit 2, not a traceback from wherever the file is first read."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    return Path(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     """The commands parsed here (speed, warm and rehearse parse their own options)."""
     parser = argparse.ArgumentParser(prog="intact", description=__doc__,
