@@ -187,6 +187,28 @@ def test_the_choice_says_how_decisive_it_is():
     assert close["points"][0]["val_aa_sd"] == pytest.approx(50 ** 0.5)
 
 
+def test_equal_means_in_another_seed_order_tie_and_the_verdict_names_the_tie():
+    """Before 2026-12-01 the means were plain sums: 70.1, 60.2, 50.3 gave 60.20000000000001 in one order and
+    60.199999999999996 in the other, so ``min_forgetting`` was never asked and point 0 (forgetting 20) won; and a
+    point picked inside the tolerance was called "not decisive: lead -0.40" over a runner-up that beat it."""
+    from intact.report.tune import how_decisive
+
+    s = Search("m+intact", "m", tuple(grid_points({"lambda_feat": [1.0, 2.0]})))
+    metrics = {(s.val_names[i], k): {"aa": a, "forgetting_max": f, "eval_split": "val"}
+               for i, (aas, f) in {0: ([70.1, 60.2, 50.3], 20.0), 1: ([50.3, 60.2, 70.1], 5.0)}.items()
+               for k, a in enumerate(aas)}
+    choice = select(s, metrics, (0, 1, 2), tie="min_forgetting", tolerance=0.0)
+    assert choice["tied"] == [0, 1] and choice["chosen"]["index"] == 1
+    assert how_decisive(choice)[0] == "tie within tolerance 0 with point(s) 0; the tie rule (min_forgetting) picked"
+    within = select(s, _metrics(s, [[70.4, 70.4], [70.0, 70.0]], [10, 5]), (0, 1), tie="min_forgetting",
+                    tolerance=0.5)
+    assert within["chosen"]["index"] == 1
+    assert how_decisive(within)[0].startswith("tie within tolerance 0.5 with point(s) 0;")
+    nan = _metrics(s, [[float("nan"), 70.0], [70.0, 70.0]], [0, 0])
+    with pytest.raises(ValueError, match="non-finite validation AA"):
+        select(s, nan, (0, 1), tie="first", tolerance=0.0)
+
+
 def test_identical_runs_are_a_tie_not_a_preference():
     """Two points whose runs are the same on every selection seed (lambda_feat 0 under either L_Feat gate) are
     recorded as identical; choosing between them is the tie rule's, and the record says so."""

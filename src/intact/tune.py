@@ -249,10 +249,15 @@ def select(search: Search, metrics: Mapping[tuple[str, int], Mapping[str, Any]],
                                  "a tuning choice reads validation-split records only")
         aa = [float(r["aa"]) for r in recs]
         forgetting = [float(r["forgetting_max"]) for r in recs]
+        if not all(map(math.isfinite, aa + forgetting)):
+            raise ValueError(f"{search.val_name(point)}: a non-finite validation AA or forgetting on seeds "
+                             f"{list(seeds)}: {aa}, {forgetting}; a tuning choice compares finite numbers only")
+        # math.fsum: the exactly rounded sum, so equal numbers in another seed order give equal means (a plain sum
+        # differed in the last bit, and the tie rule was never asked)
         rows.append({"index": i, "name": search.val_name(point), "final_name": search.test_name(point),
-                     "settings": dict(point), "val_aa": aa, "val_aa_mean": sum(aa) / len(aa),
+                     "settings": dict(point), "val_aa": aa, "val_aa_mean": math.fsum(aa) / len(aa),
                      "val_aa_sd": statistics.stdev(aa) if len(aa) > 1 else 0.0,
-                     "val_forgetting_mean": sum(forgetting) / len(forgetting)})
+                     "val_forgetting_mean": math.fsum(forgetting) / len(forgetting)})
     groups = identical_groups(rows, seeds, fingerprints)
     for row in rows:
         row["identical_to"] = [j for g in groups if row["index"] in g for j in g if j != row["index"]]

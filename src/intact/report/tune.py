@@ -22,7 +22,8 @@ NOTE = ("Search on the validation split (train minus a validation part of it; th
         "full train split and are evaluated on the test split. A = the chosen point, B = its baseline. "
         "val AA = the chosen point's mean ± std over the selection seeds; how decisive = its lead over the best "
         "other point against the larger of the two points' std over the selection seeds (decisive: the lead "
-        "exceeds it), or a tie where the points' runs are identical (the tie rule, not the data, chose). "
+        "exceeds it), or a tie (the tie rule, not the data, chose) where the points' runs are identical or their "
+        "means lie within the tolerance. "
         "Δ forgetting: A − B of forgetting (max-final), mean over the paired seeds (negative: the chosen point forgets "
         "less). diag = mean of R's diagonal (accuracy on a task right after learning it).")
 KEYS = ("aa", "forgetting_max", "diag")
@@ -96,6 +97,10 @@ def how_decisive(choice: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
         return f"tie: runs identical to point(s) {twins}; the tie rule ({choice['tie']}) picked", d
     if d.get("lead") is None:
         return "one point", d
+    others = [str(i) for i in choice.get("tied", ()) if i != choice["chosen"]["index"]]
+    if others:  # within `tolerance` of the best: the tie rule chose, whatever the lead says
+        return (f"tie within tolerance {choice['tolerance']:g} with point(s) {', '.join(others)}; the tie rule "
+                f"({choice['tie']}) picked", d)
     sign = ">" if d["decisive"] else "≤"
     word = "decisive" if d["decisive"] else "not decisive"
     return f"{word}: lead {d['lead']:.2f} {sign} spread {d['spread']:.2f} over point {d['runner_up']['index']}", d
