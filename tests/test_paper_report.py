@@ -228,7 +228,8 @@ def _ensure_pdflatex(log: Path) -> str | None:
 @pytest.mark.slow
 def test_a_diagnostic_figure_names_the_runs_it_leaves_out(tmp_path):
     """A run that records no certificate or hypercube (S-Prompts, ESN, CPrompt: nothing shared between domains) is
-    named under the figure, with why, instead of missing from it silently; a method with no runs is no figure's."""
+    named under the figure, with why, instead of missing from it silently; so is a declared method with no stored
+    run yet (the paper figures read whatever is stored: before 2026-12-01 it was left out without a word)."""
     from intact.report import figures
 
     runs = [_run("imagenet_r", "coda_p", s, 50.0) for s in (0, 1)]
@@ -241,12 +242,36 @@ def test_a_diagnostic_figure_names_the_runs_it_leaves_out(tmp_path):
     cert = figures._per_task(stored, "imagenet_r", methods, lambda r, t: r.metrics["certificate"][t])
     assert list(cert) == ["coda_p"]
     assert figures.not_drawn(stored, "imagenet_r", methods, cert, "no certificate recorded", first=1) == \
-        "not drawn (no certificate recorded): esn"
+        "not drawn (no stored runs yet): not_run\nnot drawn (no certificate recorded): esn"
     assert figures.not_drawn(stored, "imagenet_r", ["coda_p"], cert, "no certificate recorded", first=1) == ""
     for figure in (figures.certificate, figures.hypercube, figures.feat_gate):
         path = tmp_path / f"{figure.__name__}.png"
         figure(stored, "imagenet_r", methods, [path])
         assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_paper_figures_name_the_declared_runs_not_stored_yet(tmp_path, monkeypatch):
+    """The paper figures read whatever is stored: before 2026-12-01 a declared method or a sensitivity value with no
+    stored run vanished from the AA evolution and the sensitivity panels without a word (the diagnostics named
+    theirs). The note under each axes names them; with every run stored there is no note."""
+    from intact.report import figures
+    from intact.studies import sensitivity_grid
+
+    notes = []
+    monkeypatch.setattr(figures, "_note_below", lambda ax, text: notes.append(text))
+    spec = {"method": "coda_p+intact", "grid": {"lambda_var": [1e-3, 1e-2, 1e-1]}}
+    grid = sensitivity_grid(spec)["lambda_var"]
+    stored = StoredResults([_run("imagenet_r", grid[1e-3], 0, 60.0), _run("imagenet_r", grid[1e-1], 0, 70.0),
+                            _run("imagenet_r", "coda_p", 0, 50.0)])
+    figures.aa_evolution(stored, "imagenet_r", ["coda_p", "coda_p+intact", "ewc"], [tmp_path / "aa.png"])
+    figures.sensitivity(stored, "imagenet_r", spec, [tmp_path / "sens.png"], keys=["lambda_var"])
+    assert notes == ["not drawn (no stored runs yet): coda_p+intact, ewc",
+                     "not drawn (no stored runs yet): lambda_var = 0.01"]
+    notes.clear()
+    figures.aa_evolution(stored, "imagenet_r", ["coda_p"], [tmp_path / "aa.png"])
+    figures.sensitivity(stored, "imagenet_r", {"method": "coda_p+intact", "grid": {"lambda_var": [1e-3, 1e-1]}},
+                        [tmp_path / "sens.png"], keys=["lambda_var"])
+    assert notes == ["", ""]
 
 
 def test_a_diagnostic_figure_names_the_points_that_average_fewer_seeds():

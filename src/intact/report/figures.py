@@ -135,6 +135,7 @@ def aa_evolution(stored: StoredResults, benchmark: str, methods: Sequence[str], 
         _task_axis(ax, names)
         ax.set_ylabel("AA over the tasks seen so far (%)")
         _legend(ax, drawn, style, title="method (final AA, seeds)")
+        _note_below(ax, unstored(stored, benchmark, {m: m for m in methods}))
     else:
         _empty(ax, f"no stored runs on {benchmark} yet")
     ax.set_title(title or f"AA evolution on {benchmark_title(benchmark)} (mean ± 1 std over seeds)")
@@ -165,6 +166,8 @@ def sensitivity(stored: StoredResults, benchmark: str, spec: Mapping[str, Any] |
             _task_axis(ax, names)
             ax.set_ylabel("AA over the tasks seen so far (%)")
             ax.legend(fontsize=7, title=f"{_LAMBDA.get(key, key)} (final AA, seeds)", title_fontsize=8)
+            labels = {f"{key} = {format_value(value)}": name for value, name in sorted(points.items())}
+            _note_below(ax, unstored(stored, benchmark, labels, width=60))
         else:
             _empty(ax, "not in the sensitivity study" if key not in grid else "no stored runs yet")
     fig.tight_layout()
@@ -186,16 +189,25 @@ def _per_task(stored: StoredResults, benchmark: str, methods: Sequence[str], val
     return out
 
 
+def unstored(stored: StoredResults, benchmark: str, runs: Mapping[str, str], width: int = 110) -> str:
+    """The line under a figure that names the declared runs (``runs``: label -> run name) with no stored run on
+    ``benchmark`` (a results tree still being filled, read by the paper figures): a figure never leaves a declared
+    run out silently; empty where every one is stored."""
+    missing = [label for label, name in runs.items() if not stored.select(benchmark, name)]
+    return textwrap.fill(f"not drawn (no stored runs yet): {', '.join(missing)}", width) if missing else ""
+
+
 def not_drawn(stored: StoredResults, benchmark: str, methods: Sequence[str], data: Mapping[str, Any], why: str,
               first: int = 0) -> str:
-    """The lines under a per-task diagnostic that name the ``methods`` with runs on ``benchmark`` that record no
-    value for it (``data``: :func:`_per_task`'s), with ``why``, and each point from task ``first`` on that averages
-    fewer seeds than its method has runs (a value missing or not finite): a figure never leaves a run out silently;
-    empty where none is left out."""
+    """The lines under a per-task diagnostic that name the ``methods`` with no stored run on ``benchmark``
+    (:func:`unstored`), those with runs that record no value for it (``data``: :func:`_per_task`'s), with ``why``,
+    and each point from task ``first`` on that averages fewer seeds than its method has runs (a value missing or
+    not finite): a figure never leaves a run out silently; empty where none is left out."""
     missing = [m for m in methods if m not in data and stored.select(benchmark, m)]
     fewer = [f"{m} after task {t + 1} ({n} of {len(arr)})" for m, (_, arr) in data.items()
              for t, n in enumerate(np.isfinite(arr).sum(axis=0)) if t >= first and n < len(arr)]
-    lines = [f"not drawn ({why}): {', '.join(missing)}" if missing else "",
+    lines = [unstored(stored, benchmark, {m: m for m in methods}),
+             f"not drawn ({why}): {', '.join(missing)}" if missing else "",
              f"fewer seeds (a value missing or not finite): {', '.join(fewer)}" if fewer else ""]
     return "\n".join(textwrap.fill(line, 110) for line in lines if line)
 
